@@ -1,0 +1,33 @@
+GO ?= go
+BIN := bin/kelp
+
+.PHONY: build test unit blackbox proto bench vet fmt deps clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/kelp
+
+# test: everything CI runs. Installs what the tests need on a fresh machine first.
+test: deps vet build
+	$(GO) test -count=1 -timeout 15m ./...
+
+unit:
+	$(GO) test -count=1 -short ./internal/...
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || (gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); echo "gofmt needed"; exit 1)
+	$(GO) vet ./...
+
+# deps: system packages and services the tests use (idempotent).
+deps:
+	@./scripts/test-deps.sh
+
+proto:
+	cd internal/pb && protoc --go_out=. --go_opt=paths=source_relative \
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative *.proto
+	cd internal/pb && for f in master volume; do mkdir -p $${f}pb && mv $${f}.pb.go $${f}_grpc.pb.go $${f}pb/; done
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem ./internal/...
+
+clean:
+	rm -rf bin
