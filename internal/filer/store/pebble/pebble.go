@@ -1,0 +1,296 @@
+package pebble
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	cpebble "github.com/cockroachdb/pebble/v2"
+
+	"github.com/kelpfs/kelp/internal/filer/store"
+	"github.com/kelpfs/kelp/internal/filer/store/internal/gate"
+)
+
+// Options tune the database. The zero value (or nil) is the default.
+type Options struct {
+	// CacheSize is the block cache in bytes; default 4 MiB.
+	CacheSize int64
+	// MemTableSize is the size of one memtable in bytes; default 2 MiB.
+	// Up to two are held in memory.
+	MemTableSize uint64
+	// NoSync commits without waiting for fsync: a crash may lose the last
+	// transactions (never part of one). For tests and benchmarks.
+	NoSync bool
+	// Logger receives Pebble's log lines; nil discards them.
+	Logger *slog.Logger
+}
+
+// Store is a store.Store on a Pebble database.
+type Store struct {
+	db        *cpebble.DB
+	writeOpts *cpebble.WriteOptions
+	writer    sync.Mutex // serialises Update: see the package comment
+	gate      gate.Gate
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens or creates the database in dir.
+func Open(dir string, opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.CacheSize <= 0 {
+		o.CacheSize = 4 << 20
+	}
+	if o.MemTableSize == 0 {
+		o.MemTableSize = 2 << 20
+	}
+	po := &cpebble.Options{
+		CacheSize:          o.CacheSize,
+		MemTableSize:       o.MemTableSize,
+		FormatMajorVersion: cpebble.FormatNewest,
+		Logger:             logger{o.Logger},
+		// The filer holds few files open; Pebble's default of 1000 table
+		// handles each pins index blocks.
+		MaxOpenFiles: 256,
+	}
+	db, err := cpebble.Open(dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("pebble: open %s: %w", dir, err)
+	}
+	wo := cpebble.Sync
+	if o.NoSync {
+		wo = cpebble.NoSync
+	}
+	return &Store{db: db, writeOpts: wo}, nil
+}
+
+// reader is what Get and Scan need; a DB, a Snapshot and an indexed Batch
+// all provide it.
+type reader interface {
+	Get(key []byte) ([]byte, io.Closer, error)
+	NewIterWithContext(ctx context.Context, o *cpebble.IterOptions) (*cpebble.Iterator, error)
+}
+
+func get(r reader, key []byte) ([]byte, error) {
+	if err := store.CheckKey(key); err != nil {
+		return nil, err
+	}
+	v, closer, err := r.Get(key)
+	if errors.Is(err, cpebble.ErrNotFound) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pebble: get: %w", err)
+	}
+	out := append([]byte{}, v...) // Pebble's slice is valid only until Close
+	closer.Close()
+	return out, nil
+}
+
+func scan(ctx context.Context, r reader, start, end []byte, limit int, fn store.ScanFunc) error {
+	if store.EmptyRange(start, end) {
+		return ctx.Err()
+	}
+	if len(start) == 0 {
+		// No key sorts before the empty key; a nil bound also spares
+		// Pebble a seek (and its invariant builds index start[0]).
+		start = nil
+	}
+	it, err := r.NewIterWithContext(ctx, &cpebble.IterOptions{LowerBound: start, UpperBound: end})
+	if err != nil {
+		return fmt.Errorf("pebble: scan: %w", err)
+	}
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := ctx.Err(); err != nil {
+			it.Close()
+			return err
+		}
+		if limit > 0 && n == limit {
+			break
+		}
+		n++
+		v, err := it.ValueAndErr()
+		if err == nil {
+			err = fn(it.Key(), v)
+		}
+		if err != nil {
+			it.Close()
+			if errors.Is(err, store.ErrStopScan) {
+				return nil
+			}
+			return err
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("pebble: scan: %w", err)
+	}
+	return nil
+}
+
+// Get implements store.Store.
+func (s *Store) Get(ctx context.Context, key []byte) ([]byte, error) {
+	if err := s.gate.Enter(); err != nil {
+		return nil, err
+	}
+	defer s.gate.Leave()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return get(s.db, key)
+}
+
+// Scan implements store.Store. It reads one consistent snapshot.
+func (s *Store) Scan(ctx context.Context, start, end []byte, limit int, fn store.ScanFunc) error {
+	if err := s.gate.Enter(); err != nil {
+		return err
+	}
+	defer s.gate.Leave()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return scan(ctx, s.db, start, end, limit, fn)
+}
+
+// View implements store.Store over a Pebble snapshot; fn runs once.
+func (s *Store) View(ctx context.Context, fn func(tx store.ReadTx) error) error {
+	if err := s.gate.Enter(); err != nil {
+		return err
+	}
+	defer s.gate.Leave()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	tx := &tx{ctx: ctx, r: snap}
+	defer tx.finish()
+	return fn(tx)
+}
+
+// Update implements store.Store; fn runs once (there are no conflicts).
+func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
+	if err := s.gate.Enter(); err != nil {
+		return err
+	}
+	defer s.gate.Leave()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.writer.Lock()
+	defer s.writer.Unlock()
+	b := s.db.NewIndexedBatch()
+	defer b.Close()
+	t := &tx{ctx: ctx, r: b, b: b}
+	err := fn(t)
+	t.finish()
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if b.Empty() {
+		return nil
+	}
+	if err := b.Commit(s.writeOpts); err != nil {
+		return fmt.Errorf("pebble: commit: %w", err)
+	}
+	return nil
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error {
+	if !s.gate.Close() {
+		return nil
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("pebble: close: %w", err)
+	}
+	return nil
+}
+
+// tx is a View (b nil) or Update transaction.
+type tx struct {
+	ctx  context.Context
+	r    reader
+	b    *cpebble.Batch
+	done bool
+}
+
+func (t *tx) finish() { t.done = true }
+
+func (t *tx) check() error {
+	if t.done {
+		return store.ErrTxDone
+	}
+	return t.ctx.Err()
+}
+
+func (t *tx) Get(key []byte) ([]byte, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	return get(t.r, key)
+}
+
+func (t *tx) Scan(start, end []byte, limit int, fn store.ScanFunc) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	return scan(t.ctx, t.r, start, end, limit, fn)
+}
+
+func (t *tx) Put(key, val []byte) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if err := store.CheckKey(key); err != nil {
+		return err
+	}
+	if err := store.CheckValue(val); err != nil {
+		return err
+	}
+	return t.b.Set(key, val, nil) // the batch copies key and val
+}
+
+func (t *tx) Delete(key []byte) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if err := store.CheckKey(key); err != nil {
+		return err
+	}
+	return t.b.Delete(key, nil)
+}
+
+// logger adapts slog to Pebble's printf-style logger.
+type logger struct{ l *slog.Logger }
+
+func (l logger) Infof(format string, args ...any) {
+	if l.l != nil {
+		l.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+	}
+}
+
+func (l logger) Errorf(format string, args ...any) {
+	if l.l != nil {
+		l.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+	}
+}
+
+// Fatalf is called on broken invariants (corruption); Pebble expects it
+// not to return.
+func (l logger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if l.l != nil {
+		l.l.Error(msg, "component", "pebble")
+	}
+	panic("pebble: fatal: " + msg)
+}
