@@ -24,7 +24,7 @@ deps:
 proto:
 	cd internal/pb && protoc --go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative *.proto
-	cd internal/pb && for f in master volume; do mkdir -p $${f}pb && mv $${f}.pb.go $${f}_grpc.pb.go $${f}pb/; done
+	cd internal/pb && for p in *.proto; do f=$${p%.proto}; mkdir -p $${f}pb && mv $${f}.pb.go $${f}_grpc.pb.go $${f}pb/; done
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/...

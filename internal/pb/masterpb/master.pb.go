@@ -21,6 +21,700 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type LeaseAdminLockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Owner         string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`                                       // free text naming the holder, e.g. "shell@host"
+	PreviousToken uint64                 `protobuf:"varint,2,opt,name=previous_token,json=previousToken,proto3" json:"previous_token,omitempty"` // 0 to acquire; the held token to renew
+	LeaseMs       int64                  `protobuf:"varint,3,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`                   // 0 means the master's default (30 s)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseAdminLockRequest) Reset() {
+	*x = LeaseAdminLockRequest{}
+	mi := &file_master_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseAdminLockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseAdminLockRequest) ProtoMessage() {}
+
+func (x *LeaseAdminLockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseAdminLockRequest.ProtoReflect.Descriptor instead.
+func (*LeaseAdminLockRequest) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *LeaseAdminLockRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *LeaseAdminLockRequest) GetPreviousToken() uint64 {
+	if x != nil {
+		return x.PreviousToken
+	}
+	return 0
+}
+
+func (x *LeaseAdminLockRequest) GetLeaseMs() int64 {
+	if x != nil {
+		return x.LeaseMs
+	}
+	return 0
+}
+
+type LeaseAdminLockResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         uint64                 `protobuf:"varint,1,opt,name=token,proto3" json:"token,omitempty"`
+	ExpiresUnixMs int64                  `protobuf:"varint,2,opt,name=expires_unix_ms,json=expiresUnixMs,proto3" json:"expires_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseAdminLockResponse) Reset() {
+	*x = LeaseAdminLockResponse{}
+	mi := &file_master_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseAdminLockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseAdminLockResponse) ProtoMessage() {}
+
+func (x *LeaseAdminLockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseAdminLockResponse.ProtoReflect.Descriptor instead.
+func (*LeaseAdminLockResponse) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LeaseAdminLockResponse) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *LeaseAdminLockResponse) GetExpiresUnixMs() int64 {
+	if x != nil {
+		return x.ExpiresUnixMs
+	}
+	return 0
+}
+
+type ReleaseAdminLockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Owner         string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	Token         uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseAdminLockRequest) Reset() {
+	*x = ReleaseAdminLockRequest{}
+	mi := &file_master_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseAdminLockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseAdminLockRequest) ProtoMessage() {}
+
+func (x *ReleaseAdminLockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseAdminLockRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseAdminLockRequest) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ReleaseAdminLockRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *ReleaseAdminLockRequest) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+type ReleaseAdminLockResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseAdminLockResponse) Reset() {
+	*x = ReleaseAdminLockResponse{}
+	mi := &file_master_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseAdminLockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseAdminLockResponse) ProtoMessage() {}
+
+func (x *ReleaseAdminLockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseAdminLockResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseAdminLockResponse) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{3}
+}
+
+type ConfigureRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	LockToken uint64                 `protobuf:"varint,1,opt,name=lock_token,json=lockToken,proto3" json:"lock_token,omitempty"`
+	// Sets the default replication of the cluster (collection empty) or of one
+	// collection. Empty replication leaves it unchanged.
+	Collection    string `protobuf:"bytes,2,opt,name=collection,proto3" json:"collection,omitempty"`
+	Replication   string `protobuf:"bytes,3,opt,name=replication,proto3" json:"replication,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigureRequest) Reset() {
+	*x = ConfigureRequest{}
+	mi := &file_master_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigureRequest) ProtoMessage() {}
+
+func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigureRequest.ProtoReflect.Descriptor instead.
+func (*ConfigureRequest) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ConfigureRequest) GetLockToken() uint64 {
+	if x != nil {
+		return x.LockToken
+	}
+	return 0
+}
+
+func (x *ConfigureRequest) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *ConfigureRequest) GetReplication() string {
+	if x != nil {
+		return x.Replication
+	}
+	return ""
+}
+
+type ConfigureResponse struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	DefaultReplication    string                 `protobuf:"bytes,1,opt,name=default_replication,json=defaultReplication,proto3" json:"default_replication,omitempty"`
+	CollectionReplication map[string]string      `protobuf:"bytes,2,rep,name=collection_replication,json=collectionReplication,proto3" json:"collection_replication,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *ConfigureResponse) Reset() {
+	*x = ConfigureResponse{}
+	mi := &file_master_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigureResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigureResponse) ProtoMessage() {}
+
+func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
+func (*ConfigureResponse) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ConfigureResponse) GetDefaultReplication() string {
+	if x != nil {
+		return x.DefaultReplication
+	}
+	return ""
+}
+
+func (x *ConfigureResponse) GetCollectionReplication() map[string]string {
+	if x != nil {
+		return x.CollectionReplication
+	}
+	return nil
+}
+
+type TopologyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopologyRequest) Reset() {
+	*x = TopologyRequest{}
+	mi := &file_master_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologyRequest) ProtoMessage() {}
+
+func (x *TopologyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologyRequest.ProtoReflect.Descriptor instead.
+func (*TopologyRequest) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{6}
+}
+
+type TopologyResponse struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	DataCenters           []*DataCenter          `protobuf:"bytes,1,rep,name=data_centers,json=dataCenters,proto3" json:"data_centers,omitempty"`
+	VolumeSizeLimit       uint64                 `protobuf:"varint,2,opt,name=volume_size_limit,json=volumeSizeLimit,proto3" json:"volume_size_limit,omitempty"`
+	DefaultReplication    string                 `protobuf:"bytes,3,opt,name=default_replication,json=defaultReplication,proto3" json:"default_replication,omitempty"`
+	CollectionReplication map[string]string      `protobuf:"bytes,4,rep,name=collection_replication,json=collectionReplication,proto3" json:"collection_replication,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *TopologyResponse) Reset() {
+	*x = TopologyResponse{}
+	mi := &file_master_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologyResponse) ProtoMessage() {}
+
+func (x *TopologyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologyResponse.ProtoReflect.Descriptor instead.
+func (*TopologyResponse) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TopologyResponse) GetDataCenters() []*DataCenter {
+	if x != nil {
+		return x.DataCenters
+	}
+	return nil
+}
+
+func (x *TopologyResponse) GetVolumeSizeLimit() uint64 {
+	if x != nil {
+		return x.VolumeSizeLimit
+	}
+	return 0
+}
+
+func (x *TopologyResponse) GetDefaultReplication() string {
+	if x != nil {
+		return x.DefaultReplication
+	}
+	return ""
+}
+
+func (x *TopologyResponse) GetCollectionReplication() map[string]string {
+	if x != nil {
+		return x.CollectionReplication
+	}
+	return nil
+}
+
+type DataCenter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Racks         []*Rack                `protobuf:"bytes,2,rep,name=racks,proto3" json:"racks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DataCenter) Reset() {
+	*x = DataCenter{}
+	mi := &file_master_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DataCenter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DataCenter) ProtoMessage() {}
+
+func (x *DataCenter) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DataCenter.ProtoReflect.Descriptor instead.
+func (*DataCenter) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DataCenter) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *DataCenter) GetRacks() []*Rack {
+	if x != nil {
+		return x.Racks
+	}
+	return nil
+}
+
+type Rack struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Nodes         []*Node                `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Rack) Reset() {
+	*x = Rack{}
+	mi := &file_master_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Rack) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Rack) ProtoMessage() {}
+
+func (x *Rack) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Rack.ProtoReflect.Descriptor instead.
+func (*Rack) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Rack) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Rack) GetNodes() []*Node {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+type Node struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Url            string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"` // HTTP host:port
+	PublicUrl      string                 `protobuf:"bytes,2,opt,name=public_url,json=publicUrl,proto3" json:"public_url,omitempty"`
+	GrpcPort       uint32                 `protobuf:"varint,3,opt,name=grpc_port,json=grpcPort,proto3" json:"grpc_port,omitempty"`
+	Disks          []*DiskInfo            `protobuf:"bytes,4,rep,name=disks,proto3" json:"disks,omitempty"`
+	LastSeenUnixMs int64                  `protobuf:"varint,5,opt,name=last_seen_unix_ms,json=lastSeenUnixMs,proto3" json:"last_seen_unix_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Node) Reset() {
+	*x = Node{}
+	mi := &file_master_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Node) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Node) ProtoMessage() {}
+
+func (x *Node) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Node.ProtoReflect.Descriptor instead.
+func (*Node) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Node) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *Node) GetPublicUrl() string {
+	if x != nil {
+		return x.PublicUrl
+	}
+	return ""
+}
+
+func (x *Node) GetGrpcPort() uint32 {
+	if x != nil {
+		return x.GrpcPort
+	}
+	return 0
+}
+
+func (x *Node) GetDisks() []*DiskInfo {
+	if x != nil {
+		return x.Disks
+	}
+	return nil
+}
+
+func (x *Node) GetLastSeenUnixMs() int64 {
+	if x != nil {
+		return x.LastSeenUnixMs
+	}
+	return 0
+}
+
+type ReportVolumeFailureRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	VolumeId      uint32                 `protobuf:"varint,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	FailedUrl     string                 `protobuf:"bytes,2,opt,name=failed_url,json=failedUrl,proto3" json:"failed_url,omitempty"` // the copy that failed
+	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportVolumeFailureRequest) Reset() {
+	*x = ReportVolumeFailureRequest{}
+	mi := &file_master_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportVolumeFailureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportVolumeFailureRequest) ProtoMessage() {}
+
+func (x *ReportVolumeFailureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportVolumeFailureRequest.ProtoReflect.Descriptor instead.
+func (*ReportVolumeFailureRequest) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ReportVolumeFailureRequest) GetVolumeId() uint32 {
+	if x != nil {
+		return x.VolumeId
+	}
+	return 0
+}
+
+func (x *ReportVolumeFailureRequest) GetFailedUrl() string {
+	if x != nil {
+		return x.FailedUrl
+	}
+	return ""
+}
+
+func (x *ReportVolumeFailureRequest) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type ReportVolumeFailureResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportVolumeFailureResponse) Reset() {
+	*x = ReportVolumeFailureResponse{}
+	mi := &file_master_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportVolumeFailureResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportVolumeFailureResponse) ProtoMessage() {}
+
+func (x *ReportVolumeFailureResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportVolumeFailureResponse.ProtoReflect.Descriptor instead.
+func (*ReportVolumeFailureResponse) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{12}
+}
+
 type HeartbeatRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Ip            string                 `protobuf:"bytes,1,opt,name=ip,proto3" json:"ip,omitempty"`
@@ -36,7 +730,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_master_proto_msgTypes[0]
+	mi := &file_master_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -48,7 +742,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[0]
+	mi := &file_master_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -61,7 +755,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{0}
+	return file_master_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HeartbeatRequest) GetIp() string {
@@ -125,7 +819,7 @@ type DiskInfo struct {
 
 func (x *DiskInfo) Reset() {
 	*x = DiskInfo{}
-	mi := &file_master_proto_msgTypes[1]
+	mi := &file_master_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -137,7 +831,7 @@ func (x *DiskInfo) String() string {
 func (*DiskInfo) ProtoMessage() {}
 
 func (x *DiskInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[1]
+	mi := &file_master_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -150,7 +844,7 @@ func (x *DiskInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiskInfo.ProtoReflect.Descriptor instead.
 func (*DiskInfo) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{1}
+	return file_master_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DiskInfo) GetDir() string {
@@ -200,7 +894,7 @@ type VolumeInfo struct {
 
 func (x *VolumeInfo) Reset() {
 	*x = VolumeInfo{}
-	mi := &file_master_proto_msgTypes[2]
+	mi := &file_master_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -212,7 +906,7 @@ func (x *VolumeInfo) String() string {
 func (*VolumeInfo) ProtoMessage() {}
 
 func (x *VolumeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[2]
+	mi := &file_master_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -225,7 +919,7 @@ func (x *VolumeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeInfo.ProtoReflect.Descriptor instead.
 func (*VolumeInfo) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{2}
+	return file_master_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *VolumeInfo) GetId() uint32 {
@@ -315,7 +1009,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_master_proto_msgTypes[3]
+	mi := &file_master_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -327,7 +1021,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[3]
+	mi := &file_master_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -340,7 +1034,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{3}
+	return file_master_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HeartbeatResponse) GetVolumeSizeLimit() uint64 {
@@ -370,7 +1064,7 @@ type AssignRequest struct {
 
 func (x *AssignRequest) Reset() {
 	*x = AssignRequest{}
-	mi := &file_master_proto_msgTypes[4]
+	mi := &file_master_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +1076,7 @@ func (x *AssignRequest) String() string {
 func (*AssignRequest) ProtoMessage() {}
 
 func (x *AssignRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[4]
+	mi := &file_master_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +1089,7 @@ func (x *AssignRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignRequest.ProtoReflect.Descriptor instead.
 func (*AssignRequest) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{4}
+	return file_master_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AssignRequest) GetCount() uint64 {
@@ -446,7 +1140,7 @@ type AssignResponse struct {
 
 func (x *AssignResponse) Reset() {
 	*x = AssignResponse{}
-	mi := &file_master_proto_msgTypes[5]
+	mi := &file_master_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -458,7 +1152,7 @@ func (x *AssignResponse) String() string {
 func (*AssignResponse) ProtoMessage() {}
 
 func (x *AssignResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[5]
+	mi := &file_master_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -471,7 +1165,7 @@ func (x *AssignResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignResponse.ProtoReflect.Descriptor instead.
 func (*AssignResponse) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{5}
+	return file_master_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AssignResponse) GetFid() string {
@@ -518,7 +1212,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_master_proto_msgTypes[6]
+	mi := &file_master_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +1224,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[6]
+	mi := &file_master_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +1237,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{6}
+	return file_master_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LookupRequest) GetVolumeIds() []uint32 {
@@ -562,7 +1256,7 @@ type LookupResponse struct {
 
 func (x *LookupResponse) Reset() {
 	*x = LookupResponse{}
-	mi := &file_master_proto_msgTypes[7]
+	mi := &file_master_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -574,7 +1268,7 @@ func (x *LookupResponse) String() string {
 func (*LookupResponse) ProtoMessage() {}
 
 func (x *LookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[7]
+	mi := &file_master_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -587,7 +1281,7 @@ func (x *LookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
 func (*LookupResponse) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{7}
+	return file_master_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LookupResponse) GetVolumes() []*VolumeLocations {
@@ -608,7 +1302,7 @@ type VolumeLocations struct {
 
 func (x *VolumeLocations) Reset() {
 	*x = VolumeLocations{}
-	mi := &file_master_proto_msgTypes[8]
+	mi := &file_master_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -620,7 +1314,7 @@ func (x *VolumeLocations) String() string {
 func (*VolumeLocations) ProtoMessage() {}
 
 func (x *VolumeLocations) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[8]
+	mi := &file_master_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -633,7 +1327,7 @@ func (x *VolumeLocations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeLocations.ProtoReflect.Descriptor instead.
 func (*VolumeLocations) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{8}
+	return file_master_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *VolumeLocations) GetVolumeId() uint32 {
@@ -670,7 +1364,7 @@ type Location struct {
 
 func (x *Location) Reset() {
 	*x = Location{}
-	mi := &file_master_proto_msgTypes[9]
+	mi := &file_master_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -682,7 +1376,7 @@ func (x *Location) String() string {
 func (*Location) ProtoMessage() {}
 
 func (x *Location) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[9]
+	mi := &file_master_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -695,7 +1389,7 @@ func (x *Location) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Location.ProtoReflect.Descriptor instead.
 func (*Location) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{9}
+	return file_master_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Location) GetUrl() string {
@@ -741,7 +1435,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_master_proto_msgTypes[10]
+	mi := &file_master_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -753,7 +1447,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[10]
+	mi := &file_master_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -766,7 +1460,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{10}
+	return file_master_proto_rawDescGZIP(), []int{23}
 }
 
 type ClusterStatusResponse struct {
@@ -779,7 +1473,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_master_proto_msgTypes[11]
+	mi := &file_master_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +1485,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[11]
+	mi := &file_master_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +1498,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{11}
+	return file_master_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ClusterStatusResponse) GetJson() []byte {
@@ -818,7 +1512,60 @@ var File_master_proto protoreflect.FileDescriptor
 
 const file_master_proto_rawDesc = "" +
 	"\n" +
-	"\fmaster.proto\x12\vkelp.master\"\xd4\x01\n" +
+	"\fmaster.proto\x12\vkelp.master\"o\n" +
+	"\x15LeaseAdminLockRequest\x12\x14\n" +
+	"\x05owner\x18\x01 \x01(\tR\x05owner\x12%\n" +
+	"\x0eprevious_token\x18\x02 \x01(\x04R\rpreviousToken\x12\x19\n" +
+	"\blease_ms\x18\x03 \x01(\x03R\aleaseMs\"V\n" +
+	"\x16LeaseAdminLockResponse\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\x04R\x05token\x12&\n" +
+	"\x0fexpires_unix_ms\x18\x02 \x01(\x03R\rexpiresUnixMs\"E\n" +
+	"\x17ReleaseAdminLockRequest\x12\x14\n" +
+	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\"\x1a\n" +
+	"\x18ReleaseAdminLockResponse\"s\n" +
+	"\x10ConfigureRequest\x12\x1d\n" +
+	"\n" +
+	"lock_token\x18\x01 \x01(\x04R\tlockToken\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x02 \x01(\tR\n" +
+	"collection\x12 \n" +
+	"\vreplication\x18\x03 \x01(\tR\vreplication\"\x80\x02\n" +
+	"\x11ConfigureResponse\x12/\n" +
+	"\x13default_replication\x18\x01 \x01(\tR\x12defaultReplication\x12p\n" +
+	"\x16collection_replication\x18\x02 \x03(\v29.kelp.master.ConfigureResponse.CollectionReplicationEntryR\x15collectionReplication\x1aH\n" +
+	"\x1aCollectionReplicationEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x11\n" +
+	"\x0fTopologyRequest\"\xe6\x02\n" +
+	"\x10TopologyResponse\x12:\n" +
+	"\fdata_centers\x18\x01 \x03(\v2\x17.kelp.master.DataCenterR\vdataCenters\x12*\n" +
+	"\x11volume_size_limit\x18\x02 \x01(\x04R\x0fvolumeSizeLimit\x12/\n" +
+	"\x13default_replication\x18\x03 \x01(\tR\x12defaultReplication\x12o\n" +
+	"\x16collection_replication\x18\x04 \x03(\v28.kelp.master.TopologyResponse.CollectionReplicationEntryR\x15collectionReplication\x1aH\n" +
+	"\x1aCollectionReplicationEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"E\n" +
+	"\n" +
+	"DataCenter\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
+	"\x05racks\x18\x02 \x03(\v2\x11.kelp.master.RackR\x05racks\"?\n" +
+	"\x04Rack\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
+	"\x05nodes\x18\x02 \x03(\v2\x11.kelp.master.NodeR\x05nodes\"\xac\x01\n" +
+	"\x04Node\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1d\n" +
+	"\n" +
+	"public_url\x18\x02 \x01(\tR\tpublicUrl\x12\x1b\n" +
+	"\tgrpc_port\x18\x03 \x01(\rR\bgrpcPort\x12+\n" +
+	"\x05disks\x18\x04 \x03(\v2\x15.kelp.master.DiskInfoR\x05disks\x12)\n" +
+	"\x11last_seen_unix_ms\x18\x05 \x01(\x03R\x0elastSeenUnixMs\"n\n" +
+	"\x1aReportVolumeFailureRequest\x12\x1b\n" +
+	"\tvolume_id\x18\x01 \x01(\rR\bvolumeId\x12\x1d\n" +
+	"\n" +
+	"failed_url\x18\x02 \x01(\tR\tfailedUrl\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\x1d\n" +
+	"\x1bReportVolumeFailureResponse\"\xd4\x01\n" +
 	"\x10HeartbeatRequest\x12\x0e\n" +
 	"\x02ip\x18\x01 \x01(\tR\x02ip\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x1b\n" +
@@ -891,12 +1638,17 @@ const file_master_proto_rawDesc = "" +
 	"\tgrpc_port\x18\x05 \x01(\rR\bgrpcPort\"\x16\n" +
 	"\x14ClusterStatusRequest\"+\n" +
 	"\x15ClusterStatusResponse\x12\x12\n" +
-	"\x04json\x18\x01 \x01(\fR\x04json2\xb6\x02\n" +
+	"\x04json\x18\x01 \x01(\fR\x04json2\xf1\x05\n" +
 	"\x06Master\x12N\n" +
 	"\tHeartbeat\x12\x1d.kelp.master.HeartbeatRequest\x1a\x1e.kelp.master.HeartbeatResponse(\x010\x01\x12A\n" +
 	"\x06Assign\x12\x1a.kelp.master.AssignRequest\x1a\x1b.kelp.master.AssignResponse\x12A\n" +
 	"\x06Lookup\x12\x1a.kelp.master.LookupRequest\x1a\x1b.kelp.master.LookupResponse\x12V\n" +
-	"\rClusterStatus\x12!.kelp.master.ClusterStatusRequest\x1a\".kelp.master.ClusterStatusResponseB-Z+github.com/kelpfs/kelp/internal/pb/masterpbb\x06proto3"
+	"\rClusterStatus\x12!.kelp.master.ClusterStatusRequest\x1a\".kelp.master.ClusterStatusResponse\x12Y\n" +
+	"\x0eLeaseAdminLock\x12\".kelp.master.LeaseAdminLockRequest\x1a#.kelp.master.LeaseAdminLockResponse\x12_\n" +
+	"\x10ReleaseAdminLock\x12$.kelp.master.ReleaseAdminLockRequest\x1a%.kelp.master.ReleaseAdminLockResponse\x12J\n" +
+	"\tConfigure\x12\x1d.kelp.master.ConfigureRequest\x1a\x1e.kelp.master.ConfigureResponse\x12G\n" +
+	"\bTopology\x12\x1c.kelp.master.TopologyRequest\x1a\x1d.kelp.master.TopologyResponse\x12h\n" +
+	"\x13ReportVolumeFailure\x12'.kelp.master.ReportVolumeFailureRequest\x1a(.kelp.master.ReportVolumeFailureResponseB-Z+github.com/kelpfs/kelp/internal/pb/masterpbb\x06proto3"
 
 var (
 	file_master_proto_rawDescOnce sync.Once
@@ -910,40 +1662,71 @@ func file_master_proto_rawDescGZIP() []byte {
 	return file_master_proto_rawDescData
 }
 
-var file_master_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_master_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_master_proto_goTypes = []any{
-	(*HeartbeatRequest)(nil),      // 0: kelp.master.HeartbeatRequest
-	(*DiskInfo)(nil),              // 1: kelp.master.DiskInfo
-	(*VolumeInfo)(nil),            // 2: kelp.master.VolumeInfo
-	(*HeartbeatResponse)(nil),     // 3: kelp.master.HeartbeatResponse
-	(*AssignRequest)(nil),         // 4: kelp.master.AssignRequest
-	(*AssignResponse)(nil),        // 5: kelp.master.AssignResponse
-	(*LookupRequest)(nil),         // 6: kelp.master.LookupRequest
-	(*LookupResponse)(nil),        // 7: kelp.master.LookupResponse
-	(*VolumeLocations)(nil),       // 8: kelp.master.VolumeLocations
-	(*Location)(nil),              // 9: kelp.master.Location
-	(*ClusterStatusRequest)(nil),  // 10: kelp.master.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil), // 11: kelp.master.ClusterStatusResponse
+	(*LeaseAdminLockRequest)(nil),       // 0: kelp.master.LeaseAdminLockRequest
+	(*LeaseAdminLockResponse)(nil),      // 1: kelp.master.LeaseAdminLockResponse
+	(*ReleaseAdminLockRequest)(nil),     // 2: kelp.master.ReleaseAdminLockRequest
+	(*ReleaseAdminLockResponse)(nil),    // 3: kelp.master.ReleaseAdminLockResponse
+	(*ConfigureRequest)(nil),            // 4: kelp.master.ConfigureRequest
+	(*ConfigureResponse)(nil),           // 5: kelp.master.ConfigureResponse
+	(*TopologyRequest)(nil),             // 6: kelp.master.TopologyRequest
+	(*TopologyResponse)(nil),            // 7: kelp.master.TopologyResponse
+	(*DataCenter)(nil),                  // 8: kelp.master.DataCenter
+	(*Rack)(nil),                        // 9: kelp.master.Rack
+	(*Node)(nil),                        // 10: kelp.master.Node
+	(*ReportVolumeFailureRequest)(nil),  // 11: kelp.master.ReportVolumeFailureRequest
+	(*ReportVolumeFailureResponse)(nil), // 12: kelp.master.ReportVolumeFailureResponse
+	(*HeartbeatRequest)(nil),            // 13: kelp.master.HeartbeatRequest
+	(*DiskInfo)(nil),                    // 14: kelp.master.DiskInfo
+	(*VolumeInfo)(nil),                  // 15: kelp.master.VolumeInfo
+	(*HeartbeatResponse)(nil),           // 16: kelp.master.HeartbeatResponse
+	(*AssignRequest)(nil),               // 17: kelp.master.AssignRequest
+	(*AssignResponse)(nil),              // 18: kelp.master.AssignResponse
+	(*LookupRequest)(nil),               // 19: kelp.master.LookupRequest
+	(*LookupResponse)(nil),              // 20: kelp.master.LookupResponse
+	(*VolumeLocations)(nil),             // 21: kelp.master.VolumeLocations
+	(*Location)(nil),                    // 22: kelp.master.Location
+	(*ClusterStatusRequest)(nil),        // 23: kelp.master.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),       // 24: kelp.master.ClusterStatusResponse
+	nil,                                 // 25: kelp.master.ConfigureResponse.CollectionReplicationEntry
+	nil,                                 // 26: kelp.master.TopologyResponse.CollectionReplicationEntry
 }
 var file_master_proto_depIdxs = []int32{
-	1,  // 0: kelp.master.HeartbeatRequest.disks:type_name -> kelp.master.DiskInfo
-	2,  // 1: kelp.master.DiskInfo.volumes:type_name -> kelp.master.VolumeInfo
-	9,  // 2: kelp.master.AssignResponse.replicas:type_name -> kelp.master.Location
-	8,  // 3: kelp.master.LookupResponse.volumes:type_name -> kelp.master.VolumeLocations
-	9,  // 4: kelp.master.VolumeLocations.locations:type_name -> kelp.master.Location
-	0,  // 5: kelp.master.Master.Heartbeat:input_type -> kelp.master.HeartbeatRequest
-	4,  // 6: kelp.master.Master.Assign:input_type -> kelp.master.AssignRequest
-	6,  // 7: kelp.master.Master.Lookup:input_type -> kelp.master.LookupRequest
-	10, // 8: kelp.master.Master.ClusterStatus:input_type -> kelp.master.ClusterStatusRequest
-	3,  // 9: kelp.master.Master.Heartbeat:output_type -> kelp.master.HeartbeatResponse
-	5,  // 10: kelp.master.Master.Assign:output_type -> kelp.master.AssignResponse
-	7,  // 11: kelp.master.Master.Lookup:output_type -> kelp.master.LookupResponse
-	11, // 12: kelp.master.Master.ClusterStatus:output_type -> kelp.master.ClusterStatusResponse
-	9,  // [9:13] is the sub-list for method output_type
-	5,  // [5:9] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	25, // 0: kelp.master.ConfigureResponse.collection_replication:type_name -> kelp.master.ConfigureResponse.CollectionReplicationEntry
+	8,  // 1: kelp.master.TopologyResponse.data_centers:type_name -> kelp.master.DataCenter
+	26, // 2: kelp.master.TopologyResponse.collection_replication:type_name -> kelp.master.TopologyResponse.CollectionReplicationEntry
+	9,  // 3: kelp.master.DataCenter.racks:type_name -> kelp.master.Rack
+	10, // 4: kelp.master.Rack.nodes:type_name -> kelp.master.Node
+	14, // 5: kelp.master.Node.disks:type_name -> kelp.master.DiskInfo
+	14, // 6: kelp.master.HeartbeatRequest.disks:type_name -> kelp.master.DiskInfo
+	15, // 7: kelp.master.DiskInfo.volumes:type_name -> kelp.master.VolumeInfo
+	22, // 8: kelp.master.AssignResponse.replicas:type_name -> kelp.master.Location
+	21, // 9: kelp.master.LookupResponse.volumes:type_name -> kelp.master.VolumeLocations
+	22, // 10: kelp.master.VolumeLocations.locations:type_name -> kelp.master.Location
+	13, // 11: kelp.master.Master.Heartbeat:input_type -> kelp.master.HeartbeatRequest
+	17, // 12: kelp.master.Master.Assign:input_type -> kelp.master.AssignRequest
+	19, // 13: kelp.master.Master.Lookup:input_type -> kelp.master.LookupRequest
+	23, // 14: kelp.master.Master.ClusterStatus:input_type -> kelp.master.ClusterStatusRequest
+	0,  // 15: kelp.master.Master.LeaseAdminLock:input_type -> kelp.master.LeaseAdminLockRequest
+	2,  // 16: kelp.master.Master.ReleaseAdminLock:input_type -> kelp.master.ReleaseAdminLockRequest
+	4,  // 17: kelp.master.Master.Configure:input_type -> kelp.master.ConfigureRequest
+	6,  // 18: kelp.master.Master.Topology:input_type -> kelp.master.TopologyRequest
+	11, // 19: kelp.master.Master.ReportVolumeFailure:input_type -> kelp.master.ReportVolumeFailureRequest
+	16, // 20: kelp.master.Master.Heartbeat:output_type -> kelp.master.HeartbeatResponse
+	18, // 21: kelp.master.Master.Assign:output_type -> kelp.master.AssignResponse
+	20, // 22: kelp.master.Master.Lookup:output_type -> kelp.master.LookupResponse
+	24, // 23: kelp.master.Master.ClusterStatus:output_type -> kelp.master.ClusterStatusResponse
+	1,  // 24: kelp.master.Master.LeaseAdminLock:output_type -> kelp.master.LeaseAdminLockResponse
+	3,  // 25: kelp.master.Master.ReleaseAdminLock:output_type -> kelp.master.ReleaseAdminLockResponse
+	5,  // 26: kelp.master.Master.Configure:output_type -> kelp.master.ConfigureResponse
+	7,  // 27: kelp.master.Master.Topology:output_type -> kelp.master.TopologyResponse
+	12, // 28: kelp.master.Master.ReportVolumeFailure:output_type -> kelp.master.ReportVolumeFailureResponse
+	20, // [20:29] is the sub-list for method output_type
+	11, // [11:20] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_master_proto_init() }
@@ -957,7 +1740,7 @@ func file_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_master_proto_rawDesc), len(file_master_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

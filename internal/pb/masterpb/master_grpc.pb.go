@@ -19,10 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Master_Heartbeat_FullMethodName     = "/kelp.master.Master/Heartbeat"
-	Master_Assign_FullMethodName        = "/kelp.master.Master/Assign"
-	Master_Lookup_FullMethodName        = "/kelp.master.Master/Lookup"
-	Master_ClusterStatus_FullMethodName = "/kelp.master.Master/ClusterStatus"
+	Master_Heartbeat_FullMethodName           = "/kelp.master.Master/Heartbeat"
+	Master_Assign_FullMethodName              = "/kelp.master.Master/Assign"
+	Master_Lookup_FullMethodName              = "/kelp.master.Master/Lookup"
+	Master_ClusterStatus_FullMethodName       = "/kelp.master.Master/ClusterStatus"
+	Master_LeaseAdminLock_FullMethodName      = "/kelp.master.Master/LeaseAdminLock"
+	Master_ReleaseAdminLock_FullMethodName    = "/kelp.master.Master/ReleaseAdminLock"
+	Master_Configure_FullMethodName           = "/kelp.master.Master/Configure"
+	Master_Topology_FullMethodName            = "/kelp.master.Master/Topology"
+	Master_ReportVolumeFailure_FullMethodName = "/kelp.master.Master/ReportVolumeFailure"
 )
 
 // MasterClient is the client API for Master service.
@@ -39,6 +44,18 @@ type MasterClient interface {
 	Assign(ctx context.Context, in *AssignRequest, opts ...grpc.CallOption) (*AssignResponse, error)
 	Lookup(ctx context.Context, in *LookupRequest, opts ...grpc.CallOption) (*LookupResponse, error)
 	ClusterStatus(ctx context.Context, in *ClusterStatusRequest, opts ...grpc.CallOption) (*ClusterStatusResponse, error)
+	// Admin API, used by `kelp shell`. Mutating calls carry the admin lock token.
+	// LeaseAdminLock acquires the cluster-wide admin lock, or renews it when
+	// previous_token is the current holder's token.
+	LeaseAdminLock(ctx context.Context, in *LeaseAdminLockRequest, opts ...grpc.CallOption) (*LeaseAdminLockResponse, error)
+	ReleaseAdminLock(ctx context.Context, in *ReleaseAdminLockRequest, opts ...grpc.CallOption) (*ReleaseAdminLockResponse, error)
+	// Configure changes cluster settings at run time (no restart of any server).
+	Configure(ctx context.Context, in *ConfigureRequest, opts ...grpc.CallOption) (*ConfigureResponse, error)
+	// Topology returns the whole tree: data centers, racks, servers, disks, volumes.
+	Topology(ctx context.Context, in *TopologyRequest, opts ...grpc.CallOption) (*TopologyResponse, error)
+	// ReportVolumeFailure is sent by a volume server whose replicated write to a
+	// copy failed: the master stops assigning the volume until it is healthy.
+	ReportVolumeFailure(ctx context.Context, in *ReportVolumeFailureRequest, opts ...grpc.CallOption) (*ReportVolumeFailureResponse, error)
 }
 
 type masterClient struct {
@@ -92,6 +109,56 @@ func (c *masterClient) ClusterStatus(ctx context.Context, in *ClusterStatusReque
 	return out, nil
 }
 
+func (c *masterClient) LeaseAdminLock(ctx context.Context, in *LeaseAdminLockRequest, opts ...grpc.CallOption) (*LeaseAdminLockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaseAdminLockResponse)
+	err := c.cc.Invoke(ctx, Master_LeaseAdminLock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) ReleaseAdminLock(ctx context.Context, in *ReleaseAdminLockRequest, opts ...grpc.CallOption) (*ReleaseAdminLockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseAdminLockResponse)
+	err := c.cc.Invoke(ctx, Master_ReleaseAdminLock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) Configure(ctx context.Context, in *ConfigureRequest, opts ...grpc.CallOption) (*ConfigureResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConfigureResponse)
+	err := c.cc.Invoke(ctx, Master_Configure_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) Topology(ctx context.Context, in *TopologyRequest, opts ...grpc.CallOption) (*TopologyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TopologyResponse)
+	err := c.cc.Invoke(ctx, Master_Topology_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) ReportVolumeFailure(ctx context.Context, in *ReportVolumeFailureRequest, opts ...grpc.CallOption) (*ReportVolumeFailureResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportVolumeFailureResponse)
+	err := c.cc.Invoke(ctx, Master_ReportVolumeFailure_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServer is the server API for Master service.
 // All implementations must embed UnimplementedMasterServer
 // for forward compatibility.
@@ -106,6 +173,18 @@ type MasterServer interface {
 	Assign(context.Context, *AssignRequest) (*AssignResponse, error)
 	Lookup(context.Context, *LookupRequest) (*LookupResponse, error)
 	ClusterStatus(context.Context, *ClusterStatusRequest) (*ClusterStatusResponse, error)
+	// Admin API, used by `kelp shell`. Mutating calls carry the admin lock token.
+	// LeaseAdminLock acquires the cluster-wide admin lock, or renews it when
+	// previous_token is the current holder's token.
+	LeaseAdminLock(context.Context, *LeaseAdminLockRequest) (*LeaseAdminLockResponse, error)
+	ReleaseAdminLock(context.Context, *ReleaseAdminLockRequest) (*ReleaseAdminLockResponse, error)
+	// Configure changes cluster settings at run time (no restart of any server).
+	Configure(context.Context, *ConfigureRequest) (*ConfigureResponse, error)
+	// Topology returns the whole tree: data centers, racks, servers, disks, volumes.
+	Topology(context.Context, *TopologyRequest) (*TopologyResponse, error)
+	// ReportVolumeFailure is sent by a volume server whose replicated write to a
+	// copy failed: the master stops assigning the volume until it is healthy.
+	ReportVolumeFailure(context.Context, *ReportVolumeFailureRequest) (*ReportVolumeFailureResponse, error)
 	mustEmbedUnimplementedMasterServer()
 }
 
@@ -127,6 +206,21 @@ func (UnimplementedMasterServer) Lookup(context.Context, *LookupRequest) (*Looku
 }
 func (UnimplementedMasterServer) ClusterStatus(context.Context, *ClusterStatusRequest) (*ClusterStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ClusterStatus not implemented")
+}
+func (UnimplementedMasterServer) LeaseAdminLock(context.Context, *LeaseAdminLockRequest) (*LeaseAdminLockResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LeaseAdminLock not implemented")
+}
+func (UnimplementedMasterServer) ReleaseAdminLock(context.Context, *ReleaseAdminLockRequest) (*ReleaseAdminLockResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReleaseAdminLock not implemented")
+}
+func (UnimplementedMasterServer) Configure(context.Context, *ConfigureRequest) (*ConfigureResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Configure not implemented")
+}
+func (UnimplementedMasterServer) Topology(context.Context, *TopologyRequest) (*TopologyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Topology not implemented")
+}
+func (UnimplementedMasterServer) ReportVolumeFailure(context.Context, *ReportVolumeFailureRequest) (*ReportVolumeFailureResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportVolumeFailure not implemented")
 }
 func (UnimplementedMasterServer) mustEmbedUnimplementedMasterServer() {}
 func (UnimplementedMasterServer) testEmbeddedByValue()                {}
@@ -210,6 +304,96 @@ func _Master_ClusterStatus_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_LeaseAdminLock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LeaseAdminLockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).LeaseAdminLock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_LeaseAdminLock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).LeaseAdminLock(ctx, req.(*LeaseAdminLockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_ReleaseAdminLock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseAdminLockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).ReleaseAdminLock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_ReleaseAdminLock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).ReleaseAdminLock(ctx, req.(*ReleaseAdminLockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_Configure_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConfigureRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).Configure(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_Configure_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).Configure(ctx, req.(*ConfigureRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_Topology_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TopologyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).Topology(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_Topology_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).Topology(ctx, req.(*TopologyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_ReportVolumeFailure_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportVolumeFailureRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).ReportVolumeFailure(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_ReportVolumeFailure_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).ReportVolumeFailure(ctx, req.(*ReportVolumeFailureRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Master_ServiceDesc is the grpc.ServiceDesc for Master service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -228,6 +412,26 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ClusterStatus",
 			Handler:    _Master_ClusterStatus_Handler,
+		},
+		{
+			MethodName: "LeaseAdminLock",
+			Handler:    _Master_LeaseAdminLock_Handler,
+		},
+		{
+			MethodName: "ReleaseAdminLock",
+			Handler:    _Master_ReleaseAdminLock_Handler,
+		},
+		{
+			MethodName: "Configure",
+			Handler:    _Master_Configure_Handler,
+		},
+		{
+			MethodName: "Topology",
+			Handler:    _Master_Topology_Handler,
+		},
+		{
+			MethodName: "ReportVolumeFailure",
+			Handler:    _Master_ReportVolumeFailure_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -21,6 +21,326 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ConfigureVolumeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	VolumeId      uint32                 `protobuf:"varint,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	Replication   string                 `protobuf:"bytes,2,opt,name=replication,proto3" json:"replication,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigureVolumeRequest) Reset() {
+	*x = ConfigureVolumeRequest{}
+	mi := &file_volume_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigureVolumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigureVolumeRequest) ProtoMessage() {}
+
+func (x *ConfigureVolumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_volume_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigureVolumeRequest.ProtoReflect.Descriptor instead.
+func (*ConfigureVolumeRequest) Descriptor() ([]byte, []int) {
+	return file_volume_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ConfigureVolumeRequest) GetVolumeId() uint32 {
+	if x != nil {
+		return x.VolumeId
+	}
+	return 0
+}
+
+func (x *ConfigureVolumeRequest) GetReplication() string {
+	if x != nil {
+		return x.Replication
+	}
+	return ""
+}
+
+type ConfigureVolumeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigureVolumeResponse) Reset() {
+	*x = ConfigureVolumeResponse{}
+	mi := &file_volume_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigureVolumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigureVolumeResponse) ProtoMessage() {}
+
+func (x *ConfigureVolumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_volume_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigureVolumeResponse.ProtoReflect.Descriptor instead.
+func (*ConfigureVolumeResponse) Descriptor() ([]byte, []int) {
+	return file_volume_proto_rawDescGZIP(), []int{1}
+}
+
+type CopyVolumeRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	VolumeId       uint32                 `protobuf:"varint,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	SourceGrpcAddr string                 `protobuf:"bytes,2,opt,name=source_grpc_addr,json=sourceGrpcAddr,proto3" json:"source_grpc_addr,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CopyVolumeRequest) Reset() {
+	*x = CopyVolumeRequest{}
+	mi := &file_volume_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CopyVolumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CopyVolumeRequest) ProtoMessage() {}
+
+func (x *CopyVolumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_volume_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CopyVolumeRequest.ProtoReflect.Descriptor instead.
+func (*CopyVolumeRequest) Descriptor() ([]byte, []int) {
+	return file_volume_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CopyVolumeRequest) GetVolumeId() uint32 {
+	if x != nil {
+		return x.VolumeId
+	}
+	return 0
+}
+
+func (x *CopyVolumeRequest) GetSourceGrpcAddr() string {
+	if x != nil {
+		return x.SourceGrpcAddr
+	}
+	return ""
+}
+
+type CopyVolumeProgress struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BytesCopied   uint64                 `protobuf:"varint,1,opt,name=bytes_copied,json=bytesCopied,proto3" json:"bytes_copied,omitempty"`
+	BytesTotal    uint64                 `protobuf:"varint,2,opt,name=bytes_total,json=bytesTotal,proto3" json:"bytes_total,omitempty"`
+	Done          bool                   `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CopyVolumeProgress) Reset() {
+	*x = CopyVolumeProgress{}
+	mi := &file_volume_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CopyVolumeProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CopyVolumeProgress) ProtoMessage() {}
+
+func (x *CopyVolumeProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_volume_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CopyVolumeProgress.ProtoReflect.Descriptor instead.
+func (*CopyVolumeProgress) Descriptor() ([]byte, []int) {
+	return file_volume_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CopyVolumeProgress) GetBytesCopied() uint64 {
+	if x != nil {
+		return x.BytesCopied
+	}
+	return 0
+}
+
+func (x *CopyVolumeProgress) GetBytesTotal() uint64 {
+	if x != nil {
+		return x.BytesTotal
+	}
+	return 0
+}
+
+func (x *CopyVolumeProgress) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+type ReadVolumeFileRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	VolumeId      uint32                 `protobuf:"varint,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	Ext           string                 `protobuf:"bytes,2,opt,name=ext,proto3" json:"ext,omitempty"` // ".dat" or ".idx"
+	Offset        uint64                 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadVolumeFileRequest) Reset() {
+	*x = ReadVolumeFileRequest{}
+	mi := &file_volume_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadVolumeFileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadVolumeFileRequest) ProtoMessage() {}
+
+func (x *ReadVolumeFileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_volume_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadVolumeFileRequest.ProtoReflect.Descriptor instead.
+func (*ReadVolumeFileRequest) Descriptor() ([]byte, []int) {
+	return file_volume_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ReadVolumeFileRequest) GetVolumeId() uint32 {
+	if x != nil {
+		return x.VolumeId
+	}
+	return 0
+}
+
+func (x *ReadVolumeFileRequest) GetExt() string {
+	if x != nil {
+		return x.Ext
+	}
+	return ""
+}
+
+func (x *ReadVolumeFileRequest) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+type FileChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	FileSize      uint64                 `protobuf:"varint,2,opt,name=file_size,json=fileSize,proto3" json:"file_size,omitempty"` // size of the whole file when the stream started
+	Collection    string                 `protobuf:"bytes,3,opt,name=collection,proto3" json:"collection,omitempty"`              // set in the first chunk
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileChunk) Reset() {
+	*x = FileChunk{}
+	mi := &file_volume_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileChunk) ProtoMessage() {}
+
+func (x *FileChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_volume_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileChunk.ProtoReflect.Descriptor instead.
+func (*FileChunk) Descriptor() ([]byte, []int) {
+	return file_volume_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *FileChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *FileChunk) GetFileSize() uint64 {
+	if x != nil {
+		return x.FileSize
+	}
+	return 0
+}
+
+func (x *FileChunk) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
 type AllocateVolumeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	VolumeId      uint32                 `protobuf:"varint,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
@@ -33,7 +353,7 @@ type AllocateVolumeRequest struct {
 
 func (x *AllocateVolumeRequest) Reset() {
 	*x = AllocateVolumeRequest{}
-	mi := &file_volume_proto_msgTypes[0]
+	mi := &file_volume_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -45,7 +365,7 @@ func (x *AllocateVolumeRequest) String() string {
 func (*AllocateVolumeRequest) ProtoMessage() {}
 
 func (x *AllocateVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[0]
+	mi := &file_volume_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -58,7 +378,7 @@ func (x *AllocateVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateVolumeRequest.ProtoReflect.Descriptor instead.
 func (*AllocateVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{0}
+	return file_volume_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AllocateVolumeRequest) GetVolumeId() uint32 {
@@ -97,7 +417,7 @@ type AllocateVolumeResponse struct {
 
 func (x *AllocateVolumeResponse) Reset() {
 	*x = AllocateVolumeResponse{}
-	mi := &file_volume_proto_msgTypes[1]
+	mi := &file_volume_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -109,7 +429,7 @@ func (x *AllocateVolumeResponse) String() string {
 func (*AllocateVolumeResponse) ProtoMessage() {}
 
 func (x *AllocateVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[1]
+	mi := &file_volume_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -122,7 +442,7 @@ func (x *AllocateVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateVolumeResponse.ProtoReflect.Descriptor instead.
 func (*AllocateVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{1}
+	return file_volume_proto_rawDescGZIP(), []int{7}
 }
 
 type DeleteVolumeRequest struct {
@@ -134,7 +454,7 @@ type DeleteVolumeRequest struct {
 
 func (x *DeleteVolumeRequest) Reset() {
 	*x = DeleteVolumeRequest{}
-	mi := &file_volume_proto_msgTypes[2]
+	mi := &file_volume_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -146,7 +466,7 @@ func (x *DeleteVolumeRequest) String() string {
 func (*DeleteVolumeRequest) ProtoMessage() {}
 
 func (x *DeleteVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[2]
+	mi := &file_volume_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -159,7 +479,7 @@ func (x *DeleteVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteVolumeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{2}
+	return file_volume_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeleteVolumeRequest) GetVolumeId() uint32 {
@@ -177,7 +497,7 @@ type DeleteVolumeResponse struct {
 
 func (x *DeleteVolumeResponse) Reset() {
 	*x = DeleteVolumeResponse{}
-	mi := &file_volume_proto_msgTypes[3]
+	mi := &file_volume_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -189,7 +509,7 @@ func (x *DeleteVolumeResponse) String() string {
 func (*DeleteVolumeResponse) ProtoMessage() {}
 
 func (x *DeleteVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[3]
+	mi := &file_volume_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -202,7 +522,7 @@ func (x *DeleteVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteVolumeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{3}
+	return file_volume_proto_rawDescGZIP(), []int{9}
 }
 
 type MarkVolumeRequest struct {
@@ -215,7 +535,7 @@ type MarkVolumeRequest struct {
 
 func (x *MarkVolumeRequest) Reset() {
 	*x = MarkVolumeRequest{}
-	mi := &file_volume_proto_msgTypes[4]
+	mi := &file_volume_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -227,7 +547,7 @@ func (x *MarkVolumeRequest) String() string {
 func (*MarkVolumeRequest) ProtoMessage() {}
 
 func (x *MarkVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[4]
+	mi := &file_volume_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -240,7 +560,7 @@ func (x *MarkVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkVolumeRequest.ProtoReflect.Descriptor instead.
 func (*MarkVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{4}
+	return file_volume_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MarkVolumeRequest) GetVolumeId() uint32 {
@@ -265,7 +585,7 @@ type MarkVolumeResponse struct {
 
 func (x *MarkVolumeResponse) Reset() {
 	*x = MarkVolumeResponse{}
-	mi := &file_volume_proto_msgTypes[5]
+	mi := &file_volume_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -277,7 +597,7 @@ func (x *MarkVolumeResponse) String() string {
 func (*MarkVolumeResponse) ProtoMessage() {}
 
 func (x *MarkVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[5]
+	mi := &file_volume_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -290,7 +610,7 @@ func (x *MarkVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkVolumeResponse.ProtoReflect.Descriptor instead.
 func (*MarkVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{5}
+	return file_volume_proto_rawDescGZIP(), []int{11}
 }
 
 type VacuumVolumeRequest struct {
@@ -304,7 +624,7 @@ type VacuumVolumeRequest struct {
 
 func (x *VacuumVolumeRequest) Reset() {
 	*x = VacuumVolumeRequest{}
-	mi := &file_volume_proto_msgTypes[6]
+	mi := &file_volume_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -316,7 +636,7 @@ func (x *VacuumVolumeRequest) String() string {
 func (*VacuumVolumeRequest) ProtoMessage() {}
 
 func (x *VacuumVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[6]
+	mi := &file_volume_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -329,7 +649,7 @@ func (x *VacuumVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VacuumVolumeRequest.ProtoReflect.Descriptor instead.
 func (*VacuumVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{6}
+	return file_volume_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *VacuumVolumeRequest) GetVolumeId() uint32 {
@@ -358,7 +678,7 @@ type VacuumVolumeResponse struct {
 
 func (x *VacuumVolumeResponse) Reset() {
 	*x = VacuumVolumeResponse{}
-	mi := &file_volume_proto_msgTypes[7]
+	mi := &file_volume_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -370,7 +690,7 @@ func (x *VacuumVolumeResponse) String() string {
 func (*VacuumVolumeResponse) ProtoMessage() {}
 
 func (x *VacuumVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[7]
+	mi := &file_volume_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -383,7 +703,7 @@ func (x *VacuumVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VacuumVolumeResponse.ProtoReflect.Descriptor instead.
 func (*VacuumVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{7}
+	return file_volume_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *VacuumVolumeResponse) GetVacuumed() bool {
@@ -423,7 +743,7 @@ type VolumeStatusRequest struct {
 
 func (x *VolumeStatusRequest) Reset() {
 	*x = VolumeStatusRequest{}
-	mi := &file_volume_proto_msgTypes[8]
+	mi := &file_volume_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -435,7 +755,7 @@ func (x *VolumeStatusRequest) String() string {
 func (*VolumeStatusRequest) ProtoMessage() {}
 
 func (x *VolumeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[8]
+	mi := &file_volume_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -448,7 +768,7 @@ func (x *VolumeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeStatusRequest.ProtoReflect.Descriptor instead.
 func (*VolumeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{8}
+	return file_volume_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *VolumeStatusRequest) GetVolumeId() uint32 {
@@ -472,7 +792,7 @@ type VolumeStatusResponse struct {
 
 func (x *VolumeStatusResponse) Reset() {
 	*x = VolumeStatusResponse{}
-	mi := &file_volume_proto_msgTypes[9]
+	mi := &file_volume_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +804,7 @@ func (x *VolumeStatusResponse) String() string {
 func (*VolumeStatusResponse) ProtoMessage() {}
 
 func (x *VolumeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[9]
+	mi := &file_volume_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +817,7 @@ func (x *VolumeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeStatusResponse.ProtoReflect.Descriptor instead.
 func (*VolumeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{9}
+	return file_volume_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *VolumeStatusResponse) GetSize() uint64 {
@@ -546,7 +866,29 @@ var File_volume_proto protoreflect.FileDescriptor
 
 const file_volume_proto_rawDesc = "" +
 	"\n" +
-	"\fvolume.proto\x12\vkelp.volume\"\x88\x01\n" +
+	"\fvolume.proto\x12\vkelp.volume\"W\n" +
+	"\x16ConfigureVolumeRequest\x12\x1b\n" +
+	"\tvolume_id\x18\x01 \x01(\rR\bvolumeId\x12 \n" +
+	"\vreplication\x18\x02 \x01(\tR\vreplication\"\x19\n" +
+	"\x17ConfigureVolumeResponse\"Z\n" +
+	"\x11CopyVolumeRequest\x12\x1b\n" +
+	"\tvolume_id\x18\x01 \x01(\rR\bvolumeId\x12(\n" +
+	"\x10source_grpc_addr\x18\x02 \x01(\tR\x0esourceGrpcAddr\"l\n" +
+	"\x12CopyVolumeProgress\x12!\n" +
+	"\fbytes_copied\x18\x01 \x01(\x04R\vbytesCopied\x12\x1f\n" +
+	"\vbytes_total\x18\x02 \x01(\x04R\n" +
+	"bytesTotal\x12\x12\n" +
+	"\x04done\x18\x03 \x01(\bR\x04done\"^\n" +
+	"\x15ReadVolumeFileRequest\x12\x1b\n" +
+	"\tvolume_id\x18\x01 \x01(\rR\bvolumeId\x12\x10\n" +
+	"\x03ext\x18\x02 \x01(\tR\x03ext\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x04R\x06offset\"\\\n" +
+	"\tFileChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x1b\n" +
+	"\tfile_size\x18\x02 \x01(\x04R\bfileSize\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x03 \x01(\tR\n" +
+	"collection\"\x88\x01\n" +
 	"\x15AllocateVolumeRequest\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\rR\bvolumeId\x12\x1e\n" +
 	"\n" +
@@ -581,14 +923,18 @@ const file_volume_proto_rawDesc = "" +
 	"\fdelete_count\x18\x03 \x01(\x04R\vdeleteCount\x12#\n" +
 	"\rdeleted_bytes\x18\x04 \x01(\x04R\fdeletedBytes\x12\x1b\n" +
 	"\tread_only\x18\x05 \x01(\bR\breadOnly\x12#\n" +
-	"\rgarbage_ratio\x18\x06 \x01(\x01R\fgarbageRatio2\xb7\x03\n" +
+	"\rgarbage_ratio\x18\x06 \x01(\x01R\fgarbageRatio2\xb6\x05\n" +
 	"\fVolumeServer\x12Y\n" +
 	"\x0eAllocateVolume\x12\".kelp.volume.AllocateVolumeRequest\x1a#.kelp.volume.AllocateVolumeResponse\x12S\n" +
 	"\fDeleteVolume\x12 .kelp.volume.DeleteVolumeRequest\x1a!.kelp.volume.DeleteVolumeResponse\x12M\n" +
 	"\n" +
 	"MarkVolume\x12\x1e.kelp.volume.MarkVolumeRequest\x1a\x1f.kelp.volume.MarkVolumeResponse\x12S\n" +
 	"\fVacuumVolume\x12 .kelp.volume.VacuumVolumeRequest\x1a!.kelp.volume.VacuumVolumeResponse\x12S\n" +
-	"\fVolumeStatus\x12 .kelp.volume.VolumeStatusRequest\x1a!.kelp.volume.VolumeStatusResponseB-Z+github.com/kelpfs/kelp/internal/pb/volumepbb\x06proto3"
+	"\fVolumeStatus\x12 .kelp.volume.VolumeStatusRequest\x1a!.kelp.volume.VolumeStatusResponse\x12\\\n" +
+	"\x0fConfigureVolume\x12#.kelp.volume.ConfigureVolumeRequest\x1a$.kelp.volume.ConfigureVolumeResponse\x12O\n" +
+	"\n" +
+	"CopyVolume\x12\x1e.kelp.volume.CopyVolumeRequest\x1a\x1f.kelp.volume.CopyVolumeProgress0\x01\x12N\n" +
+	"\x0eReadVolumeFile\x12\".kelp.volume.ReadVolumeFileRequest\x1a\x16.kelp.volume.FileChunk0\x01B-Z+github.com/kelpfs/kelp/internal/pb/volumepbb\x06proto3"
 
 var (
 	file_volume_proto_rawDescOnce sync.Once
@@ -602,35 +948,47 @@ func file_volume_proto_rawDescGZIP() []byte {
 	return file_volume_proto_rawDescData
 }
 
-var file_volume_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_volume_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_volume_proto_goTypes = []any{
-	(*AllocateVolumeRequest)(nil),  // 0: kelp.volume.AllocateVolumeRequest
-	(*AllocateVolumeResponse)(nil), // 1: kelp.volume.AllocateVolumeResponse
-	(*DeleteVolumeRequest)(nil),    // 2: kelp.volume.DeleteVolumeRequest
-	(*DeleteVolumeResponse)(nil),   // 3: kelp.volume.DeleteVolumeResponse
-	(*MarkVolumeRequest)(nil),      // 4: kelp.volume.MarkVolumeRequest
-	(*MarkVolumeResponse)(nil),     // 5: kelp.volume.MarkVolumeResponse
-	(*VacuumVolumeRequest)(nil),    // 6: kelp.volume.VacuumVolumeRequest
-	(*VacuumVolumeResponse)(nil),   // 7: kelp.volume.VacuumVolumeResponse
-	(*VolumeStatusRequest)(nil),    // 8: kelp.volume.VolumeStatusRequest
-	(*VolumeStatusResponse)(nil),   // 9: kelp.volume.VolumeStatusResponse
+	(*ConfigureVolumeRequest)(nil),  // 0: kelp.volume.ConfigureVolumeRequest
+	(*ConfigureVolumeResponse)(nil), // 1: kelp.volume.ConfigureVolumeResponse
+	(*CopyVolumeRequest)(nil),       // 2: kelp.volume.CopyVolumeRequest
+	(*CopyVolumeProgress)(nil),      // 3: kelp.volume.CopyVolumeProgress
+	(*ReadVolumeFileRequest)(nil),   // 4: kelp.volume.ReadVolumeFileRequest
+	(*FileChunk)(nil),               // 5: kelp.volume.FileChunk
+	(*AllocateVolumeRequest)(nil),   // 6: kelp.volume.AllocateVolumeRequest
+	(*AllocateVolumeResponse)(nil),  // 7: kelp.volume.AllocateVolumeResponse
+	(*DeleteVolumeRequest)(nil),     // 8: kelp.volume.DeleteVolumeRequest
+	(*DeleteVolumeResponse)(nil),    // 9: kelp.volume.DeleteVolumeResponse
+	(*MarkVolumeRequest)(nil),       // 10: kelp.volume.MarkVolumeRequest
+	(*MarkVolumeResponse)(nil),      // 11: kelp.volume.MarkVolumeResponse
+	(*VacuumVolumeRequest)(nil),     // 12: kelp.volume.VacuumVolumeRequest
+	(*VacuumVolumeResponse)(nil),    // 13: kelp.volume.VacuumVolumeResponse
+	(*VolumeStatusRequest)(nil),     // 14: kelp.volume.VolumeStatusRequest
+	(*VolumeStatusResponse)(nil),    // 15: kelp.volume.VolumeStatusResponse
 }
 var file_volume_proto_depIdxs = []int32{
-	0, // 0: kelp.volume.VolumeServer.AllocateVolume:input_type -> kelp.volume.AllocateVolumeRequest
-	2, // 1: kelp.volume.VolumeServer.DeleteVolume:input_type -> kelp.volume.DeleteVolumeRequest
-	4, // 2: kelp.volume.VolumeServer.MarkVolume:input_type -> kelp.volume.MarkVolumeRequest
-	6, // 3: kelp.volume.VolumeServer.VacuumVolume:input_type -> kelp.volume.VacuumVolumeRequest
-	8, // 4: kelp.volume.VolumeServer.VolumeStatus:input_type -> kelp.volume.VolumeStatusRequest
-	1, // 5: kelp.volume.VolumeServer.AllocateVolume:output_type -> kelp.volume.AllocateVolumeResponse
-	3, // 6: kelp.volume.VolumeServer.DeleteVolume:output_type -> kelp.volume.DeleteVolumeResponse
-	5, // 7: kelp.volume.VolumeServer.MarkVolume:output_type -> kelp.volume.MarkVolumeResponse
-	7, // 8: kelp.volume.VolumeServer.VacuumVolume:output_type -> kelp.volume.VacuumVolumeResponse
-	9, // 9: kelp.volume.VolumeServer.VolumeStatus:output_type -> kelp.volume.VolumeStatusResponse
-	5, // [5:10] is the sub-list for method output_type
-	0, // [0:5] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	6,  // 0: kelp.volume.VolumeServer.AllocateVolume:input_type -> kelp.volume.AllocateVolumeRequest
+	8,  // 1: kelp.volume.VolumeServer.DeleteVolume:input_type -> kelp.volume.DeleteVolumeRequest
+	10, // 2: kelp.volume.VolumeServer.MarkVolume:input_type -> kelp.volume.MarkVolumeRequest
+	12, // 3: kelp.volume.VolumeServer.VacuumVolume:input_type -> kelp.volume.VacuumVolumeRequest
+	14, // 4: kelp.volume.VolumeServer.VolumeStatus:input_type -> kelp.volume.VolumeStatusRequest
+	0,  // 5: kelp.volume.VolumeServer.ConfigureVolume:input_type -> kelp.volume.ConfigureVolumeRequest
+	2,  // 6: kelp.volume.VolumeServer.CopyVolume:input_type -> kelp.volume.CopyVolumeRequest
+	4,  // 7: kelp.volume.VolumeServer.ReadVolumeFile:input_type -> kelp.volume.ReadVolumeFileRequest
+	7,  // 8: kelp.volume.VolumeServer.AllocateVolume:output_type -> kelp.volume.AllocateVolumeResponse
+	9,  // 9: kelp.volume.VolumeServer.DeleteVolume:output_type -> kelp.volume.DeleteVolumeResponse
+	11, // 10: kelp.volume.VolumeServer.MarkVolume:output_type -> kelp.volume.MarkVolumeResponse
+	13, // 11: kelp.volume.VolumeServer.VacuumVolume:output_type -> kelp.volume.VacuumVolumeResponse
+	15, // 12: kelp.volume.VolumeServer.VolumeStatus:output_type -> kelp.volume.VolumeStatusResponse
+	1,  // 13: kelp.volume.VolumeServer.ConfigureVolume:output_type -> kelp.volume.ConfigureVolumeResponse
+	3,  // 14: kelp.volume.VolumeServer.CopyVolume:output_type -> kelp.volume.CopyVolumeProgress
+	5,  // 15: kelp.volume.VolumeServer.ReadVolumeFile:output_type -> kelp.volume.FileChunk
+	8,  // [8:16] is the sub-list for method output_type
+	0,  // [0:8] is the sub-list for method input_type
+	0,  // [0:0] is the sub-list for extension type_name
+	0,  // [0:0] is the sub-list for extension extendee
+	0,  // [0:0] is the sub-list for field type_name
 }
 
 func init() { file_volume_proto_init() }
@@ -644,7 +1002,7 @@ func file_volume_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_volume_proto_rawDesc), len(file_volume_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

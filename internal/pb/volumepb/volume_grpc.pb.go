@@ -19,11 +19,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	VolumeServer_AllocateVolume_FullMethodName = "/kelp.volume.VolumeServer/AllocateVolume"
-	VolumeServer_DeleteVolume_FullMethodName   = "/kelp.volume.VolumeServer/DeleteVolume"
-	VolumeServer_MarkVolume_FullMethodName     = "/kelp.volume.VolumeServer/MarkVolume"
-	VolumeServer_VacuumVolume_FullMethodName   = "/kelp.volume.VolumeServer/VacuumVolume"
-	VolumeServer_VolumeStatus_FullMethodName   = "/kelp.volume.VolumeServer/VolumeStatus"
+	VolumeServer_AllocateVolume_FullMethodName  = "/kelp.volume.VolumeServer/AllocateVolume"
+	VolumeServer_DeleteVolume_FullMethodName    = "/kelp.volume.VolumeServer/DeleteVolume"
+	VolumeServer_MarkVolume_FullMethodName      = "/kelp.volume.VolumeServer/MarkVolume"
+	VolumeServer_VacuumVolume_FullMethodName    = "/kelp.volume.VolumeServer/VacuumVolume"
+	VolumeServer_VolumeStatus_FullMethodName    = "/kelp.volume.VolumeServer/VolumeStatus"
+	VolumeServer_ConfigureVolume_FullMethodName = "/kelp.volume.VolumeServer/ConfigureVolume"
+	VolumeServer_CopyVolume_FullMethodName      = "/kelp.volume.VolumeServer/CopyVolume"
+	VolumeServer_ReadVolumeFile_FullMethodName  = "/kelp.volume.VolumeServer/ReadVolumeFile"
 )
 
 // VolumeServerClient is the client API for VolumeServer service.
@@ -37,6 +40,14 @@ type VolumeServerClient interface {
 	MarkVolume(ctx context.Context, in *MarkVolumeRequest, opts ...grpc.CallOption) (*MarkVolumeResponse, error)
 	VacuumVolume(ctx context.Context, in *VacuumVolumeRequest, opts ...grpc.CallOption) (*VacuumVolumeResponse, error)
 	VolumeStatus(ctx context.Context, in *VolumeStatusRequest, opts ...grpc.CallOption) (*VolumeStatusResponse, error)
+	// ConfigureVolume changes a volume's replication code (kept in its superblock).
+	ConfigureVolume(ctx context.Context, in *ConfigureVolumeRequest, opts ...grpc.CallOption) (*ConfigureVolumeResponse, error)
+	// CopyVolume makes this server pull a whole volume from source_grpc_addr and
+	// load it. The caller marks the source read-only first, so the copy is exact.
+	CopyVolume(ctx context.Context, in *CopyVolumeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CopyVolumeProgress], error)
+	// ReadVolumeFile streams one of a volume's files (".dat" or ".idx") as it is
+	// on disk, from offset to its current end.
+	ReadVolumeFile(ctx context.Context, in *ReadVolumeFileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FileChunk], error)
 }
 
 type volumeServerClient struct {
@@ -97,6 +108,54 @@ func (c *volumeServerClient) VolumeStatus(ctx context.Context, in *VolumeStatusR
 	return out, nil
 }
 
+func (c *volumeServerClient) ConfigureVolume(ctx context.Context, in *ConfigureVolumeRequest, opts ...grpc.CallOption) (*ConfigureVolumeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConfigureVolumeResponse)
+	err := c.cc.Invoke(ctx, VolumeServer_ConfigureVolume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *volumeServerClient) CopyVolume(ctx context.Context, in *CopyVolumeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CopyVolumeProgress], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &VolumeServer_ServiceDesc.Streams[0], VolumeServer_CopyVolume_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CopyVolumeRequest, CopyVolumeProgress]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type VolumeServer_CopyVolumeClient = grpc.ServerStreamingClient[CopyVolumeProgress]
+
+func (c *volumeServerClient) ReadVolumeFile(ctx context.Context, in *ReadVolumeFileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FileChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &VolumeServer_ServiceDesc.Streams[1], VolumeServer_ReadVolumeFile_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ReadVolumeFileRequest, FileChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type VolumeServer_ReadVolumeFileClient = grpc.ServerStreamingClient[FileChunk]
+
 // VolumeServerServer is the server API for VolumeServer service.
 // All implementations must embed UnimplementedVolumeServerServer
 // for forward compatibility.
@@ -108,6 +167,14 @@ type VolumeServerServer interface {
 	MarkVolume(context.Context, *MarkVolumeRequest) (*MarkVolumeResponse, error)
 	VacuumVolume(context.Context, *VacuumVolumeRequest) (*VacuumVolumeResponse, error)
 	VolumeStatus(context.Context, *VolumeStatusRequest) (*VolumeStatusResponse, error)
+	// ConfigureVolume changes a volume's replication code (kept in its superblock).
+	ConfigureVolume(context.Context, *ConfigureVolumeRequest) (*ConfigureVolumeResponse, error)
+	// CopyVolume makes this server pull a whole volume from source_grpc_addr and
+	// load it. The caller marks the source read-only first, so the copy is exact.
+	CopyVolume(*CopyVolumeRequest, grpc.ServerStreamingServer[CopyVolumeProgress]) error
+	// ReadVolumeFile streams one of a volume's files (".dat" or ".idx") as it is
+	// on disk, from offset to its current end.
+	ReadVolumeFile(*ReadVolumeFileRequest, grpc.ServerStreamingServer[FileChunk]) error
 	mustEmbedUnimplementedVolumeServerServer()
 }
 
@@ -132,6 +199,15 @@ func (UnimplementedVolumeServerServer) VacuumVolume(context.Context, *VacuumVolu
 }
 func (UnimplementedVolumeServerServer) VolumeStatus(context.Context, *VolumeStatusRequest) (*VolumeStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method VolumeStatus not implemented")
+}
+func (UnimplementedVolumeServerServer) ConfigureVolume(context.Context, *ConfigureVolumeRequest) (*ConfigureVolumeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ConfigureVolume not implemented")
+}
+func (UnimplementedVolumeServerServer) CopyVolume(*CopyVolumeRequest, grpc.ServerStreamingServer[CopyVolumeProgress]) error {
+	return status.Error(codes.Unimplemented, "method CopyVolume not implemented")
+}
+func (UnimplementedVolumeServerServer) ReadVolumeFile(*ReadVolumeFileRequest, grpc.ServerStreamingServer[FileChunk]) error {
+	return status.Error(codes.Unimplemented, "method ReadVolumeFile not implemented")
 }
 func (UnimplementedVolumeServerServer) mustEmbedUnimplementedVolumeServerServer() {}
 func (UnimplementedVolumeServerServer) testEmbeddedByValue()                      {}
@@ -244,6 +320,46 @@ func _VolumeServer_VolumeStatus_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _VolumeServer_ConfigureVolume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConfigureVolumeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VolumeServerServer).ConfigureVolume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: VolumeServer_ConfigureVolume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VolumeServerServer).ConfigureVolume(ctx, req.(*ConfigureVolumeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _VolumeServer_CopyVolume_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(CopyVolumeRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(VolumeServerServer).CopyVolume(m, &grpc.GenericServerStream[CopyVolumeRequest, CopyVolumeProgress]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type VolumeServer_CopyVolumeServer = grpc.ServerStreamingServer[CopyVolumeProgress]
+
+func _VolumeServer_ReadVolumeFile_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ReadVolumeFileRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(VolumeServerServer).ReadVolumeFile(m, &grpc.GenericServerStream[ReadVolumeFileRequest, FileChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type VolumeServer_ReadVolumeFileServer = grpc.ServerStreamingServer[FileChunk]
+
 // VolumeServer_ServiceDesc is the grpc.ServiceDesc for VolumeServer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -271,7 +387,22 @@ var VolumeServer_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "VolumeStatus",
 			Handler:    _VolumeServer_VolumeStatus_Handler,
 		},
+		{
+			MethodName: "ConfigureVolume",
+			Handler:    _VolumeServer_ConfigureVolume_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "CopyVolume",
+			Handler:       _VolumeServer_CopyVolume_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ReadVolumeFile",
+			Handler:       _VolumeServer_ReadVolumeFile_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "volume.proto",
 }
