@@ -1,0 +1,290 @@
+package volumeserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/fid"
+	"github.com/kelpfs/kelp/internal/needle"
+	"github.com/kelpfs/kelp/internal/volume"
+)
+
+// maxNeedleData is the largest body one needle can hold (its size field is 32 bits).
+const maxNeedleData = 1<<32 - 1
+
+// spoolInMemory is how much of a body of unknown length is kept in memory
+// before the rest is spooled to a temporary file next to the volumes.
+const spoolInMemory = 1 << 20
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /status", s.handleStatus)
+	mux.HandleFunc("/", s.handleFile)
+	return mux
+}
+
+func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) {
+	id, err := fid.Parse(strings.TrimPrefix(r.URL.Path, "/"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		s.handleRead(w, r, id)
+	case http.MethodPut, http.MethodPost:
+		s.handleWrite(w, r, id)
+	case http.MethodDelete:
+		s.handleDelete(w, r, id)
+	default:
+		w.Header().Set("Allow", "GET, HEAD, PUT, POST, DELETE")
+		writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed")
+	}
+}
+
+func (s *Server) volumeFor(w http.ResponseWriter, id fid.FileID) (*volume.Volume, bool) {
+	v, ok := s.store.Volume(id.Volume)
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("volume %d not found on %s", id.Volume, s.URL()))
+	}
+	return v, ok
+}
+
+func (s *Server) handleRead(w http.ResponseWriter, r *http.Request, id fid.FileID) {
+	v, ok := s.volumeFor(w, id)
+	if !ok {
+		return
+	}
+	obj, err := v.Read(id.Key, id.Cookie)
+	if err != nil {
+		s.writeDomainError(w, r, err)
+		return
+	}
+	defer obj.Close()
+	h := w.Header()
+	h.Set("ETag", `"`+obj.ETag+`"`)
+	h.Set("Accept-Ranges", "bytes")
+	ctype := obj.Meta.Mime
+	if ctype == "" {
+		ctype = mime.TypeByExtension(filepath.Ext(obj.Meta.Name))
+	}
+	if ctype == "" {
+		ctype = "application/octet-stream"
+	}
+	h.Set("Content-Type", ctype)
+	if obj.Meta.Name != "" {
+		disposition := "inline"
+		if dl, _ := strconv.ParseBool(r.URL.Query().Get("dl")); dl {
+			disposition = "attachment"
+		}
+		h.Set("Content-Disposition", mime.FormatMediaType(disposition, map[string]string{"filename": obj.Meta.Name}))
+	}
+	// ServeContent implements Range, If-None-Match, If-Modified-Since, If-Match and
+	// If-Unmodified-Since against the ETag and modification time set above.
+	http.ServeContent(w, r, "", obj.ModTime, obj)
+}
+
+func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request, id fid.FileID) {
+	v, ok := s.volumeFor(w, id)
+	if !ok {
+		return
+	}
+	replicas, err := s.replicas(r.Context(), r, v, id.Volume)
+	if err != nil {
+		s.writeDomainError(w, r, err)
+		return
+	}
+	// Forwarding to replicas needs the body more than once, so spool it.
+	up, err := s.readUpload(r, len(replicas) > 0)
+	if err != nil {
+		s.writeDomainError(w, r, err)
+		return
+	}
+	defer up.cleanup()
+	meta := needle.Meta{Key: id.Key, Cookie: id.Cookie, Name: up.name, Mime: up.mime, LastModified: up.modTime.Unix()}
+	var res volume.WriteResult
+	err = s.fanOut(r.Context(), id.Volume, replicas,
+		func() (err error) {
+			body := up.body
+			if up.at != nil {
+				body = io.NewSectionReader(up.at, 0, up.size)
+			}
+			res, err = v.Write(r.Context(), meta, body, up.size)
+			return err
+		},
+		func(ctx context.Context, replica string) error { return s.forwardWrite(ctx, replica, id, up, up.at) })
+	if err != nil {
+		s.writeDomainError(w, r, err)
+		return
+	}
+	w.Header().Set("ETag", `"`+res.ETag+`"`)
+	writeJSON(w, http.StatusCreated, uploadResponse{Name: up.name, Size: res.Size, ETag: res.ETag})
+}
+
+type uploadResponse struct {
+	Name string `json:"name,omitempty"`
+	Size int64  `json:"size"`
+	ETag string `json:"eTag"`
+}
+
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, id fid.FileID) {
+	v, ok := s.volumeFor(w, id)
+	if !ok {
+		return
+	}
+	replicas, err := s.replicas(r.Context(), r, v, id.Volume)
+	if err != nil {
+		s.writeDomainError(w, r, err)
+		return
+	}
+	var freed int64
+	err = s.fanOut(r.Context(), id.Volume, replicas,
+		func() (err error) { freed, err = v.Delete(r.Context(), id.Key, id.Cookie); return err },
+		func(ctx context.Context, replica string) error { return s.forwardDelete(ctx, replica, id) })
+	if err != nil {
+		s.writeDomainError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]int64{"size": freed})
+}
+
+// upload is a request body ready to be appended to a volume: its exact size is
+// known, so the volume can write the needle header before streaming the data.
+type upload struct {
+	body    io.Reader
+	at      io.ReaderAt // set when the body was spooled and can be read again
+	size    int64
+	name    string
+	mime    string
+	modTime time.Time
+	cleanup func()
+}
+
+// readUpload extracts the file from a raw body or from the first file part of a
+// multipart form. A raw body with a Content-Length streams straight through;
+// anything of unknown length, or anything that must be read more than once
+// (mustSpool), is spooled: memory first, then a temporary file.
+func (s *Server) readUpload(r *http.Request, mustSpool bool) (*upload, error) {
+	up := &upload{cleanup: func() {}, modTime: time.Now()}
+	if ts := r.URL.Query().Get("ts"); ts != "" {
+		sec, err := strconv.ParseInt(ts, 10, 64)
+		if err != nil || sec < 0 {
+			return nil, badRequest("ts must be unix seconds, got %q", ts)
+		}
+		up.modTime = time.Unix(sec, 0)
+	}
+	ctype, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ctype == "multipart/form-data" {
+		if params["boundary"] == "" {
+			return nil, badRequest("multipart body without boundary")
+		}
+		mr, err := r.MultipartReader()
+		if err != nil {
+			return nil, badRequest("multipart body: %v", err)
+		}
+		for {
+			part, err := mr.NextPart()
+			if err == io.EOF {
+				return nil, badRequest("multipart body has no file part")
+			}
+			if err != nil {
+				return nil, badRequest("multipart body: %v", err)
+			}
+			if part.FileName() == "" && part.FormName() != "file" {
+				part.Close()
+				continue
+			}
+			up.name = part.FileName()
+			up.mime = part.Header.Get("Content-Type")
+			if up.mime == "application/octet-stream" {
+				up.mime = ""
+			}
+			return up, s.spool(up, part)
+		}
+	}
+	if r.Header.Get("Content-Type") != "" && r.Header.Get("Content-Type") != "application/octet-stream" {
+		up.mime = r.Header.Get("Content-Type")
+	}
+	if name := r.URL.Query().Get("name"); name != "" {
+		up.name = name
+	}
+	if r.ContentLength > s.cfg.MaxUploadSize {
+		return nil, errTooLarge(r.ContentLength, s.cfg.MaxUploadSize)
+	}
+	if r.ContentLength >= 0 && !mustSpool {
+		up.body, up.size = r.Body, r.ContentLength
+		return up, nil
+	}
+	return up, s.spool(up, r.Body)
+}
+
+// spool reads src to its end so its size is known, keeping small bodies in memory.
+func (s *Server) spool(up *upload, src io.Reader) error {
+	head := make([]byte, 0, 64<<10)
+	buf := bytes.NewBuffer(head)
+	n, err := io.CopyN(buf, src, spoolInMemory+1)
+	if err != nil && err != io.EOF {
+		return badRequest("reading body: %v", err)
+	}
+	if n <= spoolInMemory {
+		br := bytes.NewReader(buf.Bytes())
+		up.body, up.at, up.size = br, br, n
+		return nil
+	}
+	f, err := os.CreateTemp(s.cfg.Disks[0].Dir, ".upload-*")
+	if err != nil {
+		return fmt.Errorf("volumeserver: spool upload: %w", err)
+	}
+	up.cleanup = func() { f.Close(); os.Remove(f.Name()) }
+	total, err := io.Copy(f, io.MultiReader(buf, io.LimitReader(src, s.cfg.MaxUploadSize+1-n)))
+	if err != nil {
+		up.cleanup()
+		return fmt.Errorf("volumeserver: spool upload: %w", err)
+	}
+	if total > s.cfg.MaxUploadSize {
+		up.cleanup()
+		return errTooLarge(total, s.cfg.MaxUploadSize)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		up.cleanup()
+		return fmt.Errorf("volumeserver: spool upload: %w", err)
+	}
+	up.body, up.at, up.size = f, f, total
+	return nil
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"url":        s.URL(),
+		"publicUrl":  s.cfg.PublicURL,
+		"dataCenter": s.cfg.DataCenter,
+		"rack":       s.cfg.Rack,
+		"disks":      s.store.Status(),
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"encoding response"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}

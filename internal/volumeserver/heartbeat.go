@@ -1,0 +1,154 @@
+package volumeserver
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/kelpfs/kelp/internal/pb"
+	"github.com/kelpfs/kelp/internal/pb/masterpb"
+)
+
+// pulse is how often the full state is sent even when nothing changed; the master
+// drops a server it has not heard from for a few pulses.
+const pulse = 5 * time.Second
+
+// heartbeatLoop keeps one heartbeat stream open to the leading master, moving to
+// the next master on failure and to the leader the master names.
+func (s *Server) heartbeatLoop(ctx context.Context) {
+	if len(s.cfg.Masters) == 0 {
+		s.log.Warn("no master configured; running without heartbeats")
+		return
+	}
+	next := 0
+	target := s.cfg.Masters[0]
+	backoff := 200 * time.Millisecond
+	for ctx.Err() == nil {
+		leader, err := s.heartbeatTo(ctx, target)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case leader != "" && leader != target:
+			s.log.Info("following master leader", "leader", leader)
+			target = leader
+			backoff = 200 * time.Millisecond
+			continue
+		case err != nil:
+			s.log.Warn("heartbeat to master failed", "master", target, "err", err)
+		}
+		next = (next + 1) % len(s.cfg.Masters)
+		target = s.cfg.Masters[next]
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// heartbeatTo streams state to one master until the stream fails or the master
+// says another one leads (returned as leader).
+func (s *Server) heartbeatTo(ctx context.Context, master string) (leader string, err error) {
+	addr, err := pb.GRPCAddress(master)
+	if err != nil {
+		return "", err
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := masterpb.NewMasterClient(conn).Heartbeat(ctx)
+	if err != nil {
+		return "", err
+	}
+	replies := make(chan *masterpb.HeartbeatResponse, 1)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			resp, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case replies <- resp:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	s.mu.Lock()
+	s.master = master
+	s.mu.Unlock()
+	ticker := time.NewTicker(pulse)
+	defer ticker.Stop()
+	for {
+		if err := stream.Send(s.heartbeat()); err != nil {
+			return "", err
+		}
+		select {
+		case <-ctx.Done():
+			stream.CloseSend()
+			return "", ctx.Err()
+		case err := <-recvErr:
+			return "", err
+		case resp := <-replies:
+			if resp.VolumeSizeLimit > 0 {
+				s.store.SetVolumeSizeLimit(int64(resp.VolumeSizeLimit))
+			}
+			if resp.Leader != "" && resp.Leader != master {
+				return resp.Leader, nil
+			}
+			// The master answers every heartbeat; wait for the next reason to send.
+			select {
+			case <-ctx.Done():
+				stream.CloseSend()
+				return "", ctx.Err()
+			case err := <-recvErr:
+				return "", err
+			case <-ticker.C:
+			case <-s.changed:
+			}
+		case <-ticker.C:
+		case <-s.changed:
+		}
+	}
+}
+
+// heartbeat is this server's full state as the master wants it.
+func (s *Server) heartbeat() *masterpb.HeartbeatRequest {
+	hb := &masterpb.HeartbeatRequest{
+		Ip:         s.cfg.IP,
+		Port:       uint32(s.cfg.Port),
+		GrpcPort:   uint32(s.cfg.GRPCPort),
+		PublicUrl:  s.cfg.PublicURL,
+		DataCenter: s.cfg.DataCenter,
+		Rack:       s.cfg.Rack,
+	}
+	for _, d := range s.store.Status() {
+		disk := &masterpb.DiskInfo{Dir: d.Dir, MaxVolumes: uint32(d.MaxVolumes), FreeBytes: d.FreeBytes}
+		for _, v := range d.Volumes {
+			disk.Volumes = append(disk.Volumes, &masterpb.VolumeInfo{
+				Id:             v.ID,
+				Collection:     v.Collection,
+				Replication:    v.Replication.String(),
+				Ttl:            v.TTL.String(),
+				Size:           uint64(v.Size),
+				FileCount:      uint64(v.FileCount),
+				DeleteCount:    uint64(v.DeleteCount),
+				DeletedBytes:   uint64(v.DeletedBytes),
+				ReadOnly:       v.ReadOnly,
+				Version:        uint32(v.Version),
+				ModifiedAtUnix: uint64(v.ModifiedAt.Unix()),
+			})
+		}
+		hb.Disks = append(hb.Disks, disk)
+	}
+	return hb
+}

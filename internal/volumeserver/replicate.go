@@ -1,0 +1,168 @@
+package volumeserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/fid"
+	"github.com/kelpfs/kelp/internal/pb"
+	"github.com/kelpfs/kelp/internal/pb/masterpb"
+	"github.com/kelpfs/kelp/internal/volume"
+)
+
+// Replicated writes: a client writes to any copy of a volume (the "primary" for
+// that request); the primary writes locally and forwards the same bytes to every
+// other copy in parallel, marked ?type=replicate so they do not forward again,
+// and answers only when all copies have written. Consistency first: if any copy
+// fails, the client gets an error (and retries with a new assignment) and the
+// master is told to stop assigning the volume until it is repaired.
+
+// ErrNotEnoughCopies is returned when the master knows fewer copies of a volume
+// than its replication code asks for.
+var ErrNotEnoughCopies = errors.New("volumeserver: volume has fewer copies than its replication asks for")
+
+// errReplica wraps a failed write to another copy.
+type errReplica struct {
+	url string
+	err error
+}
+
+func (e *errReplica) Error() string { return fmt.Sprintf("replica %s: %v", e.url, e.err) }
+func (e *errReplica) Unwrap() error { return e.err }
+
+// isReplicaRequest reports whether r was forwarded by another copy's primary.
+func isReplicaRequest(r *http.Request) bool { return r.URL.Query().Get("type") == "replicate" }
+
+// replicas returns the other copies of volume vid that a write must reach, or
+// nil when the volume has a single copy or the request is itself a replica write.
+func (s *Server) replicas(ctx context.Context, r *http.Request, v *volume.Volume, vid uint32) ([]string, error) {
+	copies := v.Stats().Replication.Copies()
+	if copies <= 1 || isReplicaRequest(r) {
+		return nil, nil
+	}
+	locs, err := s.client.Lookup(ctx, vid)
+	if err != nil {
+		return nil, fmt.Errorf("volumeserver: locating copies of volume %d: %w", vid, err)
+	}
+	var others []string
+	for _, l := range locs {
+		if l.URL != s.URL() {
+			others = append(others, l.URL)
+		}
+	}
+	if len(others) < copies-1 {
+		s.client.Invalidate(vid)
+		return nil, fmt.Errorf("%w: volume %d needs %d copies, the master knows %d",
+			ErrNotEnoughCopies, vid, copies, len(others)+1)
+	}
+	return others, nil
+}
+
+// fanOut runs local and one forward per replica concurrently and returns the
+// first error, local first. A failed replica is reported to the master.
+func (s *Server) fanOut(ctx context.Context, vid uint32, replicas []string, local func() error,
+	forward func(ctx context.Context, replica string) error) error {
+	errs := make([]error, len(replicas))
+	var wg sync.WaitGroup
+	for i, rep := range replicas {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := forward(ctx, rep); err != nil {
+				errs[i] = &errReplica{url: rep, err: err}
+			}
+		}()
+	}
+	localErr := local()
+	wg.Wait()
+	if localErr != nil {
+		return localErr
+	}
+	for i, err := range errs {
+		if err != nil {
+			s.client.Invalidate(vid)
+			go s.reportFailure(vid, replicas[i], err)
+			return err
+		}
+	}
+	return nil
+}
+
+// forwardWrite sends one spooled upload to a replica.
+func (s *Server) forwardWrite(ctx context.Context, replica string, id fid.FileID, up *upload, body io.ReaderAt) error {
+	q := url.Values{"type": {"replicate"}, "ts": {strconv.FormatInt(up.modTime.Unix(), 10)}}
+	if up.name != "" {
+		q.Set("name", up.name)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut,
+		"http://"+replica+"/"+id.String()+"?"+q.Encode(), io.NewSectionReader(body, 0, up.size))
+	if err != nil {
+		return err
+	}
+	req.ContentLength = up.size
+	if up.mime != "" {
+		req.Header.Set("Content-Type", up.mime)
+	}
+	return s.doReplica(req, http.StatusCreated)
+}
+
+// forwardDelete deletes a needle on a replica; a replica that never had it is fine.
+func (s *Server) forwardDelete(ctx context.Context, replica string, id fid.FileID) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete,
+		"http://"+replica+"/"+id.String()+"?type=replicate", nil)
+	if err != nil {
+		return err
+	}
+	return s.doReplica(req, http.StatusAccepted, http.StatusNotFound)
+}
+
+func (s *Server) doReplica(req *http.Request, ok ...int) error {
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	for _, code := range ok {
+		if resp.StatusCode == code {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: %s", resp.Status, msg)
+}
+
+// reportFailure tells the master that a copy of vid failed a write, so it stops
+// assigning the volume until every copy is healthy again.
+func (s *Server) reportFailure(vid uint32, replica string, cause error) {
+	s.log.Warn("replicated write failed", "volume", vid, "replica", replica, "err", cause)
+	s.mu.Lock()
+	master := s.master
+	s.mu.Unlock()
+	if master == "" {
+		return
+	}
+	addr, err := pb.GRPCAddress(master)
+	if err != nil {
+		return
+	}
+	conn, err := s.grpcConn(addr)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = masterpb.NewMasterClient(conn).ReportVolumeFailure(ctx, &masterpb.ReportVolumeFailureRequest{
+		VolumeId: vid, FailedUrl: replica, Error: cause.Error(),
+	})
+	if err != nil {
+		s.log.Warn("could not report volume failure to master", "master", master, "err", err)
+	}
+}
+

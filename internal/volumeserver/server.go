@@ -1,0 +1,234 @@
+package volumeserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/kelpfs/kelp/internal/client"
+	"github.com/kelpfs/kelp/internal/pb/volumepb"
+	"github.com/kelpfs/kelp/internal/store"
+	"github.com/kelpfs/kelp/internal/vfs"
+)
+
+// Config describes one volume server.
+type Config struct {
+	IP         string // address to listen on and to report to the master
+	Port       int    // HTTP data port
+	GRPCPort   int    // admin port; 0 means Port+10000
+	PublicURL  string // host:port clients should use; empty means IP:Port
+	Masters    []string
+	DataCenter string
+	Rack       string
+	Disks      []store.DiskConfig
+	Fsync      bool
+	// MaxUploadSize bounds one file; larger uploads get 413. 0 means 4 GiB - 1,
+	// the largest needle the volume format can hold.
+	MaxUploadSize int64
+	// VolumeSizeLimit applies until the master sends its own; 0 means 30 GiB.
+	VolumeSizeLimit int64
+	FS              vfs.FS // nil means the real file system
+	Logger          *slog.Logger
+}
+
+// Server is a running volume server.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	store *store.Store
+
+	httpLn  net.Listener
+	grpcLn  net.Listener
+	httpSrv *http.Server
+	grpcSrv *grpc.Server
+
+	changed chan struct{} // store changes that deserve an immediate heartbeat
+
+	client *client.Client // locates the other copies of replicated volumes
+	http   *http.Client   // forwards replicated writes
+	conns  grpcConns
+
+	mu        sync.Mutex
+	master    string // master currently holding the heartbeat stream
+	closeOnce sync.Once
+}
+
+const defaultVolumeSizeLimit = 30 << 30
+
+// New opens the disks, loads every volume and binds the listeners; Run serves.
+func New(cfg Config) (*Server, error) {
+	if cfg.IP == "" {
+		cfg.IP = "127.0.0.1"
+	}
+	if cfg.GRPCPort == 0 && cfg.Port != 0 {
+		cfg.GRPCPort = cfg.Port + 10000
+	}
+	if cfg.MaxUploadSize <= 0 {
+		cfg.MaxUploadSize = maxNeedleData
+	}
+	if cfg.VolumeSizeLimit <= 0 {
+		cfg.VolumeSizeLimit = defaultVolumeSizeLimit
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if len(cfg.Disks) == 0 {
+		return nil, errors.New("volumeserver: no disk directory given")
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("service", "volume"), changed: make(chan struct{}, 1)}
+	if len(cfg.Masters) > 0 {
+		// Copies move rarely, but when they do a stale location fails the write
+		// (and the client retries), so the cache is kept short.
+		c, err := client.New(client.Config{Masters: cfg.Masters, LookupTTL: 10 * time.Second, Logger: s.log})
+		if err != nil {
+			return nil, fmt.Errorf("volumeserver: %w", err)
+		}
+		s.client = c
+	}
+	s.http = client.NewHTTPClient()
+	st, err := store.New(store.Config{
+		Disks:           cfg.Disks,
+		FS:              cfg.FS,
+		VolumeSizeLimit: cfg.VolumeSizeLimit,
+		Fsync:           cfg.Fsync,
+		OnChange:        s.notifyChange,
+		Logger:          s.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("volumeserver: %w", err)
+	}
+	s.store = st
+	if err := s.listen(); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if s.cfg.PublicURL == "" {
+		s.cfg.PublicURL = s.URL()
+	}
+	s.httpSrv = &http.Server{
+		Handler:           s.routes(),
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	s.grpcSrv = grpc.NewServer()
+	volumepb.RegisterVolumeServerServer(s.grpcSrv, &adminServer{s: s})
+	return s, nil
+}
+
+func (s *Server) listen() error {
+	var err error
+	s.httpLn, err = net.Listen("tcp", net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.cfg.Port)))
+	if err != nil {
+		return fmt.Errorf("volumeserver: listen: %w", err)
+	}
+	if s.cfg.Port == 0 {
+		s.cfg.Port = s.httpLn.Addr().(*net.TCPAddr).Port
+	}
+	s.grpcLn, err = net.Listen("tcp", net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.cfg.GRPCPort)))
+	if err != nil {
+		s.httpLn.Close()
+		return fmt.Errorf("volumeserver: listen gRPC: %w", err)
+	}
+	s.cfg.GRPCPort = s.grpcLn.Addr().(*net.TCPAddr).Port
+	return nil
+}
+
+// URL is the host:port of the HTTP data path.
+func (s *Server) URL() string { return net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.cfg.Port)) }
+
+// GRPCAddr is the host:port of the admin API.
+func (s *Server) GRPCAddr() string {
+	return net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.cfg.GRPCPort))
+}
+
+// Store exposes the local store to in-process tests.
+func (s *Server) Store() *store.Store { return s.store }
+
+// Run serves HTTP and gRPC and keeps the heartbeat stream to the master open
+// until ctx ends or Close is called.
+func (s *Server) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 2)
+	go func() { errc <- s.httpSrv.Serve(s.httpLn) }()
+	go func() { errc <- s.grpcSrv.Serve(s.grpcLn) }()
+	hbDone := make(chan struct{})
+	go func() { defer close(hbDone); s.heartbeatLoop(ctx) }()
+	s.log.Info("volume server listening", "http", s.URL(), "grpc", s.GRPCAddr(), "masters", s.cfg.Masters)
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		if errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {
+			err = nil
+		}
+	}
+	cancel()
+	<-hbDone
+	s.Close()
+	return err
+}
+
+// Close stops serving and closes every volume; acknowledged writes are already durable.
+func (s *Server) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.httpSrv.Shutdown(ctx)
+		s.grpcSrv.Stop()
+		s.conns.closeAll()
+		err = s.store.Close()
+	})
+	return err
+}
+
+func (s *Server) notifyChange() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// grpcConns caches one client connection per address.
+type grpcConns struct {
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+func (s *Server) grpcConn(addr string) (*grpc.ClientConn, error) {
+	c := &s.conns
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if conn, ok := c.conns[addr]; ok {
+		return conn, nil
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	if c.conns == nil {
+		c.conns = map[string]*grpc.ClientConn{}
+	}
+	c.conns[addr] = conn
+	return conn, nil
+}
+
+func (c *grpcConns) closeAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for addr, conn := range c.conns {
+		conn.Close()
+		delete(c.conns, addr)
+	}
+}
