@@ -298,9 +298,9 @@ func (s *Store) MarkReadOnly(id uint32, ro bool) error {
 	if err != nil {
 		return err
 	}
-	v.SetReadOnly(ro)
+	err = v.SetReadOnly(ro)
 	s.notify()
-	return nil
+	return err
 }
 
 // Vacuum compacts volume id if its garbage ratio is at least threshold.

@@ -14,7 +14,7 @@
 //	(*Volume).Read(key, cookie) (*Object, error)   // Object: Meta, Size, ETag, ModTime, Read/Seek/ReadAt, Bytes, Close
 //	(*Volume).Delete(ctx, key, cookie) (freed int64, error)
 //	(*Volume).Vacuum(ctx) error
-//	(*Volume).Stats() Stats; SetReadOnly(bool); SetSizeLimit(int64); Close() error; Destroy() error
+//	(*Volume).Stats() Stats; SetReadOnly(bool) error; SetSizeLimit(int64); Close() error; Destroy() error
 //
 // Errors (wrapped; use errors.Is): ErrNotFound (unknown or expired key),
 // ErrDeleted, ErrCookieMismatch (read, overwrite or delete with the wrong

@@ -141,6 +141,9 @@ func Open(cfg Config) (*Volume, error) {
 	}
 	v.dat = &datFile{f: f}
 	v.dat.refs.Store(1)
+	if _, err := cfg.FS.Stat(v.base + ".ro"); err == nil {
+		v.readOnly = true
+	}
 	if err := v.load(); err != nil {
 		f.Close()
 		if v.idxFile != nil {

@@ -320,13 +320,34 @@ func (v *Volume) markBroken(err error) {
 }
 
 // SetReadOnly marks the volume read-only or writable.
-func (v *Volume) SetReadOnly(ro bool) {
+//
+// The mark survives restarts: it is a marker file ("<base>.ro") next to the
+// .dat, so an operator's decision is not undone by a reboot.
+func (v *Volume) SetReadOnly(ro bool) error {
+	if err := v.persistReadOnly(ro); err != nil {
+		return fmt.Errorf("volume %d: mark read-only=%v: %w", v.cfg.ID, ro, err)
+	}
 	v.mu.Lock()
 	v.readOnly = ro
 	if !ro {
 		v.full = false // let the next write re-check the size limit
 	}
 	v.mu.Unlock()
+	return nil
+}
+
+func (v *Volume) persistReadOnly(ro bool) error {
+	marker := v.base + ".ro"
+	if ro {
+		f, err := v.cfg.FS.OpenFile(marker, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return err
+		}
+		f.Close()
+	} else if err := v.cfg.FS.Remove(marker); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return v.cfg.FS.SyncDir(v.cfg.Dir)
 }
 
 // SetSizeLimit changes the size limit; a full volume may become writable.
@@ -393,7 +414,7 @@ func (v *Volume) Close() error {
 func (v *Volume) Destroy() error {
 	v.Close()
 	var first error
-	for _, ext := range []string{".dat", ".idx", ".ckp", ".cpd", ".cpx"} {
+	for _, ext := range []string{".dat", ".idx", ".ckp", ".cpd", ".cpx", ".ro"} {
 		if err := v.cfg.FS.Remove(v.base + ext); err != nil && !errors.Is(err, fs.ErrNotExist) && first == nil {
 			first = err
 		}

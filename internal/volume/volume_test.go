@@ -220,7 +220,9 @@ func TestFullAndReadOnly(t *testing.T) {
 	if _, err := v.Delete(context.Background(), 1, 1); err != nil {
 		t.Fatalf("delete on a full volume: %v", err)
 	}
-	v.SetReadOnly(true)
+	if err := v.SetReadOnly(true); err != nil {
+		t.Fatal(err)
+	}
 	_, err = v.Write(context.Background(), needle.Meta{Key: 3}, bytes.NewReader(nil), 0)
 	mustErr(t, err, ErrReadOnly)
 	_, err = v.Delete(context.Background(), 1, 1)
@@ -228,7 +230,19 @@ func TestFullAndReadOnly(t *testing.T) {
 	if !v.Stats().ReadOnly {
 		t.Fatal("stats not read-only")
 	}
-	v.SetReadOnly(false)
+	// The mark survives a restart.
+	v.Close()
+	v, err = Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if !v.Stats().ReadOnly {
+		t.Fatal("read-only mark lost on reopen")
+	}
+	if err := v.SetReadOnly(false); err != nil {
+		t.Fatal(err)
+	}
 	put(t, v, 3, 1, nil)
 }
 
