@@ -117,7 +117,9 @@ func (s *Store) Configure(id uint32, code replication.Code) error {
 
 // appender adapts a vfs.File to io.Writer by appending.
 type appender struct {
-	f   interface{ WriteAt([]byte, int64) (int, error) }
+	f interface {
+		WriteAt([]byte, int64) (int, error)
+	}
 	off int64
 }
 
