@@ -1,0 +1,291 @@
+package benchmark
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/client"
+	"github.com/kelpfs/kelp/internal/fid"
+)
+
+// ErrConfig is returned (wrapped) by Run for an unusable Config.
+var ErrConfig = errors.New("benchmark: bad config")
+
+// Config is what `kelp benchmark` was asked to do.
+type Config struct {
+	Masters     []string // master addresses; a comma-separated entry is split
+	N           int      // files to write, then read
+	Size        int      // bytes per file
+	Concurrency int      // workers per phase; 0 means 16
+	Collection  string
+	Replication string
+	// JSON adds, as the last line of Out, one JSON object with both phases.
+	JSON bool
+	// Out receives the report; nil discards it.
+	Out io.Writer
+	// Progress receives a progress bar per phase (usually os.Stderr); nil,
+	// or an *os.File that is not a terminal, shows none.
+	Progress io.Writer
+	// HTTPClient overrides the client's tuned default (tests).
+	HTTPClient *http.Client
+	// Logger receives the first failures of each phase; nil discards.
+	Logger *slog.Logger
+	// Seed makes file contents and read order repeatable; 0 picks one.
+	Seed uint64
+}
+
+// written is what the write phase remembers of one file for the read phase.
+type written struct {
+	id  fid.FileID
+	crc uint32
+	ok  bool
+}
+
+// Run writes cfg.N files, reads them back, prints the report to cfg.Out and
+// returns it. Failed requests are counted in the report, not returned as an
+// error; an error means the benchmark could not run (bad config) or ctx
+// ended, in which case the report so far is returned too.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = client.NewHTTPClient()
+		// Keep one idle connection per worker and host, so that no request
+		// pays for a TCP handshake once the pool is warm.
+		if t, ok := hc.Transport.(*http.Transport); ok && t.MaxIdleConnsPerHost < 2*cfg.Concurrency {
+			t.MaxIdleConnsPerHost = 2 * cfg.Concurrency
+		}
+	}
+	c, err := client.New(client.Config{Masters: cfg.Masters, HTTPClient: hc, Logger: cfg.Logger, MaxRetries: -1})
+	if err != nil {
+		return nil, fmt.Errorf("benchmark: %w", err)
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = rand.Uint64()
+	}
+	fmt.Fprintf(cfg.Out, "Benchmark: %d files of %d bytes, concurrency %d, masters %s\n\n",
+		cfg.N, cfg.Size, cfg.Concurrency, strings.Join(cfg.Masters, ","))
+
+	b := &bench{c: c, cfg: cfg, crc: crc32.MakeTable(crc32.Castagnoli)}
+	rep := &Report{}
+	files := make([]written, cfg.N)
+	rep.Write = runPhase(ctx, cfg, "write", cfg.N, func(w *worker, i int) (int, error) {
+		return w.write(ctx, b, i, &files[i])
+	})
+	printPhase(cfg.Out, "write", rep.Write)
+	if err := ctx.Err(); err != nil {
+		return rep, fmt.Errorf("benchmark: %w", err)
+	}
+
+	order := make([]int, 0, cfg.N)
+	for i := range files {
+		if files[i].ok {
+			order = append(order, i)
+		}
+	}
+	rand.New(rand.NewPCG(cfg.Seed, 1)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	rep.Read = runPhase(ctx, cfg, "read", len(order), func(w *worker, i int) (int, error) {
+		return w.read(ctx, b, &files[order[i]])
+	})
+	printPhase(cfg.Out, "read", rep.Read)
+	if cfg.JSON {
+		if err := rep.writeJSON(cfg.Out); err != nil {
+			return rep, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return rep, fmt.Errorf("benchmark: %w", err)
+	}
+	return rep, nil
+}
+
+func (cfg *Config) normalize() error {
+	var masters []string
+	for _, m := range cfg.Masters {
+		for _, a := range strings.Split(m, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				masters = append(masters, a)
+			}
+		}
+	}
+	cfg.Masters = masters
+	switch {
+	case len(cfg.Masters) == 0:
+		return fmt.Errorf("%w: no master address", ErrConfig)
+	case cfg.N <= 0:
+		return fmt.Errorf("%w: the number of files must be positive, got %d", ErrConfig, cfg.N)
+	case cfg.Size < 0:
+		return fmt.Errorf("%w: negative file size %d", ErrConfig, cfg.Size)
+	case cfg.Concurrency < 0:
+		return fmt.Errorf("%w: negative concurrency %d", ErrConfig, cfg.Concurrency)
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = 16
+	}
+	cfg.Concurrency = min(cfg.Concurrency, cfg.N)
+	if cfg.Out == nil {
+		cfg.Out = io.Discard
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// bench is what every worker of a run shares, read-only.
+type bench struct {
+	c   *client.Client
+	cfg Config
+	crc *crc32.Table // CRC-32C, hardware-accelerated on amd64 and arm64
+}
+
+// worker holds one goroutine's state: the random contents its files are
+// made of and, on read, a buffer reused for every body.
+type worker struct {
+	id  int
+	buf []byte // write: the contents template; read: Size+1 bytes, to catch a long body
+	rng *rand.Rand
+}
+
+// write stores file i with exactly one assign and one upload.
+func (w *worker) write(ctx context.Context, b *bench, i int, f *written) (int, error) {
+	c, cfg := b.c, &b.cfg
+	if w.buf == nil {
+		w.buf = make([]byte, cfg.Size)
+		w.rng = rand.New(rand.NewPCG(cfg.Seed, uint64(w.id)+2))
+		var word [8]byte
+		for j := 0; j < len(w.buf); j += 8 {
+			binary.LittleEndian.PutUint64(word[:], w.rng.Uint64())
+			copy(w.buf[j:], word[:])
+		}
+	}
+	// Random bytes once per worker; the first 16 bytes differ per file (index
+	// and fresh randomness), so no two files are equal and a read returning
+	// the wrong file fails the checksum.
+	//
+	// Each file gets its own copy: net/http may still read a request body
+	// after Do returns (when the server answered early), so a buffer cannot
+	// be rewritten for the next file, and a body that is a plain
+	// *bytes.Reader lets the transport send headers and body in one write.
+	data := make([]byte, len(w.buf))
+	copy(data, w.buf)
+	var stamp [16]byte
+	binary.LittleEndian.PutUint64(stamp[:], uint64(i))
+	binary.LittleEndian.PutUint64(stamp[8:], w.rng.Uint64())
+	copy(data, stamp[:])
+	f.crc = crc32.Checksum(data, b.crc)
+
+	a, err := c.Assign(ctx, client.AssignRequest{Collection: cfg.Collection, Replication: cfg.Replication})
+	if err != nil {
+		return 0, err
+	}
+	if _, err := c.Upload(ctx, a.URL, a.FID, bytes.NewReader(data), int64(len(data)), client.UploadOptions{}); err != nil {
+		return 0, err
+	}
+	f.id, f.ok = a.FID, true
+	return len(data), nil
+}
+
+// errMismatch marks a read whose size or checksum was wrong.
+var errMismatch = errors.New("benchmark: read back different bytes")
+
+// read fetches f and checks its size and checksum.
+func (w *worker) read(ctx context.Context, b *bench, f *written) (int, error) {
+	size := b.cfg.Size
+	if w.buf == nil {
+		w.buf = make([]byte, size+1)
+	}
+	rc, _, err := b.c.Get(ctx, f.id, nil)
+	if err != nil {
+		return 0, err
+	}
+	n, err := readFull(rc, w.buf)
+	rc.Close()
+	if err != nil {
+		return 0, fmt.Errorf("benchmark: reading %s: %w", f.id, err)
+	}
+	if n != size {
+		return 0, fmt.Errorf("%w: %s has %d+ bytes, want %d", errMismatch, f.id, n, size)
+	}
+	if crc32.Checksum(w.buf[:n], b.crc) != f.crc {
+		return 0, fmt.Errorf("%w: %s checksum", errMismatch, f.id)
+	}
+	return n, nil
+}
+
+// readFull reads r until EOF or until buf is full; EOF is not an error.
+func readFull(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// runPhase runs do for items 0..n-1 on cfg.Concurrency workers and measures.
+// do returns the bytes moved by a successful request.
+func runPhase(ctx context.Context, cfg Config, name string, n int, do func(w *worker, i int) (int, error)) Phase {
+	lat := make([]int64, n) // nanoseconds; -1 marks a failure
+	// next is the next item to claim; every claimed item below n is finished
+	// by the time the workers return, even when ctx ends the phase early.
+	var next, done, failed, moved atomic.Int64
+	var firstErr atomic.Pointer[error]
+	bar := startProgress(cfg.Progress, name, int64(n), &done)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for id := 0; id < min(cfg.Concurrency, max(n, 1)); id++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := &worker{id: id}
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				t0 := time.Now()
+				moves, err := do(w, i)
+				lat[i] = int64(time.Since(t0))
+				if err != nil {
+					lat[i] = -1
+					if failed.Add(1) <= 3 {
+						cfg.Logger.Warn("benchmark: request failed", "phase", name, "err", err)
+					}
+					firstErr.CompareAndSwap(nil, &err)
+				} else {
+					moved.Add(int64(moves))
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	bar.stop()
+	p := summarize(lat[:min(int(next.Load()), n)], int(failed.Load()), moved.Load(), elapsed)
+	if e := firstErr.Load(); e != nil {
+		p.FirstError = (*e).Error()
+	}
+	return p
+}

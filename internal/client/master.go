@@ -1,0 +1,230 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/fid"
+)
+
+// AssignRequest asks the master for file ids. Zero fields are left to the
+// master's defaults.
+type AssignRequest struct {
+	Count       uint64 // how many consecutive keys to reserve; 0 means 1
+	Collection  string
+	Replication string // "XYZ", see package replication
+	TTL         string // see package ttl
+	DataCenter  string // preferred data center
+}
+
+// Assignment is a file id and the volume server to write it to. With
+// Count > 1 the ids FID.Key .. FID.Key+Count-1 (same cookie) are reserved.
+type Assignment struct {
+	FID       fid.FileID
+	URL       string // "host:port" for cluster-internal traffic
+	PublicURL string
+	Count     uint64
+}
+
+// Location is one volume server holding a volume.
+type Location struct {
+	URL        string `json:"url"`
+	PublicURL  string `json:"publicUrl"`
+	DataCenter string `json:"dataCenter"`
+	Rack       string `json:"rack"`
+}
+
+type cacheEntry struct {
+	locs    []Location
+	expires time.Time
+}
+
+// Assign asks the master for a file id.
+func (c *Client) Assign(ctx context.Context, req AssignRequest) (Assignment, error) {
+	var ans assignAnswer
+	err := c.masterGet(ctx, assignPath(req), func(body []byte) error {
+		return decodeAssignAnswer(body, &ans)
+	})
+	if err != nil {
+		return Assignment{}, err
+	}
+	id, err := fid.Parse(ans.FID)
+	if err != nil {
+		return Assignment{}, fmt.Errorf("client: assign answered a bad file id: %w", err)
+	}
+	if ans.URL == "" {
+		return Assignment{}, fmt.Errorf("client: assign answered no url for %s", ans.FID)
+	}
+	if ans.Count == 0 {
+		ans.Count = 1
+	}
+	return Assignment{FID: id, URL: ans.URL, PublicURL: ans.PublicURL, Count: ans.Count}, nil
+}
+
+func assignPath(req AssignRequest) string {
+	if req == (AssignRequest{}) {
+		return "/dir/assign"
+	}
+	var b strings.Builder
+	b.WriteString("/dir/assign")
+	sep := byte('?')
+	add := func(k, v string) {
+		if v == "" {
+			return
+		}
+		b.WriteByte(sep)
+		sep = '&'
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(url.QueryEscape(v))
+	}
+	if req.Count > 0 {
+		add("count", strconv.FormatUint(req.Count, 10))
+	}
+	add("collection", req.Collection)
+	add("replication", req.Replication)
+	add("ttl", req.TTL)
+	add("dataCenter", req.DataCenter)
+	return b.String()
+}
+
+// Lookup returns the servers holding a volume, from the cache when fresh.
+// The returned slice is the caller's.
+func (c *Client) Lookup(ctx context.Context, volumeID uint32) ([]Location, error) {
+	locs, _, err := c.lookup(ctx, volumeID)
+	if err != nil {
+		return nil, err
+	}
+	return append([]Location(nil), locs...), nil
+}
+
+// lookup is Lookup without the copy; cached reports whether locs came from
+// the cache. Callers must not modify locs.
+func (c *Client) lookup(ctx context.Context, volumeID uint32) (locs []Location, cached bool, err error) {
+	c.mu.RLock()
+	e, ok := c.cache[volumeID]
+	c.mu.RUnlock()
+	if ok && c.now().Before(e.expires) {
+		return e.locs, true, nil
+	}
+	locs, err = c.lookupMaster(ctx, volumeID)
+	if err != nil {
+		return nil, false, err
+	}
+	c.mu.Lock()
+	c.cache[volumeID] = cacheEntry{locs: locs, expires: c.now().Add(c.lookupTTL)}
+	c.mu.Unlock()
+	return locs, false, nil
+}
+
+// Invalidate drops a volume's cached locations, so the next request asks the
+// master again. Reads and deletes call it on failure; callers that learn of a
+// move some other way may too.
+func (c *Client) Invalidate(volumeID uint32) {
+	c.mu.Lock()
+	delete(c.cache, volumeID)
+	c.mu.Unlock()
+}
+
+type lookupAnswer struct {
+	VolumeID  string     `json:"volumeId"`
+	Locations []Location `json:"locations"`
+	Error     string     `json:"error"`
+}
+
+func (c *Client) lookupMaster(ctx context.Context, volumeID uint32) ([]Location, error) {
+	var ans lookupAnswer
+	path := "/dir/lookup?volumeId=" + strconv.FormatUint(uint64(volumeID), 10)
+	err := c.masterGet(ctx, path, func(body []byte) error {
+		return json.Unmarshal(body, &ans)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(ans.Locations) == 0 {
+		// An answer with no location is as good as "unknown volume".
+		return nil, &HTTPError{Method: http.MethodGet, URL: path, Status: http.StatusNotFound,
+			Message: "volume " + strconv.FormatUint(uint64(volumeID), 10) + " has no location"}
+	}
+	return ans.Locations, nil
+}
+
+// maxLeaderHops bounds how many leader hints one request follows, so two
+// confused masters pointing at each other cannot loop forever.
+const maxLeaderHops = 3
+
+// masterGet sends GET base+path to the masters and hands a 200 body to
+// decode. The master that answered last is tried first; the others follow
+// in configured order, but only after a connection error: an HTTP error is
+// the cluster's answer and is returned as is, except that a {"leader": ...}
+// hint is followed. Redirects are followed by the http.Client, and the
+// master that finally answered is remembered.
+func (c *Client) masterGet(ctx context.Context, path string, decode func(body []byte) error) error {
+	first := *c.current.Load()
+	var stack [4]string // the usual one to three masters need no allocation
+	candidates := append(stack[:0], first)
+	for _, m := range c.masters {
+		if m != first {
+			candidates = append(candidates, m)
+		}
+	}
+	var errs []error
+	hops := 0
+	for i := 0; i < len(candidates); i++ {
+		base := candidates[i]
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		if err != nil {
+			return fmt.Errorf("client: master request: %w", err)
+		}
+		resp, err := c.hc.Do(req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("client: master %s: %w", base, ctx.Err())
+			}
+			c.log.Debug("client: master unreachable, trying next", "master", base, "err", err)
+			errs = append(errs, err)
+			continue
+		}
+		answered := resp.Request.URL.Scheme + "://" + resp.Request.URL.Host
+		if resp.StatusCode != http.StatusOK {
+			he, leader := c.httpError(resp)
+			if leader != "" && hops < maxLeaderHops {
+				if lb := baseURL(leader); lb != answered {
+					hops++
+					c.log.Debug("client: following leader hint", "from", answered, "leader", lb)
+					candidates = append(candidates[:i+1], append([]string{lb}, candidates[i+1:]...)...)
+					continue
+				}
+			}
+			c.remember(answered)
+			return he
+		}
+		b, err := c.readAnswer(resp)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		err = decode(b.Bytes())
+		c.putBuf(b)
+		if err != nil {
+			return fmt.Errorf("client: master %s: bad answer to %s: %w", answered, path, err)
+		}
+		c.remember(answered)
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrNoMaster, errors.Join(errs...))
+}
+
+// remember makes base the first master tried next time.
+func (c *Client) remember(base string) {
+	if cur := c.current.Load(); *cur != base {
+		c.current.Store(&base)
+	}
+}

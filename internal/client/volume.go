@@ -1,0 +1,351 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/fid"
+)
+
+// UploadOptions describe the stored file.
+type UploadOptions struct {
+	// Name is stored with the needle. Setting it sends the body as
+	// multipart/form-data (the API's only way to carry a file name), framed
+	// around the body without copying it; leave it empty for the cheaper raw
+	// upload.
+	Name string
+	// MimeType is stored and served back as Content-Type; empty means
+	// application/octet-stream.
+	MimeType string
+}
+
+// UploadResult is the volume server's answer to a write.
+type UploadResult struct {
+	Name string
+	Size int64
+	ETag string
+}
+
+// Range selects bytes of a needle: Length bytes from Offset; Length <= 0
+// means to the end.
+type Range struct {
+	Offset int64
+	Length int64
+}
+
+// ObjectInfo describes what Get returned.
+type ObjectInfo struct {
+	Size         int64 // bytes in the returned body; -1 if the server did not say
+	TotalSize    int64 // size of the whole needle when known (== Size for a full read)
+	ContentType  string
+	ETag         string // without quotes
+	Name         string // from Content-Disposition, when the server sends one
+	LastModified time.Time
+	Partial      bool // the server answered 206 to a Range
+}
+
+// volumeURL builds the URL of a needle on a volume server given as
+// "host:port" or with a scheme.
+func volumeURL(server string, id fid.FileID) string {
+	if strings.HasPrefix(server, "http://") || strings.HasPrefix(server, "https://") {
+		return strings.TrimRight(server, "/") + "/" + id.String()
+	}
+	return "http://" + server + "/" + id.String()
+}
+
+// Upload writes body (size bytes; -1 if unknown, which costs a chunked
+// upload) as needle id on the volume server at url ("host:port"). It makes
+// one attempt; Put is the retrying form. An answer other than 2xx is a
+// *HTTPError; a 507 or 5xx means this assignment is unusable.
+// If body is an io.Closer it is always closed, as net/http does, perhaps
+// after Upload returns: a caller that reuses body's buffer must wait for
+// that Close.
+func (c *Client) Upload(ctx context.Context, url string, id fid.FileID, body io.Reader, size int64, opts UploadOptions) (UploadResult, error) {
+	return c.upload(ctx, url, id, body, nil, size, opts)
+}
+
+// upload is Upload with an optional reopen, which returns a fresh reader of
+// the same bytes; it lets the transport resend the body when a kept-alive
+// connection turns out to be closed.
+func (c *Client) upload(ctx context.Context, server string, id fid.FileID, body io.Reader, reopen func() io.Reader,
+	size int64, opts UploadOptions) (UploadResult, error) {
+	ctype := opts.MimeType
+	if ctype == "" {
+		ctype = "application/octet-stream"
+	}
+	// Like http.Client.Do, Upload always closes a body that is an io.Closer,
+	// possibly after returning: callers reusing a buffer wait for Close.
+	closer, _ := body.(io.Closer)
+	if size == 0 {
+		// A zero-length body with a non-nil reader would go out chunked.
+		if closer != nil {
+			closer.Close()
+		}
+		body, reopen, closer = nil, nil, nil
+	}
+	if opts.Name != "" {
+		var err error
+		body, reopen, size, ctype, err = multipartFrame(opts.Name, ctype, body, reopen, size)
+		if err != nil {
+			if closer != nil {
+				closer.Close()
+			}
+			return UploadResult{}, err
+		}
+		if closer != nil {
+			body = struct {
+				io.Reader
+				io.Closer
+			}{body, closer}
+		}
+	}
+	target := volumeURL(server, id)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, target, body)
+	if err != nil {
+		if closer != nil {
+			closer.Close()
+		}
+		return UploadResult{}, fmt.Errorf("client: upload request: %w", err)
+	}
+	req.Header["Content-Type"] = []string{ctype}
+	// Writing the same bytes under the same file id twice stores the same
+	// needle, so the transport may resend an upload that met a kept-alive
+	// connection the server had just closed. A nil value marks the request
+	// idempotent without sending the header.
+	req.Header["Idempotency-Key"] = nil
+	switch {
+	case body == nil:
+		req.ContentLength = 0
+	case size > 0:
+		req.ContentLength = size
+	default:
+		req.ContentLength = -1
+	}
+	if reopen != nil {
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(reopen()), nil }
+	}
+	resp, err := c.doVolume(req)
+	if err != nil {
+		return UploadResult{}, fmt.Errorf("client: upload %s: %w", target, err)
+	}
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
+		he, _ := c.httpError(resp)
+		return UploadResult{}, he
+	}
+	etagHeader := resp.Header.Get("Etag")
+	b, err := c.readAnswer(resp)
+	if err != nil {
+		return UploadResult{}, err
+	}
+	defer c.putBuf(b)
+	var ans uploadAnswer
+	if b.Len() > 0 {
+		if err := decodeUploadAnswer(b.Bytes(), &ans); err != nil {
+			return UploadResult{}, fmt.Errorf("client: upload %s: bad answer: %w", target, err)
+		}
+	}
+	if ans.ETag == "" {
+		ans.ETag = strings.Trim(etagHeader, `"`)
+	}
+	return UploadResult{Name: ans.Name, Size: ans.Size, ETag: ans.ETag}, nil
+}
+
+// multipartFrame wraps body in a one-part multipart/form-data message. The
+// framing is built once and the body streamed between it, so the file is
+// never copied and the total length stays known.
+func multipartFrame(name, ctype string, body io.Reader, reopen func() io.Reader, size int64) (
+	io.Reader, func() io.Reader, int64, string, error) {
+	if body == nil { // an empty file still gets its framing
+		body, reopen = http.NoBody, func() io.Reader { return http.NoBody }
+	}
+	var frame bytes.Buffer
+	mw := multipart.NewWriter(&frame)
+	h := make(textproto.MIMEHeader, 2)
+	h.Set("Content-Disposition", `form-data; name="file"; filename="`+quoteEscaper.Replace(name)+`"`)
+	h.Set("Content-Type", ctype)
+	if _, err := mw.CreatePart(h); err != nil {
+		return nil, nil, 0, "", fmt.Errorf("client: multipart framing: %w", err)
+	}
+	head := bytes.Clone(frame.Bytes())
+	frame.Reset()
+	if err := mw.Close(); err != nil {
+		return nil, nil, 0, "", fmt.Errorf("client: multipart framing: %w", err)
+	}
+	tail := bytes.Clone(frame.Bytes()) // Close wrote "\r\n--boundary--\r\n"
+	wrap := func(r io.Reader) io.Reader {
+		return io.MultiReader(bytes.NewReader(head), r, bytes.NewReader(tail))
+	}
+	var rewrap func() io.Reader
+	if reopen != nil {
+		rewrap = func() io.Reader { return wrap(reopen()) }
+	}
+	if size >= 0 {
+		size += int64(len(head) + len(tail))
+	}
+	return wrap(body), rewrap, size, mw.FormDataContentType(), nil
+}
+
+var quoteEscaper = strings.NewReplacer("\\", "\\\\", `"`, "\\\"", "\r", "", "\n", "")
+
+// Get reads needle id, or the part rng selects (nil: all of it). It looks the
+// volume up (cached) and tries its locations in order until one answers; when
+// all fail it drops the cached locations and, if they were cached, tries any
+// new ones the master gives. The caller must close the returned body.
+// A missing needle is ErrNotFound.
+func (c *Client) Get(ctx context.Context, id fid.FileID, rng *Range) (io.ReadCloser, ObjectInfo, error) {
+	var resp *http.Response
+	err := c.onLocations(ctx, id.Volume, func(loc Location) error {
+		r, err := c.get(ctx, loc.URL, id, rng)
+		resp = r
+		return err
+	})
+	if err != nil {
+		return nil, ObjectInfo{}, err
+	}
+	return resp.Body, objectInfo(resp), nil
+}
+
+func (c *Client) get(ctx context.Context, server string, id fid.FileID, rng *Range) (*http.Response, error) {
+	target := volumeURL(server, id)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return nil, fmt.Errorf("client: get request: %w", err)
+	}
+	if rng != nil {
+		v := "bytes=" + strconv.FormatInt(rng.Offset, 10) + "-"
+		if rng.Length > 0 {
+			v += strconv.FormatInt(rng.Offset+rng.Length-1, 10)
+		}
+		req.Header["Range"] = []string{v}
+	}
+	resp, err := c.doVolume(req)
+	if err != nil {
+		return nil, fmt.Errorf("client: get %s: %w", target, err)
+	}
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent {
+		he, _ := c.httpError(resp)
+		return nil, he
+	}
+	return resp, nil
+}
+
+func objectInfo(resp *http.Response) ObjectInfo {
+	h := resp.Header
+	info := ObjectInfo{
+		Size:        resp.ContentLength,
+		TotalSize:   resp.ContentLength,
+		ContentType: h.Get("Content-Type"),
+		ETag:        strings.Trim(h.Get("Etag"), `"`),
+		Partial:     resp.StatusCode == http.StatusPartialContent,
+	}
+	if info.Partial {
+		info.TotalSize = -1
+		if cr := h.Get("Content-Range"); cr != "" {
+			if i := strings.LastIndexByte(cr, '/'); i >= 0 {
+				if n, err := strconv.ParseInt(cr[i+1:], 10, 64); err == nil {
+					info.TotalSize = n
+				}
+			}
+		}
+	}
+	if lm := h.Get("Last-Modified"); lm != "" {
+		info.LastModified, _ = http.ParseTime(lm)
+	}
+	if cd := h.Get("Content-Disposition"); cd != "" {
+		if _, params, err := mime.ParseMediaType(cd); err == nil {
+			info.Name = params["filename"]
+		}
+	}
+	return info
+}
+
+// Delete removes needle id. The first location that accepts the delete
+// wins: the volume server forwards it to the other replicas. A missing
+// needle is ErrNotFound.
+func (c *Client) Delete(ctx context.Context, id fid.FileID) error {
+	return c.onLocations(ctx, id.Volume, func(loc Location) error {
+		target := volumeURL(loc.URL, id)
+		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, target, nil)
+		if err != nil {
+			return fmt.Errorf("client: delete request: %w", err)
+		}
+		resp, err := c.doVolume(req)
+		if err != nil {
+			return fmt.Errorf("client: delete %s: %w", target, err)
+		}
+		if resp.StatusCode/100 != 2 {
+			he, _ := c.httpError(resp)
+			return he
+		}
+		drainClose(resp.Body)
+		return nil
+	})
+}
+
+// onLocations runs try on volume vol's locations in order until one
+// succeeds. A failure that another server cannot fix (a 4xx other than 404)
+// ends it at once. When every location failed, the cached locations are
+// dropped; if they came from the cache, the master is asked again and the
+// servers not yet tried are tried. The error returned prefers a real
+// failure over a 404, because a replica that was not reached might hold the
+// needle.
+func (c *Client) onLocations(ctx context.Context, vol uint32, try func(Location) error) error {
+	locs, cached, err := c.lookup(ctx, vol)
+	if err != nil {
+		return err
+	}
+	var tried map[string]bool // allocated on the first failure only
+	var notFound, failure error
+	for round := 0; ; round++ {
+		for _, loc := range locs {
+			if tried[loc.URL] {
+				continue
+			}
+			err := try(loc)
+			if err == nil {
+				return nil
+			}
+			if ctx.Err() != nil {
+				return err
+			}
+			if tried == nil {
+				tried = make(map[string]bool, len(locs))
+			}
+			tried[loc.URL] = true
+			if errors.Is(err, ErrNotFound) {
+				notFound = err
+				continue
+			}
+			if !retryable(ctx, err) {
+				return err
+			}
+			c.log.Debug("client: volume server failed, trying next location", "volume", vol, "server", loc.URL, "err", err)
+			failure = err
+		}
+		c.Invalidate(vol)
+		if !cached || round > 0 {
+			break
+		}
+		locs, cached, err = c.lookup(ctx, vol)
+		if err != nil {
+			if failure == nil && notFound == nil {
+				return err
+			}
+			break
+		}
+	}
+	if failure != nil {
+		return failure
+	}
+	return notFound
+}
