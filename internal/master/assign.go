@@ -1,0 +1,221 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+
+	"github.com/kelpfs/kelp/internal/fid"
+	"github.com/kelpfs/kelp/internal/replication"
+	"github.com/kelpfs/kelp/internal/topology"
+	"github.com/kelpfs/kelp/internal/ttl"
+)
+
+// assignRequest is an assign in domain terms, from HTTP or gRPC.
+type assignRequest struct {
+	Count       uint64
+	Collection  string
+	Replication string // "" => the collection's or cluster's default
+	TTL         string
+	DataCenter  string
+}
+
+type assignResult struct {
+	FID       fid.FileID
+	Count     uint64
+	Locations []topology.Location // [0] is where the client writes
+}
+
+// maxAssignCount bounds one assign's key reservation.
+const maxAssignCount = 1 << 20
+
+// layoutKey resolves the request's layout, applying default replication.
+func (s *Server) layoutKey(collection, repl, ttlStr string) (topology.LayoutKey, error) {
+	if repl == "" {
+		set := s.currentSettings()
+		repl = set.DefaultReplication
+		if r, ok := set.CollectionReplication[collection]; ok {
+			repl = r
+		}
+	}
+	code, err := replication.Parse(repl)
+	if err != nil {
+		return topology.LayoutKey{}, err
+	}
+	t, err := ttl.Parse(ttlStr)
+	if err != nil {
+		return topology.LayoutKey{}, err
+	}
+	return topology.LayoutKey{Collection: collection, Replication: code, TTL: t}, nil
+}
+
+// assign picks a writable volume (growing one if there is none) and reserves
+// Count keys. The fast path takes a read lock in the topology and a mutex in
+// the key allocator, nothing else.
+func (s *Server) assign(ctx context.Context, req assignRequest) (assignResult, error) {
+	if req.Count == 0 {
+		req.Count = 1
+	}
+	if req.Count > maxAssignCount {
+		return assignResult{}, fmt.Errorf("%w: count %d is above %d", ErrBadRequest, req.Count, maxAssignCount)
+	}
+	if !s.cons.IsLeader() {
+		return assignResult{}, s.notLeader()
+	}
+	key, err := s.layoutKey(req.Collection, req.Replication, req.TTL)
+	if err != nil {
+		return assignResult{}, err
+	}
+	a, err := s.topo.PickForAssign(key, req.DataCenter)
+	if errors.Is(err, topology.ErrNoWritableVolume) {
+		if !s.warm() {
+			return assignResult{}, fmt.Errorf("%w (%w)", errWarmingUp, err)
+		}
+		if _, gerr := s.grow(ctx, key, req.DataCenter, 0); gerr != nil {
+			return assignResult{}, fmt.Errorf("no writable volume for %s and cannot grow one: %w", key, gerr)
+		}
+		a, err = s.topo.PickForAssign(key, req.DataCenter)
+	}
+	if err != nil {
+		return assignResult{}, err
+	}
+	first, err := s.cons.NextKeys(ctx, req.Count)
+	if err != nil {
+		return assignResult{}, err
+	}
+	return assignResult{
+		FID:       fid.FileID{Volume: a.VolumeID, Key: first, Cookie: rand.Uint32()},
+		Count:     req.Count,
+		Locations: a.Locations,
+	}, nil
+}
+
+// growCount is how many volumes one automatic growth creates: more for fewer
+// copies, so that writes spread over several volumes and disks.
+func growCount(code replication.Code) int {
+	switch code.Copies() {
+	case 1:
+		return 7
+	case 2:
+		return 6
+	}
+	return 3
+}
+
+func (s *Server) growLock(key topology.LayoutKey, dc string) *sync.Mutex {
+	name := key.String() + " dc " + dc
+	s.growMu.Lock()
+	defer s.growMu.Unlock()
+	mu := s.growLocks[name]
+	if mu == nil {
+		mu = &sync.Mutex{}
+		s.growLocks[name] = mu
+	}
+	return mu
+}
+
+// grow creates count new volumes of the layout (0 => automatic count, and
+// nothing when a writable volume appeared while waiting for the lock). Growth
+// is serialised per layout so that a burst of assigns grows once.
+func (s *Server) grow(ctx context.Context, key topology.LayoutKey, dc string, count int) ([]uint32, error) {
+	mu := s.growLock(key, dc)
+	mu.Lock()
+	defer mu.Unlock()
+	if count == 0 {
+		if _, err := s.topo.PickForAssign(key, dc); err == nil {
+			return nil, nil
+		}
+		count = growCount(key.Replication)
+	}
+	plans, err := s.topo.PlanGrowth(key.Replication, count, topology.PlanOptions{DataCenter: dc})
+	if err != nil {
+		return nil, err
+	}
+	first, err := s.cons.NextVolumeIDs(ctx, len(plans))
+	if err != nil {
+		return nil, err
+	}
+	s.raiseKnownMax(first + uint32(len(plans)) - 1)
+
+	type outcome struct {
+		vid uint32
+		err error
+	}
+	results := make([]outcome, len(plans))
+	var wg sync.WaitGroup
+	for i, p := range plans {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vid := first + uint32(i)
+			results[i] = outcome{vid, s.allocate(ctx, vid, key, p)}
+		}()
+	}
+	wg.Wait()
+	var grown []uint32
+	var errs []error
+	for _, r := range results {
+		if r.err != nil {
+			errs = append(errs, r.err)
+			continue
+		}
+		grown = append(grown, r.vid)
+	}
+	if len(grown) == 0 {
+		return nil, fmt.Errorf("%w: %w", ErrGrowthFailed, errors.Join(errs...))
+	}
+	if len(errs) > 0 {
+		s.log.Warn("some volumes failed to grow", "layout", key.String(), "grown", len(grown), "err", errors.Join(errs...))
+	}
+	s.log.Info("grew volumes", "layout", key.String(), "volumes", grown)
+	return grown, nil
+}
+
+// allocate creates one volume on every server of its plan and registers it
+// in the topology at once, so the assign that asked for it can use it.
+func (s *Server) allocate(ctx context.Context, vid uint32, key topology.LayoutKey, p topology.Plan) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(p.Locations))
+	for i, loc := range p.Locations {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.volumeClients.allocate(ctx, loc, vid, key)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		// The copies that did get created show up in heartbeats, but the
+		// volume is not writable without all of them.
+		return fmt.Errorf("volume %d on %s: %w", vid, strings.Join(p.URLs(), ","), err)
+	}
+	return s.topo.RegisterVolume(topology.Volume{
+		ID: vid, Collection: key.Collection, Replication: key.Replication, TTL: key.TTL,
+	}, p.URLs())
+}
+
+// raiseKnownMax records a committed volume id so that heartbeats reporting it
+// do not cause a raft Apply.
+func (s *Server) raiseKnownMax(vid uint32) {
+	for {
+		cur := s.maxVID.Load()
+		if vid <= cur || s.maxVID.CompareAndSwap(cur, vid) {
+			return
+		}
+	}
+}
+
+// noteVolumeIDs makes sure the raft state knows a volume id seen on disk.
+func (s *Server) noteVolumeIDs(ctx context.Context, maxVID uint32) {
+	if maxVID <= s.maxVID.Load() || !s.cons.IsLeader() {
+		return
+	}
+	if err := s.cons.RaiseVolumeID(ctx, maxVID); err != nil {
+		s.log.Warn("raise max volume id", "id", maxVID, "err", err)
+		return
+	}
+	s.raiseKnownMax(maxVID)
+}

@@ -1,0 +1,393 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/kelpfs/kelp/internal/consensus"
+	"github.com/kelpfs/kelp/internal/pb/masterpb"
+	"github.com/kelpfs/kelp/internal/replication"
+	"github.com/kelpfs/kelp/internal/topology"
+)
+
+// Config configures a master.
+type Config struct {
+	IP       string // address to bind and advertise; default 127.0.0.1
+	Port     int    // HTTP port; 0 picks a free port (single-node only)
+	GRPCPort int    // 0 => Port+10000 (a free port when Port is 0)
+	// RaftAddr is the raft TCP address; "" => IP:Port+20000 with peers, a free port without.
+	RaftAddr string
+	MetaDir  string
+	// Peers are the HTTP host:port of every master, this one included,
+	// spelled as IP:Port of each; every master gets the same list. Empty means
+	// a single master.
+	Peers []string
+	// RaftHeartbeatTimeout bounds how long followers wait for a silent
+	// leader before electing another; 0 means 400ms (see consensus.Config).
+	RaftHeartbeatTimeout time.Duration
+
+	VolumeSizeLimit    int64  // bytes; default 30 GiB
+	DefaultReplication string // default "000"
+	// PulseInterval is the heartbeat interval told to volume servers; a node
+	// silent for 3 pulses is dropped. Default 5s.
+	PulseInterval time.Duration
+	// FailureCooldown is how long a volume stays out of assigns after a
+	// volume server reported a failed replicated write; 0 means 10s.
+	FailureCooldown time.Duration
+	// AdminLockLease is the admin lock's lease when a request names none;
+	// 0 means 30s.
+	AdminLockLease time.Duration
+	Logger         *slog.Logger
+}
+
+// Server is a master. Create with New, start with Run, stop with Close (or by
+// cancelling Run's context).
+type Server struct {
+	cfg  Config
+	log  *slog.Logger
+	topo *topology.Topology
+	cons *consensus.Node
+
+	httpLn   net.Listener
+	grpcLn   net.Listener
+	httpSrv  *http.Server
+	grpcSrv  *grpc.Server
+	httpAddr string
+
+	settings    atomic.Pointer[consensus.Settings] // last committed settings
+	settingsGen atomic.Uint64                      // consensus.SettingsGeneration of settings
+	leaderSince atomic.Int64                       // unix nanos this master last became leader
+	maxVID      atomic.Uint32                      // highest volume id known committed
+
+	growMu    sync.Mutex
+	growLocks map[string]*sync.Mutex // per layout and data center
+
+	volumeClients volumeClients
+	masterClients masterClients // gRPC connections to the other masters
+	streams       streamRegistry
+	proxy         *httputil.ReverseProxy // followers forward HTTP requests to the leader
+	peerHTTP      *http.Client           // status probes of the other masters
+
+	ctx       context.Context // cancelled by Close; parent of background work
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New opens the metadata, starts the raft member and binds the listeners;
+// nothing is served until Run.
+func New(cfg Config) (*Server, error) {
+	if cfg.IP == "" {
+		cfg.IP = "127.0.0.1"
+	}
+	if cfg.MetaDir == "" {
+		return nil, errors.New("master: Config.MetaDir is required")
+	}
+	if cfg.VolumeSizeLimit == 0 {
+		cfg.VolumeSizeLimit = 30 << 30
+	}
+	if cfg.DefaultReplication == "" {
+		cfg.DefaultReplication = "000"
+	}
+	if _, err := replication.Parse(cfg.DefaultReplication); err != nil {
+		return nil, fmt.Errorf("master: default replication: %w", err)
+	}
+	if cfg.PulseInterval == 0 {
+		cfg.PulseInterval = 5 * time.Second
+	}
+	if cfg.AdminLockLease == 0 {
+		cfg.AdminLockLease = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{
+		cfg:       cfg,
+		log:       cfg.Logger.With("service", "master"),
+		topo:      topology.New(topology.Options{VolumeSizeLimit: uint64(cfg.VolumeSizeLimit), FailureCooldown: cfg.FailureCooldown}),
+		growLocks: map[string]*sync.Mutex{},
+	}
+	s.proxy, s.peerHTTP = newLeaderProxy(s)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.settings.Store(&consensus.Settings{})
+	if err := s.listen(); err != nil {
+		s.closeListeners()
+		return nil, err
+	}
+	peers, err := s.raftPeers()
+	if err != nil {
+		s.closeListeners()
+		return nil, err
+	}
+	raftAddr := cfg.RaftAddr
+	if raftAddr == "" {
+		// A single master talks to no one over raft, so its transport takes any
+		// free port: Port+20000 may not even be a valid port.
+		raftPort := 0
+		if len(peers) > 0 {
+			raftPort = portOr0(cfg.Port, 20000)
+		}
+		raftAddr = net.JoinHostPort(cfg.IP, strconv.Itoa(raftPort))
+	}
+	s.cons, err = consensus.Open(consensus.Config{
+		Dir: filepath.Join(cfg.MetaDir, "raft"), ID: s.httpAddr, BindAddr: raftAddr, Peers: peers,
+		HeartbeatTimeout: cfg.RaftHeartbeatTimeout, Logger: cfg.Logger,
+	})
+	if err != nil {
+		s.closeListeners()
+		return nil, fmt.Errorf("master: %w", err)
+	}
+	if len(peers) == 0 {
+		// A single master elects itself in a moment; wait so that the first
+		// assign after New does not fail with "not the leader".
+		wctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+		err := s.cons.WaitLeader(wctx)
+		cancel()
+		if err != nil {
+			s.cons.Close()
+			s.closeListeners()
+			return nil, fmt.Errorf("master: %w", err)
+		}
+		if err := s.syncSettings(s.ctx); err != nil {
+			s.cons.Close()
+			s.closeListeners()
+			return nil, fmt.Errorf("master: commit settings: %w", err)
+		}
+		s.refreshSettings()
+	}
+	s.httpSrv = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
+	s.grpcSrv = grpc.NewServer()
+	masterpb.RegisterMasterServer(s.grpcSrv, &grpcService{s: s})
+	return s, nil
+}
+
+func portOr0(port, offset int) int {
+	if port == 0 {
+		return 0
+	}
+	return port + offset
+}
+
+func (s *Server) listen() error {
+	var err error
+	s.httpLn, err = net.Listen("tcp", net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.cfg.Port)))
+	if err != nil {
+		return fmt.Errorf("master: http listen: %w", err)
+	}
+	s.httpAddr = net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.httpLn.Addr().(*net.TCPAddr).Port))
+	gport := s.cfg.GRPCPort
+	if gport == 0 {
+		gport = portOr0(s.cfg.Port, 10000)
+	}
+	s.grpcLn, err = net.Listen("tcp", net.JoinHostPort(s.cfg.IP, strconv.Itoa(gport)))
+	if err != nil {
+		return fmt.Errorf("master: grpc listen: %w", err)
+	}
+	return nil
+}
+
+// raftPeers derives the raft members from Config.Peers (HTTP addresses).
+func (s *Server) raftPeers() ([]consensus.Peer, error) {
+	if len(s.cfg.Peers) > 0 && !slices.Contains(s.cfg.Peers, s.httpAddr) {
+		// Spelled differently, this master would count itself twice and the
+		// group could never reach a majority.
+		return nil, fmt.Errorf("master: peers %v do not include this master as %s; list every master as ip:port, the same on each", s.cfg.Peers, s.httpAddr)
+	}
+	var out []consensus.Peer
+	for _, p := range s.cfg.Peers {
+		host, port, err := net.SplitHostPort(p)
+		n, perr := strconv.Atoi(port)
+		if err != nil || perr != nil {
+			return nil, fmt.Errorf("master: peer %q: want host:port", p)
+		}
+		if p == s.httpAddr {
+			continue
+		}
+		if s.cfg.Port == 0 {
+			return nil, errors.New("master: Port 0 is only for a single master (peers need fixed ports)")
+		}
+		out = append(out, consensus.Peer{ID: p, Address: net.JoinHostPort(host, strconv.Itoa(n+20000))})
+	}
+	return out, nil
+}
+
+// HTTPAddr is the HTTP host:port, with the real port when Config.Port was 0.
+func (s *Server) HTTPAddr() string { return s.httpAddr }
+
+// GRPCAddr is the gRPC host:port.
+func (s *Server) GRPCAddr() string {
+	return net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.grpcLn.Addr().(*net.TCPAddr).Port))
+}
+
+// Run serves until ctx is cancelled or a listener fails, then closes the
+// server.
+func (s *Server) Run(ctx context.Context) error {
+	errc := make(chan error, 2)
+	go func() { errc <- s.httpSrv.Serve(s.httpLn) }()
+	go func() { errc <- s.grpcSrv.Serve(s.grpcLn) }()
+	s.wg.Add(3)
+	go s.expireLoop()
+	go s.leadershipLoop()
+	go s.mirrorLoop()
+	s.log.Info("master started", "http", s.httpAddr, "grpc", s.GRPCAddr())
+	var err error
+	select {
+	case <-ctx.Done():
+	case <-s.ctx.Done():
+	case err = <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+	}
+	return errors.Join(err, s.Close())
+}
+
+// Close stops serving, background work and raft. It is safe to call twice.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		err := s.httpSrv.Shutdown(sctx)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		// Stop, not GracefulStop: heartbeat streams never end on their own.
+		s.grpcSrv.Stop()
+		s.closeListeners()
+		s.wg.Wait()
+		s.closeErr = errors.Join(err, s.volumeClients.close(), s.masterClients.close(), s.cons.Close())
+	})
+	return s.closeErr
+}
+
+func (s *Server) closeListeners() {
+	for _, ln := range []net.Listener{s.httpLn, s.grpcLn} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+// deadTimeout is how long a silent node stays in the topology.
+func (s *Server) deadTimeout() time.Duration { return 3 * s.cfg.PulseInterval }
+
+func (s *Server) expireLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(max(s.cfg.PulseInterval/2, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case now := <-t.C:
+			for _, url := range s.topo.ExpireNodes(now, s.deadTimeout()) {
+				s.log.Warn("volume server missed its heartbeats; dropped", "node", url, "timeout", s.deadTimeout())
+			}
+		}
+	}
+}
+
+// leadershipLoop commits Config's settings whenever this master becomes
+// leader and keeps the cached settings current.
+func (s *Server) leadershipLoop() {
+	defer s.wg.Done()
+	for {
+		changed := s.cons.LeadershipChanged()
+		if s.cons.IsLeader() {
+			s.leaderSince.Store(time.Now().UnixNano())
+			if err := s.syncSettings(s.ctx); err != nil && s.ctx.Err() == nil {
+				s.log.Error("commit settings", "err", err)
+			}
+		}
+		s.refreshSettings()
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-changed:
+		}
+	}
+}
+
+// syncSettings commits Config's settings: the volume size limit whenever it
+// differs (it is a deployment choice, and the command line wins), the default
+// replication only when the cluster has none yet. The latter is changed at
+// run time with Configure, and a master restarted or elected later must not
+// undo that with its flag.
+func (s *Server) syncSettings(ctx context.Context) error {
+	if err := s.cons.WaitLeader(ctx); err != nil {
+		return err
+	}
+	st := s.cons.State().Settings
+	var u consensus.SettingsUpdate
+	if limit := uint64(s.cfg.VolumeSizeLimit); st.VolumeSizeLimit != limit {
+		u.VolumeSizeLimit = &limit
+	}
+	if st.DefaultReplication == "" {
+		u.DefaultReplication = &s.cfg.DefaultReplication
+	}
+	if u.VolumeSizeLimit == nil && u.DefaultReplication == nil {
+		return nil
+	}
+	return s.cons.UpdateSettings(ctx, u)
+}
+
+func (s *Server) refreshSettings() {
+	gen := s.cons.SettingsGeneration()
+	st := s.cons.State()
+	set := st.Settings
+	if set.VolumeSizeLimit == 0 {
+		set.VolumeSizeLimit = uint64(s.cfg.VolumeSizeLimit)
+	}
+	if set.DefaultReplication == "" {
+		set.DefaultReplication = s.cfg.DefaultReplication
+	}
+	s.settings.Store(&set)
+	s.settingsGen.Store(gen)
+	s.topo.SetVolumeSizeLimit(set.VolumeSizeLimit)
+	if st.MaxVolumeID > s.maxVID.Load() {
+		s.maxVID.Store(st.MaxVolumeID)
+	}
+}
+
+// currentSettings returns the cached settings, refreshed first if raft has
+// applied a change since: one atomic load on the hot path.
+func (s *Server) currentSettings() *consensus.Settings {
+	if s.cons.SettingsGeneration() != s.settingsGen.Load() {
+		s.refreshSettings()
+	}
+	return s.settings.Load()
+}
+
+// leader returns the leader's HTTP address, "" when unknown.
+func (s *Server) leader() string {
+	id, _ := s.cons.Leader()
+	return id
+}
+
+// IsLeader reports whether this master leads the raft group now.
+func (s *Server) IsLeader() bool { return s.cons.IsLeader() }
+
+// Leader returns the leading master's HTTP address, "" while none is known.
+func (s *Server) Leader() string { return s.leader() }
+
+// RaftStats returns this master's raft progress (role, term, indexes).
+func (s *Server) RaftStats() consensus.Stats { return s.cons.Stats() }
+
+// Settings returns the replicated cluster settings as this master has
+// applied them.
+func (s *Server) Settings() consensus.Settings { return s.cons.State().Settings }

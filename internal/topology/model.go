@@ -1,0 +1,360 @@
+package topology
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/replication"
+	"github.com/kelpfs/kelp/internal/ttl"
+)
+
+var (
+	// ErrNoWritableVolume: no writable volume in a layout; growth may help.
+	ErrNoWritableVolume = errors.New("topology: no writable volume")
+	// ErrNoPlacement: the cluster cannot hold a new volume with the asked code.
+	ErrNoPlacement = errors.New("topology: no placement")
+	// ErrVolumeNotFound: no live node reports the volume.
+	ErrVolumeNotFound = errors.New("topology: volume not found")
+	// ErrUnknownNode: the node has not sent a heartbeat (or was dropped).
+	ErrUnknownNode = errors.New("topology: unknown node")
+)
+
+// Names used when a volume server does not say where it is.
+const (
+	DefaultDataCenter = "DefaultDataCenter"
+	DefaultRack       = "DefaultRack"
+)
+
+// Volume is one copy of a volume as a node reports it.
+type Volume struct {
+	ID           uint32           `json:"id"`
+	Collection   string           `json:"collection,omitempty"`
+	Replication  replication.Code `json:"-"`
+	TTL          ttl.TTL          `json:"-"`
+	Size         uint64           `json:"size"`
+	FileCount    uint64           `json:"fileCount"`
+	DeleteCount  uint64           `json:"deleteCount"`
+	DeletedBytes uint64           `json:"deletedBytes"`
+	ReadOnly     bool             `json:"readOnly"`
+	Version      uint32           `json:"version,omitempty"`
+	ModifiedAt   time.Time        `json:"modifiedAt,omitzero"`
+}
+
+// Disk is one disk (directory) of a node.
+type Disk struct {
+	Dir        string   `json:"dir"`
+	MaxVolumes int      `json:"maxVolumes"`
+	FreeBytes  uint64   `json:"freeBytes"`
+	Volumes    []Volume `json:"volumes"`
+}
+
+// freeSlots is how many more volumes the disk may hold.
+func (d *Disk) freeSlots() int { return max(0, d.MaxVolumes-len(d.Volumes)) }
+
+// NodeInfo is a node's full state, as carried by one heartbeat.
+type NodeInfo struct {
+	URL        string // ip:port of the HTTP data port; the node's identity
+	PublicURL  string // what clients use; defaults to URL
+	GRPCPort   int
+	DataCenter string
+	Rack       string
+	Disks      []Disk
+}
+
+// Location is where one copy of a volume lives.
+type Location struct {
+	URL        string `json:"url"`
+	PublicURL  string `json:"publicUrl"`
+	DataCenter string `json:"dataCenter"`
+	Rack       string `json:"rack"`
+	GRPCPort   int    `json:"grpcPort,omitempty"`
+}
+
+// LayoutKey names a volume layout.
+type LayoutKey struct {
+	Collection  string
+	Replication replication.Code
+	TTL         ttl.TTL
+}
+
+func (k LayoutKey) String() string {
+	return fmt.Sprintf("collection %q replication %s ttl %q", k.Collection, k.Replication, k.TTL)
+}
+
+// Options configures a Topology.
+type Options struct {
+	VolumeSizeLimit uint64 // bytes; a copy this large is no longer writable
+	// Intn returns a random int in [0, n); it must be safe for concurrent use.
+	// Defaults to math/rand/v2.IntN.
+	Intn func(n int) int
+	// FailureCooldown is how long a volume stays unwritable after its last
+	// reported write failure (see ReportFailure); 0 means
+	// DefaultFailureCooldown.
+	FailureCooldown time.Duration
+}
+
+// Topology is the cluster model. It is safe for concurrent use; reads (assign,
+// lookup) take a shared lock and never wait on I/O.
+type Topology struct {
+	intn     func(int) int
+	cooldown time.Duration
+
+	mu        sync.RWMutex
+	sizeLimit uint64
+	nodes     map[string]*node
+	volumes   map[uint32]*volumeEntry
+	layouts   map[LayoutKey]*layout
+	failures  map[uint32]failure
+}
+
+type node struct {
+	info     NodeInfo
+	lastSeen time.Time
+}
+
+func (n *node) location() Location {
+	return Location{URL: n.info.URL, PublicURL: n.info.PublicURL, DataCenter: n.info.DataCenter, Rack: n.info.Rack, GRPCPort: n.info.GRPCPort}
+}
+
+func (n *node) freeSlots() int {
+	free := 0
+	for i := range n.info.Disks {
+		free += n.info.Disks[i].freeSlots()
+	}
+	return free
+}
+
+// volumeEntry is one volume id and its copies, sorted by node URL.
+type volumeEntry struct {
+	key    LayoutKey
+	copies []volumeCopy
+}
+
+type volumeCopy struct {
+	node *node
+	vol  Volume
+}
+
+// New returns an empty topology.
+func New(opts Options) *Topology {
+	if opts.Intn == nil {
+		opts.Intn = rand.IntN
+	}
+	if opts.FailureCooldown == 0 {
+		opts.FailureCooldown = DefaultFailureCooldown
+	}
+	return &Topology{
+		intn:      opts.Intn,
+		cooldown:  opts.FailureCooldown,
+		failures:  map[uint32]failure{},
+		sizeLimit: opts.VolumeSizeLimit,
+		nodes:     map[string]*node{},
+		volumes:   map[uint32]*volumeEntry{},
+		layouts:   map[LayoutKey]*layout{},
+	}
+}
+
+// SetVolumeSizeLimit changes the limit and recomputes writability.
+func (t *Topology) SetVolumeSizeLimit(limit uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.sizeLimit == limit {
+		return
+	}
+	t.sizeLimit = limit
+	for k := range t.layouts {
+		t.refreshLayout(k)
+	}
+}
+
+// VolumeSizeLimit returns the current limit.
+func (t *Topology) VolumeSizeLimit() uint64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.sizeLimit
+}
+
+// UpdateNode replaces a node's state with info, as of now. It returns the
+// largest volume id the node reports (0 if none).
+func (t *Topology) UpdateNode(info NodeInfo, now time.Time) (maxVolumeID uint32) {
+	info = normalize(info)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	affected := map[LayoutKey]bool{}
+	if old := t.nodes[info.URL]; old != nil {
+		t.detach(old, affected)
+	}
+	n := &node{info: info, lastSeen: now}
+	t.nodes[info.URL] = n
+	var vids []uint32
+	for di := range n.info.Disks {
+		for _, v := range n.info.Disks[di].Volumes {
+			t.attach(n, v, affected)
+			maxVolumeID = max(maxVolumeID, v.ID)
+			vids = append(vids, v.ID)
+		}
+	}
+	if len(t.failures) > 0 {
+		t.healLocked(vids, now, affected)
+	}
+	for k := range affected {
+		t.refreshLayout(k)
+	}
+	return maxVolumeID
+}
+
+func normalize(info NodeInfo) NodeInfo {
+	if info.PublicURL == "" {
+		info.PublicURL = info.URL
+	}
+	if info.DataCenter == "" {
+		info.DataCenter = DefaultDataCenter
+	}
+	if info.Rack == "" {
+		info.Rack = DefaultRack
+	}
+	// The caller keeps its slices; ours must not change under us.
+	disks := make([]Disk, len(info.Disks))
+	for i, d := range info.Disks {
+		d.Volumes = slices.Clone(d.Volumes)
+		disks[i] = d
+	}
+	info.Disks = disks
+	return info
+}
+
+// RemoveNode drops a node at once (its heartbeat stream closed cleanly).
+func (t *Topology) RemoveNode(url string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.removeLocked(url)
+}
+
+func (t *Topology) removeLocked(url string) bool {
+	n := t.nodes[url]
+	if n == nil {
+		return false
+	}
+	affected := map[LayoutKey]bool{}
+	t.detach(n, affected)
+	delete(t.nodes, url)
+	for k := range affected {
+		t.refreshLayout(k)
+	}
+	return true
+}
+
+// ExpireNodes drops every node last heard from more than timeout before now
+// and returns their URLs, sorted.
+func (t *Topology) ExpireNodes(now time.Time, timeout time.Duration) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var dead []string
+	for url, n := range t.nodes {
+		if now.Sub(n.lastSeen) > timeout {
+			dead = append(dead, url)
+		}
+	}
+	slices.Sort(dead)
+	for _, url := range dead {
+		t.removeLocked(url)
+	}
+	t.dropStaleFailures()
+	return dead
+}
+
+func (t *Topology) attach(n *node, v Volume, affected map[LayoutKey]bool) {
+	e := t.volumes[v.ID]
+	if e == nil {
+		e = &volumeEntry{key: LayoutKey{v.Collection, v.Replication, v.TTL}}
+		t.volumes[v.ID] = e
+		l := t.layouts[e.key]
+		if l == nil {
+			l = &layout{vids: map[uint32]struct{}{}}
+			t.layouts[e.key] = l
+		}
+		l.vids[v.ID] = struct{}{}
+	}
+	i, found := slices.BinarySearchFunc(e.copies, n.info.URL, func(c volumeCopy, url string) int { return cmp.Compare(c.node.info.URL, url) })
+	if found {
+		e.copies[i] = volumeCopy{n, v}
+	} else {
+		e.copies = slices.Insert(e.copies, i, volumeCopy{n, v})
+	}
+	affected[e.key] = true
+}
+
+func (t *Topology) detach(n *node, affected map[LayoutKey]bool) {
+	for di := range n.info.Disks {
+		for _, v := range n.info.Disks[di].Volumes {
+			e := t.volumes[v.ID]
+			if e == nil {
+				continue
+			}
+			e.copies = slices.DeleteFunc(e.copies, func(c volumeCopy) bool { return c.node == n })
+			affected[e.key] = true
+			if len(e.copies) == 0 {
+				delete(t.volumes, v.ID)
+				if l := t.layouts[e.key]; l != nil {
+					delete(l.vids, v.ID)
+				}
+			}
+		}
+	}
+}
+
+// Lookup returns the locations of a volume's copies, sorted by URL.
+func (t *Topology) Lookup(volumeID uint32) ([]Location, error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	e := t.volumes[volumeID]
+	if e == nil {
+		return nil, fmt.Errorf("%w: volume %d", ErrVolumeNotFound, volumeID)
+	}
+	locs := make([]Location, len(e.copies))
+	for i, c := range e.copies {
+		locs[i] = c.node.location()
+	}
+	return locs, nil
+}
+
+// RegisterVolume records a volume just allocated on the given nodes, without
+// waiting for their next heartbeat. The copy goes to the disk with the most
+// free slots; the next heartbeat replaces the guess with the truth.
+func (t *Topology) RegisterVolume(v Volume, urls []string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, url := range urls {
+		if t.nodes[url] == nil {
+			return fmt.Errorf("%w %s", ErrUnknownNode, url)
+		}
+	}
+	affected := map[LayoutKey]bool{}
+	for _, url := range urls {
+		n := t.nodes[url]
+		if len(n.info.Disks) == 0 {
+			n.info.Disks = []Disk{{}}
+		}
+		best := 0
+		for i := range n.info.Disks {
+			if n.info.Disks[i].freeSlots() > n.info.Disks[best].freeSlots() {
+				best = i
+			}
+		}
+		d := &n.info.Disks[best]
+		if slices.ContainsFunc(d.Volumes, func(x Volume) bool { return x.ID == v.ID }) {
+			continue
+		}
+		d.Volumes = append(d.Volumes, v)
+		t.attach(n, v, affected)
+	}
+	for k := range affected {
+		t.refreshLayout(k)
+	}
+	return nil
+}

@@ -1,0 +1,241 @@
+package topology
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/kelpfs/kelp/internal/replication"
+)
+
+// PlanOptions narrows a growth plan.
+type PlanOptions struct {
+	// DataCenter, when set, must be the main data center (the first copy's).
+	DataCenter string
+}
+
+// Plan places the copies of one new volume. Locations[0] is the main copy;
+// then the other servers of the main rack, the other racks of the main data
+// center, and the other data centers.
+type Plan struct {
+	Locations []Location
+}
+
+// URLs returns the URLs of the plan's servers.
+func (p Plan) URLs() []string {
+	out := make([]string, len(p.Locations))
+	for i, l := range p.Locations {
+		out[i] = l.URL
+	}
+	return out
+}
+
+// PlanGrowth plans up to count new volumes with the given code, each a valid
+// placement, using at most each server's free slots. It returns at least one
+// plan, or an error wrapping ErrNoPlacement that says what is missing.
+func (t *Topology) PlanGrowth(code replication.Code, count int, opts PlanOptions) ([]Plan, error) {
+	t.mu.RLock()
+	cands := make([]candidate, 0, len(t.nodes))
+	for _, n := range t.nodes {
+		cands = append(cands, candidate{loc: n.location(), free: n.freeSlots()})
+	}
+	t.mu.RUnlock()
+	return planGrowth(cands, code, count, opts)
+}
+
+// candidate is a server and its free volume slots, the only facts placement
+// looks at.
+type candidate struct {
+	loc  Location
+	free int
+}
+
+func planGrowth(cands []candidate, code replication.Code, count int, opts PlanOptions) ([]Plan, error) {
+	if count <= 0 {
+		count = 1
+	}
+	// Deterministic order, independent of map iteration.
+	slices.SortFunc(cands, func(a, b candidate) int { return cmp.Compare(a.loc.URL, b.loc.URL) })
+	free := make([]int, len(cands))
+	for i := range cands {
+		free[i] = cands[i].free
+	}
+	var plans []Plan
+	for len(plans) < count {
+		idx := planOne(cands, free, code, opts.DataCenter)
+		if idx == nil {
+			break
+		}
+		p := Plan{Locations: make([]Location, len(idx))}
+		for i, j := range idx {
+			p.Locations[i] = cands[j].loc
+			free[j]--
+		}
+		plans = append(plans, p)
+	}
+	if len(plans) == 0 {
+		return nil, diagnose(cands, code, opts.DataCenter)
+	}
+	return plans, nil
+}
+
+// group is the candidates with free slots, by data center and rack, each
+// level sorted most free first (ties by name), servers as indices into cands.
+type dcGroup struct {
+	name  string
+	free  int
+	racks []rackGroup
+}
+
+type rackGroup struct {
+	name    string
+	free    int
+	servers []int
+}
+
+func groupFree(cands []candidate, free []int) []dcGroup {
+	byDC := map[string]map[string][]int{}
+	for i, c := range cands {
+		if free[i] <= 0 {
+			continue
+		}
+		if byDC[c.loc.DataCenter] == nil {
+			byDC[c.loc.DataCenter] = map[string][]int{}
+		}
+		byDC[c.loc.DataCenter][c.loc.Rack] = append(byDC[c.loc.DataCenter][c.loc.Rack], i)
+	}
+	var dcs []dcGroup
+	for dn, racks := range byDC {
+		d := dcGroup{name: dn}
+		for rn, servers := range racks {
+			r := rackGroup{name: rn, servers: servers}
+			slices.SortFunc(r.servers, func(a, b int) int {
+				return cmp.Or(cmp.Compare(free[b], free[a]), cmp.Compare(cands[a].loc.URL, cands[b].loc.URL))
+			})
+			for _, s := range servers {
+				r.free += free[s]
+			}
+			d.free += r.free
+			d.racks = append(d.racks, r)
+		}
+		slices.SortFunc(d.racks, func(a, b rackGroup) int { return cmp.Or(cmp.Compare(b.free, a.free), cmp.Compare(a.name, b.name)) })
+		dcs = append(dcs, d)
+	}
+	slices.SortFunc(dcs, func(a, b dcGroup) int { return cmp.Or(cmp.Compare(b.free, a.free), cmp.Compare(a.name, b.name)) })
+	return dcs
+}
+
+// planOne returns the candidate indices for one volume, main copy first, or
+// nil. It tries every (main data center, main rack) pair, so it finds a
+// placement whenever one exists: the three groups of copies (main rack, other
+// racks, other data centers) never compete for the same server.
+func planOne(cands []candidate, free []int, code replication.Code, wantDC string) []int {
+	x, y, z := int(code.DiffDataCenter), int(code.DiffRack), int(code.SameRack)
+	dcs := groupFree(cands, free)
+	best := func(servers []int) int { return servers[0] } // sorted most free first
+	for di, d := range dcs {
+		if wantDC != "" && d.name != wantDC {
+			continue
+		}
+		if len(dcs)-1 < x {
+			return nil
+		}
+		for ri, r := range d.racks {
+			if len(r.servers) < z+1 || len(d.racks)-1 < y {
+				continue
+			}
+			out := slices.Clone(r.servers[:z+1])
+			out = append(out, pickOnePerGroup(d.racks, ri, y, free, best)...)
+			var others []rackGroup
+			for dj, od := range dcs {
+				if dj != di {
+					// A data center's best server is the best of its best rack's
+					// servers, which may not be its first rack's first server.
+					all := rackGroup{name: od.name}
+					for _, rr := range od.racks {
+						all.servers = append(all.servers, rr.servers...)
+					}
+					slices.SortFunc(all.servers, func(a, b int) int {
+						return cmp.Or(cmp.Compare(free[b], free[a]), cmp.Compare(cands[a].loc.URL, cands[b].loc.URL))
+					})
+					others = append(others, all)
+				}
+			}
+			out = append(out, pickOnePerGroup(others, -1, x, free, best)...)
+			return out
+		}
+	}
+	return nil
+}
+
+// pickOnePerGroup takes the best server of the n groups (skipping index skip)
+// whose best server has the most free slots.
+func pickOnePerGroup(groups []rackGroup, skip, n int, free []int, best func([]int) int) []int {
+	var picks []int
+	for i, g := range groups {
+		if i != skip {
+			picks = append(picks, best(g.servers))
+		}
+	}
+	slices.SortStableFunc(picks, func(a, b int) int { return cmp.Compare(free[b], free[a]) })
+	return picks[:n]
+}
+
+// diagnose explains why planOne found nothing, naming the first unmet need.
+func diagnose(cands []candidate, code replication.Code, wantDC string) error {
+	x, y, z := int(code.DiffDataCenter), int(code.DiffRack), int(code.SameRack)
+	if len(cands) == 0 {
+		return fmt.Errorf("%w: no volume servers are connected", ErrNoPlacement)
+	}
+	free := make([]int, len(cands))
+	for i := range cands {
+		free[i] = cands[i].free
+	}
+	dcs := groupFree(cands, free)
+	if len(dcs) == 0 {
+		return fmt.Errorf("%w: none of the %d volume servers has a free volume slot", ErrNoPlacement, len(cands))
+	}
+	scope := dcs
+	if wantDC != "" {
+		i := slices.IndexFunc(dcs, func(d dcGroup) bool { return d.name == wantDC })
+		if i < 0 {
+			return fmt.Errorf("%w: data center %q has no volume server with a free slot", ErrNoPlacement, wantDC)
+		}
+		scope = dcs[i : i+1]
+	}
+	if len(dcs) < x+1 {
+		names := make([]string, len(dcs))
+		for i, d := range dcs {
+			names[i] = d.name
+		}
+		verb := "have them"
+		if len(names) == 1 {
+			verb = "has one"
+		}
+		return fmt.Errorf("%w: replication %s needs %d data centers with free slots; only %s %s",
+			ErrNoPlacement, code, x+1, strings.Join(names, ", "), verb)
+	}
+	maxRacks, maxRacksDC := 0, ""
+	maxServers, maxServersAt := 0, ""
+	for _, d := range scope {
+		if len(d.racks) > maxRacks {
+			maxRacks, maxRacksDC = len(d.racks), d.name
+		}
+		for _, r := range d.racks {
+			if len(r.servers) > maxServers {
+				maxServers, maxServersAt = len(r.servers), d.name+"/"+r.name
+			}
+		}
+	}
+	if maxRacks < y+1 {
+		return fmt.Errorf("%w: replication %s needs %d racks with free slots in one data center; the most is %d (in %s)",
+			ErrNoPlacement, code, y+1, maxRacks, maxRacksDC)
+	}
+	if maxServers < z+1 {
+		return fmt.Errorf("%w: replication %s needs %d servers with free slots in one rack; the most is %d (in %s)",
+			ErrNoPlacement, code, z+1, maxServers, maxServersAt)
+	}
+	return fmt.Errorf("%w: replication %s: no data center has a rack with %d servers with free slots, %d other racks with free slots and %d other data centers with free slots",
+		ErrNoPlacement, code, z+1, y, x)
+}
