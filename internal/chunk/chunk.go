@@ -1,0 +1,179 @@
+package chunk
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ErrCorrupt marks an undecodable chunk list or manifest.
+var ErrCorrupt = errors.New("chunk: corrupt chunk list")
+
+// ErrNotFound is what a Blobs implementation wraps for a missing blob, so
+// that garbage collection can treat it as already deleted.
+var ErrNotFound = errors.New("chunk: blob not found")
+
+// Chunk is one blob of a file's content, placed at Offset in the file.
+type Chunk struct {
+	FID      string // blob id, e.g. "3,01637037d6"
+	Offset   int64  // position of the blob's first byte in the file
+	Size     int64  // bytes in the blob (for a manifest: the span it covers)
+	Mtime    int64  // unix nanoseconds when written
+	ETag     string // hex MD5 of the blob's bytes
+	Manifest bool   // the blob is an encoded chunk list (see Pack)
+}
+
+// End is the file position just past the chunk.
+func (c Chunk) End() int64 { return c.Offset + c.Size }
+
+// Putter stores a blob and returns its id. data is only read during the
+// call. Safe for concurrent use.
+type Putter interface {
+	Put(ctx context.Context, data []byte) (fid string, err error)
+}
+
+// Opener streams n bytes of blob fid from offset off (n < 0: to its end).
+// The caller closes the reader. A missing blob wraps ErrNotFound.
+type Opener interface {
+	Open(ctx context.Context, fid string, off, n int64) (io.ReadCloser, error)
+}
+
+// Blobs is the whole blob layer the filer needs. Delete of a missing blob
+// returns an error wrapping ErrNotFound.
+type Blobs interface {
+	Putter
+	Opener
+	Delete(ctx context.Context, fid string) error
+}
+
+// TotalSize is the end of the furthest chunk: the smallest file size that
+// holds every chunk.
+func TotalSize(cs []Chunk) int64 {
+	var n int64
+	for _, c := range cs {
+		n = max(n, c.End())
+	}
+	return n
+}
+
+const listVersion = 1
+
+// AppendList appends the encoding of cs to b (see the package doc).
+func AppendList(b []byte, cs []Chunk) []byte {
+	b = append(b, listVersion)
+	b = binary.AppendUvarint(b, uint64(len(cs)))
+	for _, c := range cs {
+		b = appendString(b, c.FID)
+		b = binary.AppendVarint(b, c.Offset)
+		b = binary.AppendUvarint(b, uint64(c.Size))
+		b = binary.AppendVarint(b, c.Mtime)
+		b = appendString(b, c.ETag)
+		var flags byte
+		if c.Manifest {
+			flags |= 1
+		}
+		b = append(b, flags)
+	}
+	return b
+}
+
+// ReadList decodes a list written by AppendList from the start of b and
+// returns it with the bytes that follow it.
+func ReadList(b []byte) ([]Chunk, []byte, error) {
+	if len(b) == 0 {
+		return nil, nil, fmt.Errorf("%w: empty", ErrCorrupt)
+	}
+	if b[0] != listVersion {
+		return nil, nil, fmt.Errorf("%w: version %d", ErrCorrupt, b[0])
+	}
+	d := decoder{b: b[1:]}
+	n := d.uvarint()
+	// Each chunk takes at least 6 bytes: refuse counts the input cannot hold
+	// before allocating for them.
+	if d.err == nil && n > uint64(len(d.b))/6 {
+		return nil, nil, fmt.Errorf("%w: %d chunks in %d bytes", ErrCorrupt, n, len(d.b))
+	}
+	var cs []Chunk
+	if n > 0 {
+		cs = make([]Chunk, 0, n)
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		c := Chunk{FID: d.string(), Offset: d.varint()}
+		size := d.uvarint()
+		c.Mtime = d.varint()
+		c.ETag = d.string()
+		flags := d.byte()
+		if size > 1<<62 || c.Offset < 0 || flags&^1 != 0 {
+			d.fail("bad chunk")
+		}
+		c.Size = int64(size)
+		c.Manifest = flags&1 != 0
+		cs = append(cs, c)
+	}
+	if d.err != nil {
+		return nil, nil, d.err
+	}
+	return cs, d.b, nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// decoder reads varints and strings, remembering the first error so that
+// callers check once.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s", ErrCorrupt, what)
+	}
+	d.b = nil
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("truncated uvarint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("truncated varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) string() string {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail("truncated string")
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *decoder) byte() byte {
+	if len(d.b) == 0 {
+		d.fail("truncated")
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}

@@ -1,0 +1,262 @@
+package filer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/chunk"
+	"github.com/kelpfs/kelp/internal/filer/store"
+)
+
+// Config configures a Filer. Store and Blobs are required.
+type Config struct {
+	Store store.Store // not closed by Filer.Close: the caller owns it
+	Blobs chunk.Blobs
+	// ChunkSize is the size of the chunks files are cut into; 0 means
+	// chunk.DefaultChunkSize (8 MiB).
+	ChunkSize int
+	// Concurrency is how many chunks of one write upload at once; 0 means
+	// chunk.DefaultConcurrency.
+	Concurrency int
+	// ManifestThreshold is how many plain chunks an entry may hold before
+	// runs of ManifestBatch of them are moved into manifest blobs; 0 means
+	// 1000 for both (an 8 GiB file at the default chunk size).
+	ManifestThreshold int
+	ManifestBatch     int
+	// PollInterval is how often a caught-up subscriber checks the store for
+	// events written by other filers; 0 means 200ms.
+	PollInterval time.Duration
+	// GCInterval is how often the garbage worker looks at the queue when
+	// nothing woke it; 0 means 10s.
+	GCInterval time.Duration
+	Logger     *slog.Logger
+	Now        func() time.Time // nil means time.Now
+}
+
+// Filer is the namespace over one metadata store and one blob layer. It is
+// safe for concurrent use; several Filers (in one process or many) may
+// share a store.
+type Filer struct {
+	cfg   Config
+	st    store.Store
+	blobs chunk.Blobs
+	log   *slog.Logger
+	now   func() time.Time
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced after each commit that logged events
+
+	gcKick chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+	closed sync.Once
+}
+
+// New returns a Filer and starts its garbage worker; Close stops it.
+func New(cfg Config) (*Filer, error) {
+	if cfg.Store == nil || cfg.Blobs == nil {
+		return nil, errors.New("filer: Config needs Store and Blobs")
+	}
+	if cfg.ChunkSize <= 0 {
+		cfg.ChunkSize = chunk.DefaultChunkSize
+	}
+	if cfg.ManifestThreshold <= 0 {
+		cfg.ManifestThreshold = 1000
+	}
+	if cfg.ManifestBatch <= 1 {
+		cfg.ManifestBatch = 1000
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 200 * time.Millisecond
+	}
+	if cfg.GCInterval <= 0 {
+		cfg.GCInterval = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &Filer{
+		cfg: cfg, st: cfg.Store, blobs: cfg.Blobs, log: cfg.Logger, now: cfg.Now,
+		changed: make(chan struct{}),
+		gcKick:  make(chan struct{}, 1),
+		cancel:  cancel,
+		done:    make(chan struct{}),
+	}
+	go func() {
+		defer close(f.done)
+		f.gcLoop(ctx)
+	}()
+	f.kickGC() // drain what a previous run left queued
+	return f, nil
+}
+
+// Close stops the garbage worker. It does not close the store.
+func (f *Filer) Close() error {
+	f.closed.Do(func() {
+		f.cancel()
+		<-f.done
+	})
+	return nil
+}
+
+// ChunkSize is the configured chunk size.
+func (f *Filer) ChunkSize() int { return f.cfg.ChunkSize }
+
+// Blobs is the blob layer, for readers of chunks.
+func (f *Filer) Blobs() chunk.Blobs { return f.blobs }
+
+// txn is the state of one store transaction of a filer operation. Update
+// may run fn more than once, so a txn is made afresh for each attempt.
+type txn struct {
+	f       *Filer
+	tx      store.Tx
+	now     time.Time
+	events  int
+	garbage int
+}
+
+// update runs fn in a store transaction and, after the commit, wakes
+// subscribers and the garbage worker when fn logged events or garbage.
+func (f *Filer) update(ctx context.Context, fn func(t *txn) error) error {
+	var t *txn
+	err := f.st.Update(ctx, func(tx store.Tx) error {
+		t = &txn{f: f, tx: tx, now: f.now()}
+		return fn(t)
+	})
+	if err != nil {
+		return storeErr(err)
+	}
+	if t.events > 0 {
+		f.notify()
+	}
+	if t.garbage > 0 {
+		f.kickGC()
+	}
+	return nil
+}
+
+// storeErr keeps filer errors as they are and marks the others as coming
+// from the store.
+func storeErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, e := range []error{ErrNotFound, ErrExists, ErrNotDir, ErrIsDir, ErrNotEmpty, ErrInvalidPath, ErrInvalid, ErrCorrupt} {
+		if errors.Is(err, e) {
+			return err
+		}
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("filer: store: %w", err)
+}
+
+func (f *Filer) notify() {
+	f.mu.Lock()
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+}
+
+func (f *Filer) changedChan() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changed
+}
+
+// get reads the entry at clean path p; the root is synthesised.
+func (t *txn) get(p string) (*Entry, error) {
+	return getEntry(t.tx, p)
+}
+
+func getEntry(r store.ReadTx, p string) (*Entry, error) {
+	if p == "/" {
+		return rootEntry(), nil
+	}
+	v, err := r.Get(entryKey(p))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, p)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodeEntry(p, v)
+}
+
+func (t *txn) put(e *Entry) error {
+	return t.tx.Put(entryKey(e.Path), encodeEntry(e))
+}
+
+func (t *txn) log(typ EventType, old, new *Entry) error {
+	seq, err := store.NextSeq(t.tx, seqKey)
+	if err != nil {
+		return err
+	}
+	t.events++
+	ev := &Event{Seq: seq, Type: typ, Time: t.now, Old: old, New: new}
+	return t.tx.Put(store.SeqKey([]byte{prefixEvent}, seq), encodeEvent(ev))
+}
+
+// mkdirs makes sure clean directory path dir exists, creating missing
+// directories (and logging their creation).
+func (t *txn) mkdirs(dir string) error {
+	if dir == "/" {
+		return nil
+	}
+	e, err := t.get(dir)
+	switch {
+	case err == nil:
+		if !e.IsDir() {
+			return fmt.Errorf("%w: %s", ErrNotDir, dir)
+		}
+		return nil
+	case !errors.Is(err, ErrNotFound):
+		return err
+	}
+	parent, _ := SplitPath(dir)
+	if err := t.mkdirs(parent); err != nil {
+		return err
+	}
+	d := &Entry{Path: dir, Mode: os.ModeDir | 0o755, Mtime: t.now, Ctime: t.now, Crtime: t.now}
+	if err := t.put(d); err != nil {
+		return err
+	}
+	return t.log(EventCreate, nil, d)
+}
+
+// walkTree calls fn for every entry below directory dir (not dir itself):
+// for a directory other than the root, children first in name order, then
+// deeper entries in key order.
+func walkTree(r store.ReadTx, dir string, fn func(k, v []byte) error) error {
+	prefixes := [][]byte{childPrefix(dir), deepPrefix(dir)}
+	if dir == "/" {
+		prefixes = [][]byte{{prefixEntry}} // every entry is below the root
+	}
+	for _, p := range prefixes {
+		if err := r.Scan(p, store.PrefixEnd(p), 0, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hasChildren reports whether directory dir has an entry.
+func hasChildren(r store.ReadTx, dir string) (bool, error) {
+	p := childPrefix(dir)
+	found := false
+	err := r.Scan(p, store.PrefixEnd(p), 1, func(k, v []byte) error {
+		found = true
+		return store.ErrStopScan
+	})
+	return found, err
+}

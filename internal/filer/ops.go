@@ -1,0 +1,297 @@
+package filer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/kelpfs/kelp/internal/chunk"
+	"github.com/kelpfs/kelp/internal/filer/store"
+)
+
+// FindEntry returns the entry at path p.
+func (f *Filer) FindEntry(ctx context.Context, p string) (*Entry, error) {
+	p, err := CleanPath(p)
+	if err != nil {
+		return nil, err
+	}
+	if p == "/" {
+		return rootEntry(), nil
+	}
+	v, err := f.st.Get(ctx, entryKey(p))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, p)
+	}
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	return decodeEntry(p, v)
+}
+
+// ListOptions select a page of a directory listing.
+type ListOptions struct {
+	StartAfter string // list names after this one (exclusive); "" from the start
+	Prefix     string // only names starting with Prefix
+	Limit      int    // at most this many; <= 0 means 1000
+}
+
+// ListEntries returns the entries of directory dir in name order (bytewise),
+// and whether more follow the page.
+func (f *Filer) ListEntries(ctx context.Context, dir string, opts ListOptions) ([]*Entry, bool, error) {
+	dir, err := CleanPath(dir)
+	if err != nil {
+		return nil, false, err
+	}
+	if opts.Limit <= 0 {
+		opts.Limit = 1000
+	}
+	var out []*Entry
+	more := false
+	err = f.st.View(ctx, func(tx store.ReadTx) error {
+		out, more = out[:0], false
+		d, err := getEntry(tx, dir)
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return fmt.Errorf("%w: %s", ErrNotDir, dir)
+		}
+		base := childPrefix(dir)
+		start := append(append([]byte(nil), base...), opts.Prefix...)
+		end := store.PrefixEnd(start)
+		if opts.StartAfter != "" {
+			after := append(append(append([]byte(nil), base...), opts.StartAfter...), 0)
+			if string(after) > string(start) {
+				start = after
+			}
+		}
+		return tx.Scan(start, end, opts.Limit+1, func(k, v []byte) error {
+			if len(out) == opts.Limit {
+				more = true
+				return store.ErrStopScan
+			}
+			e, err := decodeEntry(JoinPath(dir, string(k[len(base):])), v)
+			if err != nil {
+				return err
+			}
+			out = append(out, e)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, false, storeErr(err)
+	}
+	return out, more, nil
+}
+
+// CreateOptions tune CreateEntry.
+type CreateOptions struct {
+	// Exclusive fails with ErrExists when any entry is at the path.
+	// Otherwise a file or symlink replaces a file or symlink, and creating an
+	// existing directory is a no-op (like mkdir -p).
+	Exclusive bool
+	// NoParents fails with ErrNotFound when the parent directory is
+	// missing, instead of creating it.
+	NoParents bool
+}
+
+// CreateEntry stores e at e.Path. Missing parent directories are created.
+// A replaced file's chunks that e does not keep are garbage-collected.
+// Unset times are set to now.
+func (f *Filer) CreateEntry(ctx context.Context, e *Entry, opts CreateOptions) error {
+	p, err := CleanPath(e.Path)
+	if err != nil {
+		return err
+	}
+	if p == "/" {
+		if e.IsDir() && !opts.Exclusive {
+			return nil
+		}
+		return fmt.Errorf("%w: /", ErrExists)
+	}
+	e.Path = p
+	return f.update(ctx, func(t *txn) error {
+		return t.create(e.Clone(), opts)
+	})
+}
+
+func (t *txn) create(e *Entry, opts CreateOptions) error {
+	if e.Mtime.IsZero() {
+		e.Mtime = t.now
+	}
+	if e.Crtime.IsZero() {
+		e.Crtime = t.now
+	}
+	e.Ctime = t.now
+	old, err := t.get(e.Path)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		old = nil
+	case err != nil:
+		return err
+	case opts.Exclusive:
+		return fmt.Errorf("%w: %s", ErrExists, e.Path)
+	case old.IsDir() && e.IsDir():
+		return nil
+	case old.IsDir():
+		return fmt.Errorf("%w: %s", ErrIsDir, e.Path)
+	case e.IsDir():
+		return fmt.Errorf("%w: %s is a file", ErrExists, e.Path)
+	}
+	parent, _ := SplitPath(e.Path)
+	if opts.NoParents {
+		d, err := t.get(parent)
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return fmt.Errorf("%w: %s", ErrNotDir, parent)
+		}
+	} else if err := t.mkdirs(parent); err != nil {
+		return err
+	}
+	if old != nil {
+		if err := t.dropUnused(old.Chunks, e.Chunks); err != nil {
+			return err
+		}
+	}
+	if err := t.put(e); err != nil {
+		return err
+	}
+	if old == nil {
+		return t.log(EventCreate, nil, e)
+	}
+	return t.log(EventUpdate, old, e)
+}
+
+// Mkdir creates directory p (and its missing parents); an existing
+// directory is fine unless exclusive.
+func (f *Filer) Mkdir(ctx context.Context, p string, mode os.FileMode, exclusive bool) error {
+	return f.CreateEntry(ctx, &Entry{Path: p, Mode: os.ModeDir | mode.Perm()}, CreateOptions{Exclusive: exclusive})
+}
+
+// UpdateEntry replaces the stored entry at e.Path with e (attributes,
+// chunks). The entry must exist and keep its type. Chunks the old entry
+// had and e has not are garbage-collected.
+func (f *Filer) UpdateEntry(ctx context.Context, e *Entry) error {
+	p, err := CleanPath(e.Path)
+	if err != nil {
+		return err
+	}
+	if p == "/" {
+		return fmt.Errorf("%w: the root cannot be updated", ErrInvalid)
+	}
+	e.Path = p
+	return f.update(ctx, func(t *txn) error {
+		ne := e.Clone()
+		old, err := t.get(p)
+		if err != nil {
+			return err
+		}
+		if old.Mode.Type() != ne.Mode.Type() {
+			return fmt.Errorf("%w: %s: entry type cannot change", ErrInvalid, p)
+		}
+		ne.Ctime = t.now
+		if ne.Crtime.IsZero() {
+			ne.Crtime = old.Crtime
+		}
+		if err := t.dropUnused(old.Chunks, ne.Chunks); err != nil {
+			return err
+		}
+		if err := t.put(ne); err != nil {
+			return err
+		}
+		return t.log(EventUpdate, old, ne)
+	})
+}
+
+// DeleteEntry removes the entry at p. A non-empty directory needs
+// recursive, else ErrNotEmpty. Every chunk of every removed file is
+// garbage-collected; one delete event is logged for p.
+func (f *Filer) DeleteEntry(ctx context.Context, p string, recursive bool) error {
+	p, err := CleanPath(p)
+	if err != nil {
+		return err
+	}
+	if p == "/" {
+		return fmt.Errorf("%w: the root cannot be deleted", ErrInvalid)
+	}
+	return f.update(ctx, func(t *txn) error {
+		old, err := t.get(p)
+		if err != nil {
+			return err
+		}
+		if old.IsDir() {
+			if err := t.deleteTree(p, recursive); err != nil {
+				return err
+			}
+		}
+		if err := t.garbageChunks(old.Chunks); err != nil {
+			return err
+		}
+		if err := t.tx.Delete(entryKey(p)); err != nil {
+			return err
+		}
+		return t.log(EventDelete, old, nil)
+	})
+}
+
+// deleteTree removes everything below directory dir, queueing chunks.
+func (t *txn) deleteTree(dir string, recursive bool) error {
+	if !recursive {
+		has, err := hasChildren(t.tx, dir)
+		if err != nil {
+			return err
+		}
+		if has {
+			return fmt.Errorf("%w: %s", ErrNotEmpty, dir)
+		}
+		return nil
+	}
+	var keys [][]byte
+	err := walkTree(t.tx, dir, func(k, v []byte) error {
+		keys = append(keys, append([]byte(nil), k...))
+		cs, err := entryChunks(v)
+		if err != nil {
+			return fmt.Errorf("%w (key %q)", err, k)
+		}
+		return t.garbageChunks(cs)
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := t.tx.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// entryChunks decodes just enough of an entry to find its chunks.
+func entryChunks(v []byte) ([]chunk.Chunk, error) {
+	e, err := decodeEntry("?", v)
+	if err != nil {
+		return nil, err
+	}
+	return e.Chunks, nil
+}
+
+// dropUnused queues the chunks of old whose blob is not in keep.
+func (t *txn) dropUnused(old, keep []chunk.Chunk) error {
+	if len(old) == 0 {
+		return nil
+	}
+	kept := make(map[string]bool, len(keep))
+	for _, c := range keep {
+		kept[c.FID] = true
+	}
+	var drop []chunk.Chunk
+	for _, c := range old {
+		if !kept[c.FID] {
+			drop = append(drop, c)
+		}
+	}
+	return t.garbageChunks(drop)
+}

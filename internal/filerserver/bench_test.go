@@ -1,0 +1,88 @@
+package filerserver
+
+import (
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/client"
+	"github.com/kelpfs/kelp/internal/testcluster"
+)
+
+// BenchmarkHTTP64KiB uploads then downloads files of 64 KiB through the
+// filer's HTTP API with 16 concurrent clients, on an in-process cluster
+// with fsync on and the embedded store (as `kelp server` runs). b.N files
+// per phase; run with -benchtime=1000x for the issue's figure.
+func BenchmarkHTTP64KiB(b *testing.B) {
+	c := testcluster.Start(b, testcluster.Options{Volumes: []testcluster.VolumeSpec{{}}, Fsync: true})
+	s := startOn(b, c, Config{})
+	base := "http://" + s.Addr()
+	hc := client.NewHTTPClient()
+	data := make([]byte, 64<<10)
+	rand.Read(data)
+	const workers = 16
+	run := func(b *testing.B, n int, one func(i int) error) {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		var failed atomic.Value
+		start := time.Now()
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= n {
+						return
+					}
+					if err := one(i); err != nil {
+						failed.Store(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if err, _ := failed.Load().(error); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(n)/time.Since(start).Seconds(), "files/s")
+	}
+	n := 0
+	b.Run("upload", func(b *testing.B) {
+		n = max(n, b.N)
+		run(b, b.N, func(i int) error {
+			req, _ := http.NewRequest("PUT", fmt.Sprintf("%s/bench/d%d/f%d", base, i%32, i), bytes.NewReader(data))
+			resp, err := hc.Do(req)
+			if err != nil {
+				return err
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 201 {
+				return fmt.Errorf("PUT: %d", resp.StatusCode)
+			}
+			return nil
+		})
+	})
+	b.Run("download", func(b *testing.B) {
+		run(b, b.N, func(i int) error {
+			resp, err := hc.Get(fmt.Sprintf("%s/bench/d%d/f%d", base, (i%n)%32, i%n))
+			if err != nil {
+				return err
+			}
+			k, _ := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || k != int64(len(data)) {
+				return fmt.Errorf("GET: %d, %d bytes", resp.StatusCode, k)
+			}
+			return nil
+		})
+	})
+}

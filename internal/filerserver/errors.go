@@ -1,0 +1,76 @@
+package filerserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/kelpfs/kelp/internal/filer"
+)
+
+// errBadRequest marks a request the handler itself refuses (bad query
+// parameter, missing multipart file).
+var errBadRequest = errors.New("filerserver: bad request")
+
+// errorCodes is the one table from domain errors to HTTP and gRPC codes.
+// Anything not in it is a server-side failure: 500 / Internal, logged.
+var errorCodes = []struct {
+	err  error
+	http int
+	grpc codes.Code
+}{
+	{filer.ErrInvalidPath, http.StatusBadRequest, codes.InvalidArgument},
+	{filer.ErrInvalid, http.StatusBadRequest, codes.InvalidArgument},
+	{errBadRequest, http.StatusBadRequest, codes.InvalidArgument},
+	{filer.ErrNotFound, http.StatusNotFound, codes.NotFound},
+	{filer.ErrExists, http.StatusConflict, codes.AlreadyExists},
+	{filer.ErrNotEmpty, http.StatusConflict, codes.FailedPrecondition},
+	{filer.ErrIsDir, http.StatusConflict, codes.FailedPrecondition},
+	{filer.ErrNotDir, http.StatusConflict, codes.FailedPrecondition},
+	{context.Canceled, 499, codes.Canceled}, // the client went away
+	{context.DeadlineExceeded, http.StatusGatewayTimeout, codes.DeadlineExceeded},
+}
+
+func classify(err error) (int, codes.Code, bool) {
+	for _, c := range errorCodes {
+		if errors.Is(err, c.err) {
+			return c.http, c.grpc, true
+		}
+	}
+	return http.StatusInternalServerError, codes.Internal, false
+}
+
+// writeError answers {"error": ...} with the status from the table and
+// logs server-side failures with their cause.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code, _, known := classify(err)
+	if !known {
+		s.log.Error("filer request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	} else {
+		s.log.Debug("filer request refused", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeJSON(w, code, map[string]string{"error": err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+// grpcError converts a filer error for a gRPC answer, logging failures.
+func grpcError(log *slog.Logger, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	_, code, known := classify(err)
+	if !known {
+		log.Error("filer gRPC call failed", "op", op, "err", err)
+	}
+	return status.Error(code, err.Error())
+}

@@ -1,0 +1,100 @@
+package filerserver
+
+import (
+	"context"
+
+	"github.com/kelpfs/kelp/internal/client"
+	"github.com/kelpfs/kelp/internal/filer"
+	"github.com/kelpfs/kelp/internal/pb/filerpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// grpcServer implements filerpb.FilerServer over the Server's filer.
+type grpcServer struct {
+	filerpb.UnimplementedFilerServer
+	s *Server
+}
+
+func (g *grpcServer) err(op string, err error) error { return grpcError(g.s.log, op, err) }
+
+func (g *grpcServer) LookupEntry(ctx context.Context, req *filerpb.LookupEntryRequest) (*filerpb.LookupEntryResponse, error) {
+	e, err := g.s.filer.FindEntry(ctx, req.Path)
+	if err != nil {
+		return nil, g.err("lookup", err)
+	}
+	return &filerpb.LookupEntryResponse{Entry: toPB(e)}, nil
+}
+
+func (g *grpcServer) ListEntries(req *filerpb.ListEntriesRequest, stream filerpb.Filer_ListEntriesServer) error {
+	entries, more, err := g.s.filer.ListEntries(stream.Context(), req.Dir, filer.ListOptions{
+		StartAfter: req.StartAfter, Prefix: req.Prefix, Limit: int(req.Limit),
+	})
+	if err != nil {
+		return g.err("list", err)
+	}
+	for i, e := range entries {
+		if err := stream.Send(&filerpb.ListEntriesResponse{Entry: toPB(e), More: more && i == len(entries)-1}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *grpcServer) CreateEntry(ctx context.Context, req *filerpb.CreateEntryRequest) (*filerpb.CreateEntryResponse, error) {
+	err := g.s.filer.CreateEntry(ctx, fromPB(req.Entry), filer.CreateOptions{Exclusive: req.Exclusive, NoParents: req.NoParents})
+	if err != nil {
+		return nil, g.err("create", err)
+	}
+	return &filerpb.CreateEntryResponse{}, nil
+}
+
+func (g *grpcServer) UpdateEntry(ctx context.Context, req *filerpb.UpdateEntryRequest) (*filerpb.UpdateEntryResponse, error) {
+	if err := g.s.filer.UpdateEntry(ctx, fromPB(req.Entry)); err != nil {
+		return nil, g.err("update", err)
+	}
+	return &filerpb.UpdateEntryResponse{}, nil
+}
+
+func (g *grpcServer) DeleteEntry(ctx context.Context, req *filerpb.DeleteEntryRequest) (*filerpb.DeleteEntryResponse, error) {
+	if err := g.s.filer.DeleteEntry(ctx, req.Path, req.Recursive); err != nil {
+		return nil, g.err("delete", err)
+	}
+	return &filerpb.DeleteEntryResponse{}, nil
+}
+
+func (g *grpcServer) Rename(ctx context.Context, req *filerpb.RenameRequest) (*filerpb.RenameResponse, error) {
+	if err := g.s.filer.Rename(ctx, req.From, req.To); err != nil {
+		return nil, g.err("rename", err)
+	}
+	return &filerpb.RenameResponse{}, nil
+}
+
+func (g *grpcServer) AssignVolume(ctx context.Context, req *filerpb.AssignVolumeRequest) (*filerpb.AssignVolumeResponse, error) {
+	if g.s.client == nil {
+		return nil, status.Error(codes.Unavailable, "filer: no master configured")
+	}
+	col, repl := req.Collection, req.Replication
+	if col == "" {
+		col = g.s.cfg.Collection
+	}
+	if repl == "" {
+		repl = g.s.cfg.Replication
+	}
+	a, err := g.s.client.Assign(ctx, client.AssignRequest{Count: req.Count, Collection: col, Replication: repl, TTL: req.Ttl, DataCenter: req.DataCenter})
+	if err != nil {
+		g.s.log.Warn("filer: assign for a gateway failed", "err", err)
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return &filerpb.AssignVolumeResponse{Fid: a.FID.String(), Url: a.URL, PublicUrl: a.PublicURL, Count: a.Count}, nil
+}
+
+func (g *grpcServer) SubscribeMetadata(req *filerpb.SubscribeMetadataRequest, stream filerpb.Filer_SubscribeMetadataServer) error {
+	err := g.s.filer.Subscribe(stream.Context(), req.SinceSeq, func(ev *filer.Event) error {
+		return stream.Send(eventToPB(ev))
+	})
+	if stream.Context().Err() != nil {
+		return nil // the client went away or the server is stopping
+	}
+	return g.err("subscribe", err)
+}

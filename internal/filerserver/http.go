@@ -1,0 +1,248 @@
+package filerserver
+
+import (
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/kelpfs/kelp/internal/filer"
+)
+
+// metaHeader prefixes request and response headers carrying user metadata.
+const metaHeader = "X-Kelp-Meta-"
+
+// routes is a plain handler, not a ServeMux: the mux would answer paths
+// with ".." or "//" with a redirect, where the API promises a 400.
+// "/healthz" is reserved.
+func (s *Server) routes() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+			return
+		}
+		s.serveHTTP(w, r)
+	})
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	p, err := filer.CleanPath(r.URL.Path)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		s.get(w, r, p)
+	case http.MethodPut, http.MethodPost:
+		s.put(w, r, p)
+	case http.MethodDelete:
+		recursive := r.URL.Query().Get("recursive") == "true"
+		if err := s.filer.DeleteEntry(r.Context(), p, recursive); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.Header().Set("Allow", "GET, HEAD, PUT, POST, DELETE")
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method not allowed"})
+	}
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request, p string) {
+	ctx := r.Context()
+	e, err := s.filer.FindEntry(ctx, p)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if r.URL.Query().Get("metadata") == "true" {
+		writeJSON(w, http.StatusOK, entryJSON(e, true))
+		return
+	}
+	if e.IsDir() {
+		s.list(w, r, e)
+		return
+	}
+	h := w.Header()
+	for k, v := range e.Meta {
+		h.Set(metaHeader+k, v)
+	}
+	if e.Mode&0o7777 != 0 {
+		h.Set("X-Kelp-Mode", strconv.FormatUint(uint64(e.Mode.Perm()), 8))
+	}
+	if e.Target != "" {
+		h.Set("X-Kelp-Symlink-Target", e.Target)
+	}
+	ctype := e.Mime
+	if ctype == "" {
+		ctype = "application/octet-stream"
+	}
+	h.Set("Content-Type", ctype)
+	h.Set("Etag", `"`+e.ETag()+`"`)
+	h.Set("Accept-Ranges", "bytes")
+	rd, err := s.filer.Open(ctx, e)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer rd.Close()
+	// ServeContent handles Range, If-Match, If-None-Match, If-Modified-Since
+	// and If-Unmodified-Since from the ETag and mtime; the reader streams
+	// chunk by chunk and seeks without reading.
+	http.ServeContent(w, r, "", e.Mtime, rd)
+}
+
+func (s *Server) put(w http.ResponseWriter, r *http.Request, p string) {
+	q := r.URL.Query()
+	ctx := r.Context()
+	op := q.Get("op")
+	dirSlash := strings.HasSuffix(r.URL.Path, "/")
+	switch {
+	case op == "mkdir" || (op == "" && dirSlash && !isMultipart(r)):
+		mode, err := parseMode(q.Get("mode"), 0o755)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if err := s.filer.Mkdir(ctx, p, mode, false); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		e, err := s.filer.FindEntry(ctx, p)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, entryJSON(e, false))
+		return
+	case op == "rename":
+		from := q.Get("from")
+		if from == "" {
+			s.writeError(w, r, fmt.Errorf("%w: rename needs ?from=/source/path", errBadRequest))
+			return
+		}
+		if err := s.filer.Rename(ctx, from, p); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		e, err := s.filer.FindEntry(ctx, p)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, entryJSON(e, false))
+		return
+	case op != "" && op != "append" && op != "write":
+		s.writeError(w, r, fmt.Errorf("%w: unknown op %q", errBadRequest, op))
+		return
+	}
+	s.write(w, r, p, op == "append", dirSlash)
+}
+
+// write stores the request body (raw, or the first file of a multipart
+// form) at p; with dirSlash, p is a directory and the form's file name is
+// appended.
+func (s *Server) write(w http.ResponseWriter, r *http.Request, p string, appendOp, dirSlash bool) {
+	q := r.URL.Query()
+	ctx := r.Context()
+	mode, err := parseMode(q.Get("mode"), 0)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	opts := filer.WriteOptions{Mode: mode, Mime: r.Header.Get("Content-Type"), SizeHint: r.ContentLength}
+	var body io.Reader = r.Body
+	if isMultipart(r) {
+		part, err := firstFilePart(r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		defer part.Close()
+		body, opts.Mime, opts.SizeHint = part, part.Header.Get("Content-Type"), -1
+		if dirSlash {
+			name := path.Base(strings.ReplaceAll(part.FileName(), `\`, "/"))
+			if name == "" || name == "." || name == "/" {
+				s.writeError(w, r, fmt.Errorf("%w: multipart file has no name", errBadRequest))
+				return
+			}
+			p = filer.JoinPath(p, name)
+		}
+	} else if dirSlash {
+		s.writeError(w, r, fmt.Errorf("%w: a file path cannot end with '/'", errBadRequest))
+		return
+	}
+	if opts.Mime == "" || opts.Mime == "application/octet-stream" {
+		opts.Mime = mime.TypeByExtension(path.Ext(p))
+	}
+	for k, v := range r.Header {
+		if strings.HasPrefix(k, metaHeader) && len(v) > 0 {
+			if opts.Meta == nil {
+				opts.Meta = make(map[string]string)
+			}
+			opts.Meta[strings.ToLower(k[len(metaHeader):])] = v[0]
+		}
+	}
+	var e *filer.Entry
+	switch off := q.Get("offset"); {
+	case appendOp:
+		e, err = s.filer.Append(ctx, p, body, opts)
+	case off != "":
+		n, perr := strconv.ParseInt(off, 10, 64)
+		if perr != nil || n < 0 {
+			s.writeError(w, r, fmt.Errorf("%w: bad offset %q", errBadRequest, off))
+			return
+		}
+		e, err = s.filer.WriteAt(ctx, p, n, body, opts)
+	default:
+		e, err = s.filer.WriteFile(ctx, p, body, opts)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Etag", `"`+e.ETag()+`"`)
+	writeJSON(w, http.StatusCreated, entryJSON(e, false))
+}
+
+func isMultipart(r *http.Request) bool {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return mt == "multipart/form-data"
+}
+
+// firstFilePart returns the first part of a multipart form that carries a
+// file (a filename), streaming: nothing is buffered to memory or disk.
+func firstFilePart(r *http.Request) (*filePart, error) {
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errBadRequest, err)
+	}
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			return nil, fmt.Errorf("%w: multipart form has no file", errBadRequest)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errBadRequest, err)
+		}
+		if part.FileName() != "" || part.FormName() == "file" {
+			return &filePart{Part: part}, nil
+		}
+		part.Close()
+	}
+}
+
+func parseMode(s string, def uint32) (osMode, error) {
+	if s == "" {
+		return osMode(def), nil
+	}
+	m, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || m > 0o7777 {
+		return 0, fmt.Errorf("%w: mode %q is not octal permissions", errBadRequest, s)
+	}
+	return osMode(m), nil
+}

@@ -1,0 +1,203 @@
+package filerserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime/multipart"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/kelpfs/kelp/internal/chunk/chunktest"
+)
+
+// startFake runs a filer on an embedded store with in-memory blobs.
+func startFake(t *testing.T, chunkSize int) (*Server, string) {
+	t.Helper()
+	s, err := New(Config{Dir: t.TempDir(), Blobs: chunktest.New(), ChunkSize: chunkSize, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return s, "http://" + s.Addr()
+}
+
+func do(t *testing.T, method, url string, body io.Reader, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
+func want(t *testing.T, resp *http.Response, body []byte, code int) {
+	t.Helper()
+	if resp.StatusCode != code {
+		t.Fatalf("%s %s: %d %s, want %d", resp.Request.Method, resp.Request.URL, resp.StatusCode, body, code)
+	}
+}
+
+func TestHTTPPutGetSizesRangeConditional(t *testing.T) {
+	const cs = 1000
+	_, base := startFake(t, cs)
+	for _, n := range []int{0, 1, cs - 1, cs, cs + 1, 4*cs + 5} {
+		data := bytes.Repeat([]byte("0123456789abcdef"), n/16+1)[:n]
+		url := fmt.Sprintf("%s/files/f%d.txt", base, n)
+		resp, body := do(t, "PUT", url, bytes.NewReader(data))
+		want(t, resp, body, 201)
+		sum := md5.Sum(data)
+		etag := `"` + hex.EncodeToString(sum[:]) + `"`
+		if resp.Header.Get("Etag") != etag {
+			t.Fatalf("PUT etag %s want %s", resp.Header.Get("Etag"), etag)
+		}
+		resp, body = do(t, "GET", url, nil)
+		want(t, resp, body, 200)
+		if !bytes.Equal(body, data) || resp.Header.Get("Etag") != etag || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+			t.Fatalf("GET f%d: %d bytes, etag %s, type %s", n, len(body), resp.Header.Get("Etag"), resp.Header.Get("Content-Type"))
+		}
+		resp, body = do(t, "GET", url, nil, "If-None-Match", etag)
+		want(t, resp, body, 304)
+		resp, body = do(t, "HEAD", url, nil)
+		want(t, resp, body, 200)
+		if resp.ContentLength != int64(n) {
+			t.Fatalf("HEAD length %d", resp.ContentLength)
+		}
+		if n > 10 {
+			lo, hi := n/3, n-2
+			resp, body = do(t, "GET", url, nil, "Range", fmt.Sprintf("bytes=%d-%d", lo, hi))
+			want(t, resp, body, 206)
+			if !bytes.Equal(body, data[lo:hi+1]) {
+				t.Fatalf("range %d-%d differs", lo, hi)
+			}
+		}
+		resp, body = do(t, "GET", url, nil, "If-Modified-Since", resp.Header.Get("Last-Modified"))
+		want(t, resp, body, 304)
+	}
+}
+
+func TestHTTPDirectoriesListingDelete(t *testing.T) {
+	_, base := startFake(t, 0)
+	resp, body := do(t, "PUT", base+"/d/", nil)
+	want(t, resp, body, 201)
+	resp, body = do(t, "POST", base+"/d/sub?op=mkdir", nil)
+	want(t, resp, body, 201)
+	for i := 0; i < 5; i++ {
+		resp, body = do(t, "PUT", fmt.Sprintf("%s/d/f%d", base, i), strings.NewReader("x"))
+		want(t, resp, body, 201)
+	}
+	var names []string
+	last := ""
+	for {
+		resp, body = do(t, "GET", base+"/d/?limit=2&lastFileName="+last, nil, "Accept", "application/json")
+		want(t, resp, body, 200)
+		var l listing
+		if err := json.Unmarshal(body, &l); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range l.Entries {
+			names = append(names, fmt.Sprintf("%s:%v:%d", e.Name, e.IsDir, e.Size))
+		}
+		last = l.LastFileName
+		if !l.More {
+			break
+		}
+	}
+	if fmt.Sprint(names) != "[f0:false:1 f1:false:1 f2:false:1 f3:false:1 f4:false:1 sub:true:0]" {
+		t.Fatalf("listing %v", names)
+	}
+	resp, body = do(t, "GET", base+"/d/", nil)
+	want(t, resp, body, 200)
+	if !strings.Contains(string(body), `<a href="/d/sub/">sub/</a>`) || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("HTML listing: %s", body)
+	}
+	resp, body = do(t, "DELETE", base+"/d", nil)
+	want(t, resp, body, 409)
+	resp, body = do(t, "DELETE", base+"/d?recursive=true", nil)
+	want(t, resp, body, 204)
+	resp, body = do(t, "GET", base+"/d/f1", nil)
+	want(t, resp, body, 404)
+	var e map[string]string
+	if json.Unmarshal(body, &e) != nil || e["error"] == "" {
+		t.Fatalf("404 body %s", body)
+	}
+}
+
+func TestHTTPBadInput(t *testing.T) {
+	_, base := startFake(t, 0)
+	for _, p := range []string{"/a/../b", "/a/./b", "/a%00b", "/" + strings.Repeat("n", 256)} {
+		resp, body := do(t, "PUT", base+p, strings.NewReader("x"))
+		want(t, resp, body, 400)
+		if !strings.Contains(string(body), "invalid path") {
+			t.Fatalf("%s: body %s", p, body)
+		}
+	}
+	resp, body := do(t, "PUT", base+"/dir/inner/f", strings.NewReader("x"))
+	want(t, resp, body, 201)
+	resp, body = do(t, "POST", base+"/dir/inner/moved?op=rename&from=/dir", nil)
+	want(t, resp, body, 400)
+	resp, body = do(t, "POST", base+"/x?op=frobnicate", nil)
+	want(t, resp, body, 400)
+	resp, body = do(t, "PUT", base+"/dir/inner/f/below", strings.NewReader("x"))
+	want(t, resp, body, 409)
+	resp, body = do(t, "GET", base+"/healthz", nil)
+	want(t, resp, body, 200)
+}
+
+func TestHTTPRenameAppendOffsetMultipart(t *testing.T) {
+	_, base := startFake(t, 4)
+	resp, body := do(t, "PUT", base+"/src/a.bin", strings.NewReader("hello"), "X-Kelp-Meta-Color", "blue")
+	want(t, resp, body, 201)
+	resp, body = do(t, "POST", base+"/dst/b.bin?op=rename&from=/src/a.bin", nil)
+	want(t, resp, body, 200)
+	resp, body = do(t, "GET", base+"/src/a.bin", nil)
+	want(t, resp, body, 404)
+	resp, body = do(t, "POST", base+"/dst/b.bin?op=append", strings.NewReader(", world"))
+	want(t, resp, body, 201)
+	resp, body = do(t, "PUT", base+"/dst/b.bin?offset=7", strings.NewReader("W"))
+	want(t, resp, body, 201)
+	resp, body = do(t, "GET", base+"/dst/b.bin", nil)
+	want(t, resp, body, 200)
+	if string(body) != "hello, World" || resp.Header.Get("X-Kelp-Meta-Color") != "blue" {
+		t.Fatalf("got %q meta %q", body, resp.Header.Get("X-Kelp-Meta-Color"))
+	}
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	mw.WriteField("comment", "ignored")
+	fw, _ := mw.CreateFormFile("file", "up.txt")
+	fw.Write([]byte("multipart body"))
+	mw.Close()
+	resp, body = do(t, "POST", base+"/dst/", &buf, "Content-Type", mw.FormDataContentType())
+	want(t, resp, body, 201)
+	resp, body = do(t, "GET", base+"/dst/up.txt", nil)
+	want(t, resp, body, 200)
+	if string(body) != "multipart body" {
+		t.Fatalf("multipart upload: %q", body)
+	}
+}

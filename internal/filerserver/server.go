@@ -1,0 +1,222 @@
+package filerserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/kelpfs/kelp/internal/chunk"
+	"github.com/kelpfs/kelp/internal/client"
+	"github.com/kelpfs/kelp/internal/filer"
+	"github.com/kelpfs/kelp/internal/filer/store"
+	"github.com/kelpfs/kelp/internal/filer/store/pebble"
+	"github.com/kelpfs/kelp/internal/filer/store/postgres"
+	"github.com/kelpfs/kelp/internal/filer/store/redis"
+	"github.com/kelpfs/kelp/internal/pb"
+	"github.com/kelpfs/kelp/internal/pb/filerpb"
+)
+
+// Store kinds for Config.Store.
+const (
+	StoreEmbedded = "embedded"
+	StorePostgres = "postgres"
+	StoreRedis    = "redis"
+)
+
+// Config describes one filer server.
+type Config struct {
+	IP       string // address to listen on
+	Port     int    // HTTP port; 0 picks a free one
+	GRPCPort int    // 0 means Port+10000
+	Masters  []string
+	// Store is "embedded" (default: Pebble in Dir), "postgres" or "redis"
+	// (StoreDSN: a libpq URL / redis:// URL). Filers sharing a PostgreSQL
+	// table or Redis namespace share one namespace.
+	Store    string
+	StoreDSN string
+	Dir      string // directory of the embedded store
+	// ChunkSize is the size files are cut into; 0 means 8 MiB.
+	ChunkSize   int
+	Collection  string // collection and replication of the chunks written
+	Replication string
+	// MetaStore, when set, is used instead of opening Store (tests, or a
+	// process that shares one store); the server does not close it.
+	MetaStore store.Store
+	// Blobs, when set, replaces the cluster client as the blob layer (tests).
+	Blobs  chunk.Blobs
+	Logger *slog.Logger
+}
+
+// Server is a running filer.
+type Server struct {
+	cfg       Config
+	log       *slog.Logger
+	st        store.Store
+	ownsStore bool
+	client    *client.Client
+	filer     *filer.Filer
+
+	httpLn  net.Listener
+	grpcLn  net.Listener
+	httpSrv *http.Server
+	grpcSrv *grpc.Server
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New opens the metadata store, connects the blob layer and binds the
+// listeners; Run serves.
+func New(cfg Config) (*Server, error) {
+	if cfg.IP == "" {
+		cfg.IP = "127.0.0.1"
+	}
+	if cfg.GRPCPort == 0 && cfg.Port != 0 {
+		cfg.GRPCPort = cfg.Port + pb.GRPCPortOffset
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("service", "filer")}
+	var blobs chunk.Blobs = cfg.Blobs
+	if len(cfg.Masters) > 0 {
+		c, err := client.New(client.Config{Masters: cfg.Masters, Logger: s.log})
+		if err != nil {
+			return nil, fmt.Errorf("filerserver: %w", err)
+		}
+		s.client = c
+		if blobs == nil {
+			blobs = &clusterBlobs{c: c, req: client.AssignRequest{Collection: cfg.Collection, Replication: cfg.Replication}}
+		}
+	}
+	if blobs == nil {
+		return nil, errors.New("filerserver: no master address given")
+	}
+	if err := s.openStore(); err != nil {
+		return nil, err
+	}
+	f, err := filer.New(filer.Config{Store: s.st, Blobs: blobs, ChunkSize: cfg.ChunkSize, Logger: s.log})
+	if err != nil {
+		s.closeStore()
+		return nil, fmt.Errorf("filerserver: %w", err)
+	}
+	s.filer = f
+	if err := s.listen(); err != nil {
+		f.Close()
+		s.closeStore()
+		return nil, err
+	}
+	s.httpSrv = &http.Server{
+		Handler:           s.routes(),
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	s.grpcSrv = grpc.NewServer()
+	filerpb.RegisterFilerServer(s.grpcSrv, &grpcServer{s: s})
+	return s, nil
+}
+
+func (s *Server) openStore() error {
+	if s.cfg.MetaStore != nil {
+		s.st = s.cfg.MetaStore
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var err error
+	switch s.cfg.Store {
+	case "", StoreEmbedded:
+		if s.cfg.Dir == "" {
+			return errors.New("filerserver: the embedded store needs a directory (--dir)")
+		}
+		s.st, err = pebble.Open(s.cfg.Dir, &pebble.Options{Logger: s.log})
+	case StorePostgres:
+		s.st, err = postgres.Open(ctx, s.cfg.StoreDSN, nil)
+	case StoreRedis:
+		s.st, err = redis.Open(ctx, s.cfg.StoreDSN, nil)
+	default:
+		return fmt.Errorf("filerserver: unknown store %q (want embedded, postgres or redis)", s.cfg.Store)
+	}
+	if err != nil {
+		return fmt.Errorf("filerserver: open %s store: %w", s.cfg.Store, err)
+	}
+	s.ownsStore = true
+	return nil
+}
+
+func (s *Server) closeStore() error {
+	if s.ownsStore {
+		return s.st.Close()
+	}
+	return nil
+}
+
+func (s *Server) listen() error {
+	var err error
+	s.httpLn, err = net.Listen("tcp", net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.cfg.Port)))
+	if err != nil {
+		return fmt.Errorf("filerserver: listen: %w", err)
+	}
+	if s.cfg.Port == 0 {
+		s.cfg.Port = s.httpLn.Addr().(*net.TCPAddr).Port
+	}
+	s.grpcLn, err = net.Listen("tcp", net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.cfg.GRPCPort)))
+	if err != nil {
+		s.httpLn.Close()
+		return fmt.Errorf("filerserver: listen gRPC: %w", err)
+	}
+	s.cfg.GRPCPort = s.grpcLn.Addr().(*net.TCPAddr).Port
+	return nil
+}
+
+// Addr is the host:port of the HTTP API.
+func (s *Server) Addr() string { return net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.cfg.Port)) }
+
+// GRPCAddr is the host:port of the gRPC API.
+func (s *Server) GRPCAddr() string { return net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.cfg.GRPCPort)) }
+
+// Filer exposes the namespace to in-process callers and tests.
+func (s *Server) Filer() *filer.Filer { return s.filer }
+
+// Run serves HTTP and gRPC until ctx ends or Close is called.
+func (s *Server) Run(ctx context.Context) error {
+	errc := make(chan error, 2)
+	go func() { errc <- s.httpSrv.Serve(s.httpLn) }()
+	go func() { errc <- s.grpcSrv.Serve(s.grpcLn) }()
+	s.log.Info("filer listening", "http", s.Addr(), "grpc", s.GRPCAddr(), "store", s.cfg.Store, "masters", s.cfg.Masters)
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		if errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {
+			err = nil
+		}
+	}
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Close stops serving, stops the filer's background work and closes the
+// store (unless it was given in Config.MetaStore). Idempotent.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.httpSrv.Shutdown(ctx)
+		s.grpcSrv.Stop()
+		s.filer.Close()
+		s.closeErr = s.closeStore()
+	})
+	return s.closeErr
+}
