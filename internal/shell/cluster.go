@@ -1,0 +1,78 @@
+package shell
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/kelpfs/kelp/internal/pb/masterpb"
+	"github.com/kelpfs/kelp/internal/replication"
+)
+
+func clusterCommands() []command {
+	return []command{
+		{name: "cluster.status", summary: "show the masters, their Raft roles and the leader, and the volume servers",
+			setup: func(fs *flag.FlagSet) runFunc {
+				return func(ctx context.Context, s *Shell, args []string) error {
+					if err := noArgs(args); err != nil {
+						return err
+					}
+					var resp *masterpb.ClusterStatusResponse
+					err := s.conns.master(ctx, func(m masterpb.MasterClient) (err error) {
+						resp, err = m.ClusterStatus(ctx, &masterpb.ClusterStatusRequest{})
+						return err
+					})
+					if err != nil {
+						return fmt.Errorf("shell: cluster status: %w", err)
+					}
+					var buf bytes.Buffer
+					if err := json.Indent(&buf, resp.GetJson(), "", "  "); err != nil {
+						return fmt.Errorf("shell: cluster status: master answered bad JSON: %w", err)
+					}
+					buf.WriteByte('\n')
+					_, err = s.out.Write(buf.Bytes())
+					return err
+				}
+			}},
+		{name: "cluster.configure", summary: "set the default replication of the cluster or of one collection, at run time",
+			setup: func(fs *flag.FlagSet) runFunc {
+				code := fs.String("replication", "", "replication code XYZ (X other data centers, Y other racks, Z other servers)")
+				collection := fs.String("collection", "", "set the collection's default instead of the cluster's")
+				return func(ctx context.Context, s *Shell, args []string) error {
+					if err := noArgs(args); err != nil {
+						return err
+					}
+					if *code == "" {
+						return fmt.Errorf("%w: -replication is required", ErrUsage)
+					}
+					if _, err := replication.Parse(*code); err != nil {
+						return fmt.Errorf("%w: %w", ErrUsage, err)
+					}
+					if err := s.requireLock(); err != nil {
+						return err
+					}
+					var resp *masterpb.ConfigureResponse
+					err := s.conns.master(ctx, func(m masterpb.MasterClient) (err error) {
+						resp, err = m.Configure(ctx, &masterpb.ConfigureRequest{LockToken: s.lockToken(), Collection: *collection, Replication: *code})
+						return err
+					})
+					if err != nil {
+						return fmt.Errorf("shell: configure: %w", err)
+					}
+					printReplicationSettings(s, resp.GetDefaultReplication(), resp.GetCollectionReplication())
+					return nil
+				}
+			}},
+	}
+}
+
+func printReplicationSettings(s *Shell, def string, perCollection map[string]string) {
+	fmt.Fprintf(s.out, "default replication: %s\n", def)
+	for _, c := range slices.Sorted(maps.Keys(perCollection)) {
+		fmt.Fprintf(s.out, "collection %q replication: %s\n", c, perCollection[c])
+	}
+}
