@@ -11,10 +11,6 @@ import (
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
 )
 
-// pulse is how often the full state is sent even when nothing changed; the master
-// drops a server it has not heard from for a few pulses.
-const pulse = 5 * time.Second
-
 // heartbeatLoop keeps one heartbeat stream open to the leading master, moving to
 // the next master on failure and to the leader the master names.
 func (s *Server) heartbeatLoop(ctx context.Context) {
@@ -86,37 +82,35 @@ func (s *Server) heartbeatTo(ctx context.Context, master string) (leader string,
 	s.mu.Lock()
 	s.master = master
 	s.mu.Unlock()
-	ticker := time.NewTicker(pulse)
+	ticker := time.NewTicker(s.cfg.PulseInterval)
 	defer ticker.Stop()
 	for {
 		if err := stream.Send(s.heartbeat()); err != nil {
 			return "", err
 		}
-		select {
-		case <-ctx.Done():
-			stream.CloseSend()
-			return "", ctx.Err()
-		case err := <-recvErr:
-			return "", err
-		case resp := <-replies:
-			if resp.VolumeSizeLimit > 0 {
-				s.store.SetVolumeSizeLimit(int64(resp.VolumeSizeLimit))
-			}
-			if resp.Leader != "" && resp.Leader != master {
-				return resp.Leader, nil
-			}
-			// The master answers every heartbeat; wait for the next reason to send.
+		// Wait for the next reason to send; answers arrive in between and must
+		// be read, or the receiving goroutine blocks and a dead master goes
+		// unnoticed until the next pulse.
+	wait:
+		for {
 			select {
 			case <-ctx.Done():
 				stream.CloseSend()
 				return "", ctx.Err()
 			case err := <-recvErr:
 				return "", err
+			case resp := <-replies:
+				if resp.VolumeSizeLimit > 0 {
+					s.store.SetVolumeSizeLimit(int64(resp.VolumeSizeLimit))
+				}
+				if resp.Leader != "" && resp.Leader != master {
+					return resp.Leader, nil
+				}
 			case <-ticker.C:
+				break wait
 			case <-s.changed:
+				break wait
 			}
-		case <-ticker.C:
-		case <-s.changed:
 		}
 	}
 }

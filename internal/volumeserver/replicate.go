@@ -165,4 +165,3 @@ func (s *Server) reportFailure(vid uint32, replica string, cause error) {
 		s.log.Warn("could not report volume failure to master", "master", master, "err", err)
 	}
 }
-

@@ -36,8 +36,12 @@ type Config struct {
 	MaxUploadSize int64
 	// VolumeSizeLimit applies until the master sends its own; 0 means 30 GiB.
 	VolumeSizeLimit int64
-	FS              vfs.FS // nil means the real file system
-	Logger          *slog.Logger
+	// PulseInterval is how often the full state is sent to the master even
+	// when nothing changed; the master drops a server it has not heard from
+	// for a few of its own pulses, so keep the two equal. 0 means 5 s.
+	PulseInterval time.Duration
+	FS            vfs.FS // nil means the real file system
+	Logger        *slog.Logger
 }
 
 // Server is a running volume server.
@@ -80,6 +84,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.PulseInterval <= 0 {
+		cfg.PulseInterval = 5 * time.Second
 	}
 	if len(cfg.Disks) == 0 {
 		return nil, errors.New("volumeserver: no disk directory given")

@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/kelpfs/kelp/internal/filerserver"
+)
+
+// filerFlags are the flags of `kelp filer`; `kelp server` embeds them with a
+// "filer." prefix (--filer.port, --filer.store, --filer.store.dsn, ...) and
+// sets ip, masters and dir itself.
+type filerFlags struct {
+	ip          string
+	port        int
+	masters     string
+	store       string
+	storeDSN    string
+	dir         string
+	chunkMiB    int
+	collection  string
+	replication string
+}
+
+func (f *filerFlags) addFlags(fl *pflag.FlagSet, prefix string) {
+	fl.IntVar(&f.port, prefix+"port", 8888, "filer HTTP port (its gRPC port is this + 10000)")
+	fl.StringVar(&f.store, prefix+"store", filerserver.StoreEmbedded, "metadata store: embedded, postgres or redis (postgres and redis let several filers share one namespace)")
+	fl.StringVar(&f.storeDSN, prefix+"store.dsn", "", "store address: postgres://user@host:port/db or redis://host:port/db")
+	fl.IntVar(&f.chunkMiB, prefix+"chunk-size", 8, "size in MiB of the chunks large files are cut into")
+	fl.StringVar(&f.collection, prefix+"collection", "", "collection of the chunks the filer writes")
+	fl.StringVar(&f.replication, prefix+"replication", "", "replication of the chunks the filer writes (default: the master's)")
+}
+
+// config builds the filer server configuration.
+func (f *filerFlags) config(log *slog.Logger) (filerserver.Config, error) {
+	if f.chunkMiB <= 0 || f.chunkMiB > 1024 {
+		return filerserver.Config{}, fmt.Errorf("--chunk-size: %d MiB is not between 1 and 1024", f.chunkMiB)
+	}
+	switch f.store {
+	case filerserver.StoreEmbedded:
+		if f.dir == "" {
+			return filerserver.Config{}, fmt.Errorf("--dir is required for the embedded store")
+		}
+	case filerserver.StorePostgres, filerserver.StoreRedis:
+		if f.storeDSN == "" {
+			return filerserver.Config{}, fmt.Errorf("--store=%s needs --store.dsn", f.store)
+		}
+	default:
+		return filerserver.Config{}, fmt.Errorf("--store: %q is not embedded, postgres or redis", f.store)
+	}
+	masters := splitList(f.masters)
+	if len(masters) == 0 {
+		return filerserver.Config{}, fmt.Errorf("--master is required")
+	}
+	return filerserver.Config{
+		IP:          f.ip,
+		Port:        f.port,
+		Masters:     masters,
+		Store:       f.store,
+		StoreDSN:    f.storeDSN,
+		Dir:         f.dir,
+		ChunkSize:   f.chunkMiB << 20,
+		Collection:  f.collection,
+		Replication: f.replication,
+		Logger:      log,
+	}, nil
+}
+
+func newFilerCommand(g *globalFlags) *cobra.Command {
+	f := &filerFlags{}
+	cmd := &cobra.Command{
+		Use:   "filer",
+		Short: "Run a filer: directories and files over the cluster, HTTP and gRPC APIs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			cfg, err := f.config(log)
+			if err != nil {
+				return err
+			}
+			s, err := filerserver.New(cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "filer listening on http://%s (gRPC %s)\n", s.Addr(), s.GRPCAddr())
+			ctx, stop := signalContext()
+			defer stop()
+			return runAll(ctx, s)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.ip, "ip", "127.0.0.1", "address to listen on")
+	fl.StringVar(&f.masters, "master", "127.0.0.1:9333", "master addresses host:port[,host:port...]")
+	fl.StringVar(&f.dir, "dir", "./filer", "directory of the embedded metadata store")
+	f.addFlags(fl, "")
+	return cmd
+}

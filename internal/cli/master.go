@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/kelpfs/kelp/internal/master"
+)
+
+// masterFlags are the flags of `kelp master`; `kelp server` embeds them with a
+// "master." prefix.
+type masterFlags struct {
+	ip                 string
+	port               int
+	mdir               string
+	peers              string
+	volumeSizeLimitMB  int64
+	defaultReplication string
+	raftTimeout        time.Duration
+}
+
+// addFlags registers the flags under prefix ("" or "master.").
+func (f *masterFlags) addFlags(fl *pflag.FlagSet, prefix string) {
+	fl.IntVar(&f.port, prefix+"port", 9333, "master HTTP port (its gRPC port is this + 10000)")
+	fl.StringVar(&f.peers, prefix+"peers", "", "all masters of the Raft group, host:port,... (empty: a single master)")
+	fl.Int64Var(&f.volumeSizeLimitMB, prefix+"volume-size-limit-mb", 30*1024, "a volume is full at this size, in MiB")
+	fl.StringVar(&f.defaultReplication, prefix+"default-replication", "000", "replication code XYZ for new volumes unless a request says otherwise (initial value; change it at run time with cluster.configure)")
+	fl.DurationVar(&f.raftTimeout, prefix+"raft-timeout", 400*time.Millisecond, "Raft heartbeat and election timeout: a dead leader is replaced within about 2-3 of these (raft port is the HTTP port + 20000)")
+}
+
+func (f *masterFlags) config(log *slog.Logger) master.Config {
+	return master.Config{
+		IP:                   f.ip,
+		Port:                 f.port,
+		MetaDir:              f.mdir,
+		Peers:                splitList(f.peers),
+		VolumeSizeLimit:      f.volumeSizeLimitMB << 20,
+		DefaultReplication:   f.defaultReplication,
+		RaftHeartbeatTimeout: f.raftTimeout,
+		PulseInterval:        5 * time.Second,
+		Logger:               log,
+	}
+}
+
+func newMasterCommand(g *globalFlags) *cobra.Command {
+	f := &masterFlags{}
+	cmd := &cobra.Command{
+		Use:   "master",
+		Short: "Run a master: topology, file id assignment, volume growth (Raft-replicated)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			if f.mdir == "" {
+				return fmt.Errorf("--mdir is required: the master keeps its Raft log there")
+			}
+			m, err := master.New(f.config(log))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "master listening on http://%s\n", m.HTTPAddr())
+			ctx, stop := signalContext()
+			defer stop()
+			return runAll(ctx, m)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.ip, "ip", "127.0.0.1", "address to listen on and to advertise")
+	fl.StringVar(&f.mdir, "mdir", "", "directory for the master's Raft log and snapshots (required)")
+	f.addFlags(fl, "")
+	return cmd
+}

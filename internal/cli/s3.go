@@ -1,0 +1,167 @@
+package cli
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/kelpfs/kelp/internal/filerserver"
+	"github.com/kelpfs/kelp/internal/objectapi"
+	"github.com/kelpfs/kelp/internal/s3"
+)
+
+// s3Flags are the flags of the S3 gateway: `kelp s3` registers them with no
+// prefix, `kelp server` with "s3." (--s3.port, --s3.access-key, ...).
+type s3Flags struct {
+	ip         string
+	port       int
+	domains    string
+	idFile     string
+	accessKey  string
+	secretKey  string
+	bucketRoot string
+	region     string
+}
+
+func (f *s3Flags) addFlags(fl *pflag.FlagSet, prefix string) {
+	fl.IntVar(&f.port, prefix+"port", 8333, "S3 gateway HTTP port")
+	fl.StringVar(&f.domains, prefix+"domain", "", "domains for virtual-hosted-style requests (bucket.domain), comma-separated")
+	fl.StringVar(&f.idFile, prefix+"config", "", "identity file (JSON: access keys, secret keys and allowed actions), re-read when it changes")
+	fl.StringVar(&f.accessKey, prefix+"access-key", "", "access key of an admin identity (or env KELP_ACCESS_KEY)")
+	fl.StringVar(&f.secretKey, prefix+"secret-key", "", "secret key of that identity (or env KELP_SECRET_KEY)")
+	fl.StringVar(&f.bucketRoot, prefix+"bucket-root", "/buckets", "filer directory whose subdirectories are the buckets")
+	fl.StringVar(&f.region, prefix+"region", "us-east-1", "region reported by GetBucketLocation (requests signed for any region are accepted)")
+}
+
+// storedKeys is the key pair file written under --dir on first start.
+const storedKeysFile = "s3-credentials.json"
+
+// config builds the gateway configuration over namespace ns. Identities
+// come from --access-key/--secret-key, else KELP_ACCESS_KEY/KELP_SECRET_KEY,
+// plus --config; with none of these and a keyDir, a key pair is generated
+// on first start, stored in keyDir and printed to out (later starts reuse
+// it), so that the endpoint is never open by accident.
+func (f *s3Flags) config(log *slog.Logger, ns objectapi.Namespace, keyDir string, out io.Writer) (s3.Config, error) {
+	cfg := s3.Config{
+		IP: f.ip, Port: f.port, Namespace: ns, BucketRoot: f.bucketRoot,
+		Domains: splitList(f.domains), Region: f.region, ConfigFile: f.idFile, Logger: log,
+	}
+	ak, sk := f.accessKey, f.secretKey
+	if ak == "" && sk == "" {
+		ak, sk = os.Getenv("KELP_ACCESS_KEY"), os.Getenv("KELP_SECRET_KEY")
+	}
+	if (ak == "") != (sk == "") {
+		return cfg, errors.New("s3: give both an access key and a secret key")
+	}
+	if ak == "" && f.idFile == "" {
+		if keyDir == "" {
+			return cfg, errors.New("s3: no credentials: give --access-key and --secret-key, KELP_ACCESS_KEY and KELP_SECRET_KEY, or --config")
+		}
+		var err error
+		if ak, sk, err = storedKeys(filepath.Join(keyDir, storedKeysFile), out); err != nil {
+			return cfg, err
+		}
+	}
+	if ak != "" {
+		cfg.Identities = []s3.Identity{{Name: "admin", Credentials: []s3.Credential{{AccessKey: ak, SecretKey: sk}}, Actions: []string{"Admin"}}}
+	}
+	if f.idFile != "" {
+		if _, err := s3.LoadIdentityFile(f.idFile); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// storedKeys reads the key pair in path, or generates and stores one.
+func storedKeys(path string, out io.Writer) (string, string, error) {
+	var c s3.Credential
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if err := json.Unmarshal(b, &c); err != nil || c.AccessKey == "" || c.SecretKey == "" {
+			return "", "", fmt.Errorf("s3: %s is not a key pair file; remove it to generate a new pair", path)
+		}
+		fmt.Fprintf(out, "  s3 credentials from %s (access key %s)\n", path, c.AccessKey)
+		return c.AccessKey, c.SecretKey, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", "", err
+	}
+	a, s := make([]byte, 10), make([]byte, 20)
+	rand.Read(a)
+	rand.Read(s)
+	c = s3.Credential{AccessKey: "KELP" + hex.EncodeToString(a)[:16], SecretKey: hex.EncodeToString(s)}
+	b, _ = json.MarshalIndent(c, "", "  ")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o600); err != nil {
+		return "", "", err
+	}
+	fmt.Fprintf(out, "  s3 credentials generated and stored in %s:\n    access key %s\n    secret key %s\n", path, c.AccessKey, c.SecretKey)
+	return c.AccessKey, c.SecretKey, nil
+}
+
+// newS3Command is `kelp s3`: a gateway with its own embedded filer (the
+// filer's store is --dir, or PostgreSQL/Redis via --filer.store to share
+// the namespace with other filers) over the cluster of --master.
+func newS3Command(g *globalFlags) *cobra.Command {
+	f := &s3Flags{}
+	ff := &filerFlags{}
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "s3",
+		Short: "Run an S3 gateway (with an embedded filer) over a cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			ff.ip, ff.dir = f.ip, filepath.Join(dir, "filer")
+			fcfg, err := ff.config(log)
+			if err != nil {
+				return err
+			}
+			fs, err := filerserver.New(fcfg)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			scfg, err := f.config(log, fs.Filer(), dir, out)
+			if err != nil {
+				fs.Close()
+				return err
+			}
+			gw, err := s3.New(scfg)
+			if err != nil {
+				fs.Close()
+				return err
+			}
+			fmt.Fprintf(out, "s3 gateway listening on %s (filer http://%s)\n", gw.URL(), fs.Addr())
+			ctx, stop := signalContext()
+			defer stop()
+			return runAll(ctx, fs, gw)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.ip, "ip", "127.0.0.1", "address to listen on")
+	fl.StringVar(&ff.masters, "master", "127.0.0.1:9333", "master addresses host:port[,host:port...]")
+	fl.StringVar(&dir, "dir", "./s3", "directory of the embedded filer's store and the generated key pair")
+	f.addFlags(fl, "")
+	ff.addFlags(fl, "filer.")
+	// The embedded filer's own HTTP API is a by-product: by default on a
+	// free port, so that it never collides with a `kelp filer` nearby.
+	fl.Lookup("filer.port").DefValue = "0"
+	ff.port = 0
+	return cmd
+}

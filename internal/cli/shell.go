@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/kelpfs/kelp/internal/shell"
+)
+
+func newShellCommand(g *globalFlags) *cobra.Command {
+	var masters, commands string
+	cmd := &cobra.Command{
+		Use:   "shell",
+		Short: "Administer a cluster: admin lock, settings, volume placement, repair and balance",
+		Long: `kelp shell runs admin commands against a cluster. It is interactive (line
+editing, history in ~/.kelp_shell_history) when stdin is a terminal; otherwise
+it runs the commands read from stdin, or those given with -c "cmd; cmd", stops
+at the first that fails and exits non-zero. Type help for the commands.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			cfg := shell.Config{
+				Masters:  splitList(masters),
+				Out:      cmd.OutOrStdout(),
+				Err:      cmd.ErrOrStderr(),
+				Owner:    shellOwner(),
+				Terminal: term.IsTerminal(int(os.Stderr.Fd())),
+				Logger:   log,
+			}
+			interactive := !cmd.Flags().Changed("command") && term.IsTerminal(int(os.Stdin.Fd()))
+			if home, err := os.UserHomeDir(); err == nil && interactive {
+				cfg.HistoryFile = filepath.Join(home, ".kelp_shell_history")
+			}
+			sh, err := shell.New(cfg)
+			if err != nil {
+				return err
+			}
+			defer sh.Close()
+			if interactive {
+				// Ctrl-C interrupts the running command, not the shell.
+				return sh.RunInteractive(context.Background(), func(parent context.Context) (context.Context, context.CancelFunc) {
+					return signal.NotifyContext(parent, os.Interrupt)
+				})
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			if cmd.Flags().Changed("command") {
+				return sh.RunScript(ctx, strings.NewReader(commands))
+			}
+			return sh.RunScript(ctx, cmd.InOrStdin())
+		},
+	}
+	cmd.Flags().StringVar(&masters, "master", "127.0.0.1:9333", "master addresses host:port[,host:port...] (gRPC at port+10000, or host:port.grpcPort)")
+	cmd.Flags().StringVarP(&commands, "command", "c", "", `commands to run, separated by ";", instead of reading them`)
+	return cmd
+}
+
+// shellOwner names this shell in the admin lock, so an operator who finds
+// the lock taken knows whom to ask.
+func shellOwner() string {
+	host, _ := os.Hostname()
+	user := os.Getenv("USER")
+	return fmt.Sprintf("shell %s@%s pid %d", user, host, os.Getpid())
+}

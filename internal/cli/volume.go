@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/kelpfs/kelp/internal/store"
+	"github.com/kelpfs/kelp/internal/volumeserver"
+)
+
+// volumeFlags are the flags of `kelp volume`; `kelp server` embeds them with a
+// "volume." prefix.
+type volumeFlags struct {
+	ip         string
+	port       int
+	publicURL  string
+	dirs       string
+	max        string
+	masters    string
+	dataCenter string
+	rack       string
+	fsync      bool
+}
+
+func (f *volumeFlags) addFlags(fl *pflag.FlagSet, prefix string) {
+	fl.IntVar(&f.port, prefix+"port", 8080, "volume server HTTP port (its gRPC port is this + 10000)")
+	fl.StringVar(&f.publicURL, prefix+"public-url", "", "host:port clients use to reach this server (default ip:port)")
+	fl.StringVar(&f.max, prefix+"max", "8", "maximum volumes per disk; one value, or one per --dir entry")
+	fl.StringVar(&f.dataCenter, prefix+"data-center", "", "data center of this server")
+	fl.StringVar(&f.rack, prefix+"rack", "", "rack of this server")
+	fl.BoolVar(&f.fsync, "fsync", true, "acknowledge a write only after it is synced to disk (group commit)")
+}
+
+// config builds the volume server configuration; dirs may come from --dir.
+func (f *volumeFlags) config(log *slog.Logger) (volumeserver.Config, error) {
+	dirs := splitList(f.dirs)
+	if len(dirs) == 0 {
+		return volumeserver.Config{}, fmt.Errorf("--dir is required")
+	}
+	maxes := splitList(f.max)
+	if len(maxes) != 1 && len(maxes) != len(dirs) {
+		return volumeserver.Config{}, fmt.Errorf("--max has %d values for %d directories", len(maxes), len(dirs))
+	}
+	disks := make([]store.DiskConfig, len(dirs))
+	for i, d := range dirs {
+		m := maxes[0]
+		if len(maxes) > 1 {
+			m = maxes[i]
+		}
+		n, err := strconv.Atoi(m)
+		if err != nil || n < 0 {
+			return volumeserver.Config{}, fmt.Errorf("--max: %q is not a number of volumes", m)
+		}
+		disks[i] = store.DiskConfig{Dir: d, MaxVolumes: n}
+	}
+	return volumeserver.Config{
+		IP:         f.ip,
+		Port:       f.port,
+		PublicURL:  f.publicURL,
+		Masters:    splitList(f.masters),
+		DataCenter: f.dataCenter,
+		Rack:       f.rack,
+		Disks:      disks,
+		Fsync:      f.fsync,
+		Logger:     log,
+	}, nil
+}
+
+func newVolumeCommand(g *globalFlags) *cobra.Command {
+	f := &volumeFlags{}
+	cmd := &cobra.Command{
+		Use:   "volume",
+		Short: "Run a volume server: stores file data in volumes on local disks",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			cfg, err := f.config(log)
+			if err != nil {
+				return err
+			}
+			if len(cfg.Masters) == 0 {
+				return fmt.Errorf("--master is required")
+			}
+			v, err := volumeserver.New(cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "volume server listening on http://%s\n", v.URL())
+			ctx, stop := signalContext()
+			defer stop()
+			return runAll(ctx, v)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.ip, "ip", "127.0.0.1", "address to listen on and to advertise")
+	fl.StringVar(&f.dirs, "dir", "", "data directories, one per disk, comma-separated (required)")
+	fl.StringVar(&f.masters, "master", "127.0.0.1:9333", "master addresses host:port[,host:port...]")
+	f.addFlags(fl, "")
+	return cmd
+}
