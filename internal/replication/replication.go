@@ -53,3 +53,12 @@ func (c Code) Copies() int { return 1 + int(c.DiffDataCenter) + int(c.DiffRack) 
 func (c Code) String() string {
 	return fmt.Sprintf("%d%d%d", c.DiffDataCenter, c.DiffRack, c.SameRack)
 }
+
+// Must parses a code known to be valid, for tests and constants; it panics otherwise.
+func Must(s string) Code {
+	c, err := Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
