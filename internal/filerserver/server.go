@@ -80,7 +80,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.IP = "127.0.0.1"
 	}
 	if cfg.GRPCPort == 0 && cfg.Port != 0 {
-		cfg.GRPCPort = cfg.Port + pb.GRPCPortOffset
+		cfg.GRPCPort = pb.GRPCPort(cfg.Port)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/volumepb"
 	"github.com/kelpfs/kelp/internal/topology"
 )
@@ -55,7 +56,7 @@ func grpcAddr(loc topology.Location) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("master: volume server url %q: bad port", loc.URL)
 		}
-		gp = p + 10000
+		gp = pb.GRPCPort(p)
 	}
 	return net.JoinHostPort(host, strconv.Itoa(gp)), nil
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/kelpfs/kelp/internal/consensus"
+	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
 	"github.com/kelpfs/kelp/internal/replication"
 	"github.com/kelpfs/kelp/internal/topology"
@@ -136,10 +137,10 @@ func New(cfg Config) (*Server, error) {
 	raftAddr := cfg.RaftAddr
 	if raftAddr == "" {
 		// A single master talks to no one over raft, so its transport takes any
-		// free port: Port+20000 may not even be a valid port.
+		// free port.
 		raftPort := 0
 		if len(peers) > 0 {
-			raftPort = portOr0(cfg.Port, 20000)
+			raftPort = pb.DerivedPort(cfg.Port, pb.RaftPortOffset)
 		}
 		raftAddr = net.JoinHostPort(cfg.IP, strconv.Itoa(raftPort))
 	}
@@ -175,13 +176,6 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-func portOr0(port, offset int) int {
-	if port == 0 {
-		return 0
-	}
-	return port + offset
-}
-
 func (s *Server) listen() error {
 	var err error
 	s.httpLn, err = net.Listen("tcp", net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.cfg.Port)))
@@ -191,7 +185,7 @@ func (s *Server) listen() error {
 	s.httpAddr = net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.httpLn.Addr().(*net.TCPAddr).Port))
 	gport := s.cfg.GRPCPort
 	if gport == 0 {
-		gport = portOr0(s.cfg.Port, 10000)
+		gport = pb.GRPCPort(s.cfg.Port)
 	}
 	s.grpcLn, err = net.Listen("tcp", net.JoinHostPort(s.cfg.IP, strconv.Itoa(gport)))
 	if err != nil {
@@ -220,7 +214,7 @@ func (s *Server) raftPeers() ([]consensus.Peer, error) {
 		if s.cfg.Port == 0 {
 			return nil, errors.New("master: Port 0 is only for a single master (peers need fixed ports)")
 		}
-		out = append(out, consensus.Peer{ID: p, Address: net.JoinHostPort(host, strconv.Itoa(n+20000))})
+		out = append(out, consensus.Peer{ID: p, Address: net.JoinHostPort(host, strconv.Itoa(pb.DerivedPort(n, pb.RaftPortOffset)))})
 	}
 	return out, nil
 }

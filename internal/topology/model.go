@@ -115,7 +115,22 @@ type Topology struct {
 type node struct {
 	info     NodeInfo
 	lastSeen time.Time
+	// pending are volumes registered by growth that the node's heartbeats have
+	// not shown yet. A heartbeat sent before the allocation finished may arrive
+	// after it; without this it would briefly drop the new copy and make the
+	// volume look under-replicated.
+	pending map[uint32]pendingVolume
 }
+
+// pendingVolume is a registered volume and how many heartbeats missed it.
+type pendingVolume struct {
+	v      Volume
+	misses int
+}
+
+// pendingHeartbeats is how many heartbeats may miss a registered volume
+// before the node's own word wins.
+const pendingHeartbeats = 3
 
 func (n *node) location() Location {
 	return Location{URL: n.info.URL, PublicURL: n.info.PublicURL, DataCenter: n.info.DataCenter, Rack: n.info.Rack, GRPCPort: n.info.GRPCPort}
@@ -186,10 +201,11 @@ func (t *Topology) UpdateNode(info NodeInfo, now time.Time) (maxVolumeID uint32)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	affected := map[LayoutKey]bool{}
+	n := &node{info: info, lastSeen: now}
 	if old := t.nodes[info.URL]; old != nil {
 		t.detach(old, affected)
+		n.keepPending(old.pending)
 	}
-	n := &node{info: info, lastSeen: now}
 	t.nodes[info.URL] = n
 	var vids []uint32
 	for di := range n.info.Disks {
@@ -206,6 +222,33 @@ func (t *Topology) UpdateNode(info NodeInfo, now time.Time) (maxVolumeID uint32)
 		t.refreshLayout(k)
 	}
 	return maxVolumeID
+}
+
+// keepPending carries registered volumes that this heartbeat does not show yet
+// into n's state, for a few heartbeats.
+func (n *node) keepPending(prev map[uint32]pendingVolume) {
+	for id, p := range prev {
+		if n.hasVolume(id) || p.misses+1 >= pendingHeartbeats || len(n.info.Disks) == 0 {
+			continue
+		}
+		p.misses++
+		n.info.Disks[0].Volumes = append(n.info.Disks[0].Volumes, p.v)
+		if n.pending == nil {
+			n.pending = map[uint32]pendingVolume{}
+		}
+		n.pending[id] = p
+	}
+}
+
+func (n *node) hasVolume(id uint32) bool {
+	for _, d := range n.info.Disks {
+		for _, v := range d.Volumes {
+			if v.ID == id {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func normalize(info NodeInfo) NodeInfo {
@@ -352,6 +395,10 @@ func (t *Topology) RegisterVolume(v Volume, urls []string) error {
 		}
 		d.Volumes = append(d.Volumes, v)
 		t.attach(n, v, affected)
+		if n.pending == nil {
+			n.pending = map[uint32]pendingVolume{}
+		}
+		n.pending[v.ID] = pendingVolume{v: v}
 	}
 	for k := range affected {
 		t.refreshLayout(k)

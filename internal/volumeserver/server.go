@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/kelpfs/kelp/internal/client"
+	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/volumepb"
 	"github.com/kelpfs/kelp/internal/store"
 	"github.com/kelpfs/kelp/internal/vfs"
@@ -74,7 +75,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.IP = "127.0.0.1"
 	}
 	if cfg.GRPCPort == 0 && cfg.Port != 0 {
-		cfg.GRPCPort = cfg.Port + 10000
+		cfg.GRPCPort = pb.GRPCPort(cfg.Port)
 	}
 	if cfg.MaxUploadSize <= 0 {
 		cfg.MaxUploadSize = maxNeedleData

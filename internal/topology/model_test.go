@@ -1,0 +1,39 @@
+package topology
+
+import (
+	"testing"
+	"time"
+)
+
+// A heartbeat sent before an allocation finished must not drop the copy the
+// growth just registered; a node that keeps not reporting it wins after a few.
+func TestRegisteredVolumeSurvivesAStaleHeartbeat(t *testing.T) {
+	topo := New(Options{VolumeSizeLimit: 1 << 30})
+	now := time.Unix(1_700_000_000, 0)
+	node := NodeInfo{URL: "127.0.0.1:8080", DataCenter: "dc1", Rack: "r1", Disks: []Disk{{MaxVolumes: 8}}}
+	topo.UpdateNode(node, now)
+	if err := topo.RegisterVolume(Volume{ID: 7}, []string{node.URL}); err != nil {
+		t.Fatal(err)
+	}
+	for beat := 1; beat < pendingHeartbeats; beat++ {
+		topo.UpdateNode(node, now) // stale: does not list volume 7
+		if locs, err := topo.Lookup(7); err != nil || len(locs) != 1 {
+			t.Fatalf("after stale heartbeat %d: %v %v", beat, locs, err)
+		}
+	}
+	topo.UpdateNode(node, now)
+	if locs, err := topo.Lookup(7); err == nil && len(locs) > 0 {
+		t.Fatalf("volume 7 still located after %d heartbeats without it: %v", pendingHeartbeats, locs)
+	}
+
+	// Once a heartbeat shows the volume it is no longer pending.
+	if err := topo.RegisterVolume(Volume{ID: 8}, []string{node.URL}); err != nil {
+		t.Fatal(err)
+	}
+	withIt := node
+	withIt.Disks = []Disk{{MaxVolumes: 8, Volumes: []Volume{{ID: 8}}}}
+	topo.UpdateNode(withIt, now)
+	if n := topo.nodes[node.URL]; len(n.pending) != 0 {
+		t.Fatalf("volume 8 still pending after a heartbeat showed it: %v", n.pending)
+	}
+}
