@@ -48,6 +48,7 @@ func newRootCommand() *cobra.Command {
 		newMasterCommand(g),
 		newVolumeCommand(g),
 		newFilerCommand(g),
+		newS3Command(g),
 		newBenchmarkCommand(g),
 		newShellCommand(g),
 		newVersionCommand(),

@@ -1,0 +1,196 @@
+package objectapi
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/filer"
+)
+
+// Bucket is one bucket.
+type Bucket struct {
+	Name    string
+	Created time.Time
+	ACL     string // canned ACL: "private" (default), "public-read", "public-read-write"
+}
+
+// Canned ACLs the gateway understands.
+const (
+	ACLPrivate         = "private"
+	ACLPublicRead      = "public-read"
+	ACLPublicReadWrite = "public-read-write"
+)
+
+// ValidACL reports whether acl is a canned ACL this package stores.
+func ValidACL(acl string) bool {
+	switch acl {
+	case ACLPrivate, ACLPublicRead, ACLPublicReadWrite, "authenticated-read", "bucket-owner-read", "bucket-owner-full-control":
+		return true
+	}
+	return false
+}
+
+const (
+	xaACL      = "s3.acl"
+	xaCORS     = "s3.cors"
+	xaTags     = "s3.tags"
+	xaETag     = "s3.etag"
+	xaChecksum = "s3.checksum"
+	xaObject   = "s3.object"
+	xaKey      = "s3.key"
+	xaChunks   = "s3.chunks"
+)
+
+func bucketOf(e *filer.Entry) Bucket {
+	b := Bucket{Name: e.Name(), Created: e.Crtime, ACL: ACLPrivate}
+	if a := string(e.Xattrs[xaACL]); a != "" {
+		b.ACL = a
+	}
+	return b
+}
+
+// CreateBucket makes a bucket; acl "" is private. An existing bucket is
+// ErrBucketExists (the gateway decides whether that is an error for the
+// caller, as S3 does for the owner).
+func (l *Layer) CreateBucket(ctx context.Context, name, acl string) error {
+	if err := ValidBucketName(name); err != nil {
+		return err
+	}
+	e := &filer.Entry{Path: l.bucketPath(name), Mode: os.ModeDir | 0o755}
+	if acl != "" && acl != ACLPrivate {
+		if !ValidACL(acl) {
+			return errorf(ErrInvalidArgument, "unknown canned ACL %q", acl)
+		}
+		e.Xattrs = map[string][]byte{xaACL: []byte(acl)}
+	}
+	err := l.ns.CreateEntry(ctx, e, filer.CreateOptions{Exclusive: true})
+	if errors.Is(err, filer.ErrExists) {
+		return errorf(ErrBucketExists, "%q", name)
+	}
+	return err
+}
+
+// bucketEntry returns the directory of an existing bucket.
+func (l *Layer) bucketEntry(ctx context.Context, name string) (*filer.Entry, error) {
+	if err := bucketLookupName(name); err != nil {
+		return nil, err
+	}
+	e, err := l.ns.FindEntry(ctx, l.bucketPath(name))
+	if errors.Is(err, filer.ErrNotFound) || errors.Is(err, filer.ErrInvalidPath) || err == nil && !e.IsDir() {
+		return nil, errorf(ErrNoSuchBucket, "%q", name)
+	}
+	return e, err
+}
+
+// GetBucket returns an existing bucket (HeadBucket).
+func (l *Layer) GetBucket(ctx context.Context, name string) (Bucket, error) {
+	e, err := l.bucketEntry(ctx, name)
+	if err != nil {
+		return Bucket{}, err
+	}
+	return bucketOf(e), nil
+}
+
+// ListBuckets returns every bucket in name order.
+func (l *Layer) ListBuckets(ctx context.Context) ([]Bucket, error) {
+	var out []Bucket
+	after := ""
+	for {
+		es, more, err := l.ns.ListEntries(ctx, l.root, filer.ListOptions{StartAfter: after, Limit: 1000})
+		if errors.Is(err, filer.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			after = e.Name()
+			if e.IsDir() && bucketLookupName(e.Name()) == nil {
+				out = append(out, bucketOf(e))
+			}
+		}
+		if !more {
+			return out, nil
+		}
+	}
+}
+
+// DeleteBucket removes an empty bucket; its unfinished multipart uploads
+// are aborted. A bucket with objects is ErrBucketNotEmpty.
+func (l *Layer) DeleteBucket(ctx context.Context, name string) error {
+	if _, err := l.bucketEntry(ctx, name); err != nil {
+		return err
+	}
+	es, _, err := l.ns.ListEntries(ctx, l.bucketPath(name), filer.ListOptions{Limit: 1})
+	if err != nil {
+		return err
+	}
+	if len(es) > 0 {
+		return errorf(ErrBucketNotEmpty, "%q", name)
+	}
+	if err := l.abortAll(ctx, name); err != nil {
+		return err
+	}
+	err = l.ns.DeleteEntry(ctx, l.bucketPath(name), false)
+	switch {
+	case errors.Is(err, filer.ErrNotEmpty):
+		return errorf(ErrBucketNotEmpty, "%q", name)
+	case errors.Is(err, filer.ErrNotFound):
+		return errorf(ErrNoSuchBucket, "%q", name)
+	}
+	return err
+}
+
+// updateBucket applies fn to the bucket's directory entry and stores it.
+func (l *Layer) updateBucket(ctx context.Context, name string, fn func(e *filer.Entry) error) error {
+	e, err := l.bucketEntry(ctx, name)
+	if err != nil {
+		return err
+	}
+	if e.Xattrs == nil {
+		e.Xattrs = map[string][]byte{}
+	}
+	if err := fn(e); err != nil {
+		return err
+	}
+	return l.ns.UpdateEntry(ctx, e)
+}
+
+// SetBucketACL stores a canned ACL on the bucket.
+func (l *Layer) SetBucketACL(ctx context.Context, name, acl string) error {
+	if !ValidACL(acl) {
+		return errorf(ErrInvalidArgument, "unknown canned ACL %q", acl)
+	}
+	return l.updateBucket(ctx, name, func(e *filer.Entry) error {
+		if acl == ACLPrivate {
+			delete(e.Xattrs, xaACL)
+		} else {
+			e.Xattrs[xaACL] = []byte(acl)
+		}
+		return nil
+	})
+}
+
+// setBucketXattr stores (or with nil value deletes) one bucket attribute.
+func (l *Layer) setBucketXattr(ctx context.Context, name, attr string, v []byte) error {
+	return l.updateBucket(ctx, name, func(e *filer.Entry) error {
+		if v == nil {
+			delete(e.Xattrs, attr)
+		} else {
+			e.Xattrs[attr] = slices.Clone(v)
+		}
+		return nil
+	})
+}
+
+// bucketXattr reads one bucket attribute (nil when unset).
+func (l *Layer) bucketXattr(ctx context.Context, name, attr string) ([]byte, error) {
+	e, err := l.bucketEntry(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return e.Xattrs[attr], nil
+}

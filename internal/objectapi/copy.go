@@ -1,0 +1,85 @@
+package objectapi
+
+import (
+	"context"
+	"errors"
+
+	"github.com/kelpfs/kelp/internal/filer"
+)
+
+// CopyOptions describe a CopyObject.
+type CopyOptions struct {
+	// Replace takes Metadata as the new object's metadata (directive
+	// REPLACE); otherwise the source's is copied (COPY).
+	Replace  bool
+	Metadata Metadata
+	// ReplaceTags takes Metadata.Tags (x-amz-tagging-directive REPLACE)
+	// even when the rest of the metadata is copied.
+	ReplaceTags bool
+	// SourceConditions are the x-amz-copy-source-if-* headers; any failure
+	// is ErrPreconditionFailed.
+	SourceConditions Conditions
+	// ChecksumAlgorithm, when set, computes that checksum for the copy;
+	// otherwise the source's algorithm is used, if any.
+	ChecksumAlgorithm string
+}
+
+// CopyObject copies srcBucket/srcKey to bucket/key. Copying an object onto
+// itself only changes its metadata (no data moves) and needs Replace;
+// other copies stream the content into new chunks, since chunks are never
+// shared between entries (each entry's garbage collection owns them).
+func (l *Layer) CopyObject(ctx context.Context, srcBucket, srcKey, bucket, key string, opts CopyOptions) (ObjectInfo, error) {
+	src, err := l.findObject(ctx, srcBucket, srcKey)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	si := l.info(srcBucket, src)
+	if err := opts.SourceConditions.check(si.ETag, si.LastModified, true); err != nil {
+		return ObjectInfo{}, err
+	}
+	md := metadataOf(si)
+	if opts.Replace {
+		tags := md.Tags
+		md = opts.Metadata
+		md.Tags = tags
+	}
+	if opts.ReplaceTags {
+		md.Tags = opts.Metadata.Tags
+	}
+	if err := validTags(md.Tags, 10); err != nil {
+		return ObjectInfo{}, err
+	}
+	if srcBucket == bucket && srcKey == key {
+		if !opts.Replace && !opts.ReplaceTags {
+			return ObjectInfo{}, errorf(ErrInvalidCopySource, "copying %q onto itself needs a metadata change", key)
+		}
+		e := src.Clone()
+		applyMeta(e, md)
+		e.Mtime = l.now()
+		if err := l.ns.UpdateEntry(ctx, e); err != nil {
+			return ObjectInfo{}, nsErr(err, key)
+		}
+		return l.info(bucket, e), nil
+	}
+	if _, _, err := l.objectPath(bucket, key); err != nil {
+		return ObjectInfo{}, err
+	}
+	if _, err := l.bucketEntry(ctx, bucket); err != nil {
+		return ObjectInfo{}, err
+	}
+	body, err := l.open(ctx, src, 0, src.Size)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	defer body.Close()
+	alg := opts.ChecksumAlgorithm
+	if alg == "" && si.Checksum.Type != ChecksumComposite {
+		alg = si.Checksum.Algorithm
+	}
+	po := PutOptions{Metadata: md, Size: src.Size, Checksum: ChecksumSpec{Algorithm: alg}}
+	oi, err := l.PutObject(ctx, bucket, key, body, po)
+	if errors.Is(err, filer.ErrNotFound) {
+		return ObjectInfo{}, errorf(ErrNoSuchKey, "%q", srcKey)
+	}
+	return oi, err
+}

@@ -1,0 +1,57 @@
+// Package objectapi gives the filer's namespace S3 semantics: buckets,
+// objects with their metadata, listings in key order, multipart uploads,
+// checksums, conditional requests, tagging and bucket configuration. It
+// speaks no HTTP: internal/s3 turns requests into calls here and maps the
+// errors of this package (errors.go) to S3 error codes in one table.
+//
+// Imported by internal/s3 (and tests). It imports internal/filer and
+// internal/chunk only; the filer is reached through the Namespace
+// interface (namespace.go), which *filer.Filer satisfies, so the gateway
+// runs in-process next to a filer.
+//
+// # Layout in the namespace
+//
+// Buckets are the directories directly under Config.Root (default
+// "/buckets"); the object "a/b/c" of bucket "photos" is the file
+// /buckets/photos/a/b/c. Parent directories are created on write and
+// removed again when their last object goes (unless they are themselves
+// objects), so that a listing with delimiter "/" shows a common prefix only
+// where objects are. A key ending in '/' ("a/b/") is the directory
+// /buckets/photos/a/b marked as an object (xattr s3.object); it may have
+// content, metadata and tags like any object.
+//
+// Multipart uploads live under Root + "/.uploads/<bucket>/<upload id>": the
+// upload directory carries the future object's metadata, each part is a
+// file named by its five-digit number whose chunks are kept in the xattr
+// s3.chunks (not in the entry's chunk list, so that removing the part entry
+// does not garbage-collect them). Completion creates the object entry from
+// the parts' chunks with shifted offsets, no data is copied, and then
+// deletes the upload directory; the blobs of parts left out of the object
+// (and of aborted uploads) are deleted through the blob layer directly.
+// Bucket names cannot start with '.', so ".uploads" never shows as a bucket.
+//
+// # Attributes (version 1 of the layout)
+//
+//	Entry.Mime                    Content-Type
+//	Entry.Meta["x-amz-meta-NAME"] user metadata, NAME lower-case
+//	Entry.Meta["content-encoding" | "content-disposition" | "content-language" |
+//	           "cache-control" | "expires"]       stored as sent
+//	Xattrs["s3.etag"]             ETag when it is not the content MD5 (multipart)
+//	Xattrs["s3.checksum"]         "ALGORITHM:base64[:COMPOSITE|FULL_OBJECT]"
+//	Xattrs["s3.tags"]             URL query encoding of the tag set
+//	Xattrs["s3.object"]           "1" on a directory that is also an object
+//	Xattrs["s3.acl"]              canned ACL of a bucket (private, public-read, ...)
+//	Xattrs["s3.cors"]             a bucket's CORS configuration (JSON, see cors.go)
+//	Xattrs["s3.key"], ["s3.chunks"] an upload's key / a part's chunk list
+//
+// # Limits that come from the namespace
+//
+// A key is a path, so it cannot hold an empty component ("a//b"), "." or
+// "..", a NUL byte, or a component over 255 bytes (ErrUnsupportedKey, a
+// 400 InvalidArgument); and "a" cannot be an object while "a/b" is
+// (ErrKeyConflict, 409). Versioning is not implemented yet: the status is
+// always unset and every write replaces the object.
+//
+// All methods are safe for concurrent use; they are as atomic as the one
+// filer call each write ends with.
+package objectapi

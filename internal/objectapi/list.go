@@ -1,0 +1,222 @@
+package objectapi
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/kelpfs/kelp/internal/filer"
+)
+
+// ListOptions select a page of ListObjects.
+type ListOptions struct {
+	Prefix    string
+	Delimiter string
+	// After lists keys (and common prefixes) sorting after it: the V1
+	// marker, the V2 start-after or continuation token.
+	After   string
+	MaxKeys int // at most this many objects plus common prefixes; <= 0: none
+}
+
+// ListResult is one page of a listing, in key order.
+type ListResult struct {
+	Objects        []ObjectInfo
+	CommonPrefixes []string
+	IsTruncated    bool
+	// Next is the last key or common prefix of a truncated page: the
+	// NextMarker, and what the continuation token encodes.
+	Next string
+}
+
+// pageSize is how many entries one namespace call returns.
+const pageSize = 1000
+
+var errStop = errors.New("objectapi: listing page full")
+
+// ListObjects lists a bucket in S3 key order (bytewise UTF-8).
+//
+// The namespace lists a directory's children in name order, but a
+// directory "a" holds keys "a/..." which sort after a sibling "a.txt" (as
+// '.' < '/'). The walk therefore holds back each directory until the names
+// read pass its key ("a/"), in a small ordered queue, and enters it (or,
+// with delimiter "/", reports it as a common prefix) then. A marker is
+// turned into a starting name per level, so a page costs a few namespace
+// calls whatever its position.
+func (l *Layer) ListObjects(ctx context.Context, bucket string, opts ListOptions) (ListResult, error) {
+	if _, err := l.bucketEntry(ctx, bucket); err != nil {
+		return ListResult{}, err
+	}
+	ls := &lister{l: l, ctx: ctx, bucket: bucket, prefix: opts.Prefix, delim: opts.Delimiter, after: opts.After, max: opts.MaxKeys}
+	if opts.MaxKeys <= 0 {
+		return ls.res, nil
+	}
+	bdir := l.bucketPath(bucket)
+	dirKey, namePrefix := "", opts.Prefix
+	if i := strings.LastIndexByte(opts.Prefix, '/'); i >= 0 {
+		dirKey, namePrefix = opts.Prefix[:i+1], opts.Prefix[i+1:]
+	}
+	dir := bdir
+	if dirKey != "" {
+		if checkKey(dirKey) != nil {
+			return ls.res, nil // no stored key can have this prefix
+		}
+		dir = bdir + "/" + strings.TrimSuffix(dirKey, "/")
+	}
+	d, err := l.ns.FindEntry(ctx, dir)
+	if errors.Is(err, filer.ErrNotFound) || errors.Is(err, filer.ErrNotDir) || err == nil && !d.IsDir() {
+		return ls.res, nil
+	}
+	if err != nil {
+		return ListResult{}, err
+	}
+	if dirKey != "" && namePrefix == "" && isDirObject(d) {
+		err = ls.add(dirKey, d, false)
+	}
+	if err == nil {
+		err = ls.walk(dir, dirKey, namePrefix)
+	}
+	if err != nil && !errors.Is(err, errStop) {
+		return ListResult{}, err
+	}
+	return ls.res, nil
+}
+
+type lister struct {
+	l      *Layer
+	ctx    context.Context
+	bucket string
+	prefix string
+	delim  string
+	after  string
+	max    int
+	n      int
+	lastCP string
+	res    ListResult
+}
+
+// add reports one key (or, with isPrefix, a common prefix) in order.
+func (ls *lister) add(key string, e *filer.Entry, isPrefix bool) error {
+	if !strings.HasPrefix(key, ls.prefix) {
+		return nil
+	}
+	if !isPrefix && ls.delim != "" {
+		rest := key[len(ls.prefix):]
+		if i := strings.Index(rest, ls.delim); i >= 0 {
+			key, isPrefix = ls.prefix+rest[:i+len(ls.delim)], true
+		}
+	}
+	if key <= ls.after || isPrefix && key == ls.lastCP {
+		return nil
+	}
+	if ls.n == ls.max {
+		ls.res.IsTruncated = true
+		return errStop
+	}
+	ls.n++
+	ls.res.Next = key
+	if isPrefix {
+		ls.lastCP = key
+		ls.res.CommonPrefixes = append(ls.res.CommonPrefixes, key)
+	} else {
+		ls.res.Objects = append(ls.res.Objects, ls.l.info(ls.bucket, e))
+	}
+	return nil
+}
+
+// walk reports the keys below directory dir, whose keys start with
+// dirKey, among the children whose names start with namePrefix.
+func (ls *lister) walk(dir, dirKey, namePrefix string) error {
+	lower := ""
+	if strings.HasPrefix(ls.after, dirKey) {
+		// Names below lower hold only keys <= after. The component of
+		// after at this level bounds them, except that a shorter name that
+		// is a directory sorts as name+"/", after names with a smaller
+		// byte there ("a/" > "a.txt"): start at the shortest such name.
+		c, _, _ := strings.Cut(ls.after[len(dirKey):], "/")
+		lower = c
+		for k := 1; k < len(c); k++ {
+			if c[k] < '/' {
+				lower = c[:k]
+				break
+			}
+		}
+	} else if ls.after > dirKey {
+		return nil // every key here sorts before after
+	}
+	var pend []*filer.Entry // held-back directories, ordered by key
+	dkey := func(e *filer.Entry) string { return dirKey + e.Name() + "/" }
+	flush := func(bound string, all bool) error {
+		for len(pend) > 0 && (all || dkey(pend[0]) < bound) {
+			d := pend[0]
+			pend = pend[1:]
+			if err := ls.dir(d, dkey(d)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	visit := func(e *filer.Entry) error {
+		if err := flush(dirKey+e.Name(), false); err != nil {
+			return err
+		}
+		if e.IsDir() {
+			k := dkey(e)
+			i, _ := slices.BinarySearchFunc(pend, k, func(x *filer.Entry, k string) int { return strings.Compare(dkey(x), k) })
+			pend = slices.Insert(pend, i, e)
+			return nil
+		}
+		return ls.add(dirKey+e.Name(), e, false)
+	}
+	start := ""
+	if lower > namePrefix || strings.HasPrefix(lower, namePrefix) && lower != "" {
+		e, err := ls.l.ns.FindEntry(ls.ctx, filer.JoinPath(dir, lower))
+		if err == nil && strings.HasPrefix(lower, namePrefix) {
+			if err := visit(e); err != nil {
+				return err
+			}
+		} else if err != nil && !errors.Is(err, filer.ErrNotFound) && !errors.Is(err, filer.ErrInvalidPath) {
+			return err
+		}
+		start = lower
+	}
+	for {
+		es, more, err := ls.l.ns.ListEntries(ls.ctx, dir, filer.ListOptions{StartAfter: start, Prefix: namePrefix, Limit: pageSize})
+		if errors.Is(err, filer.ErrNotFound) {
+			return nil // removed meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			start = e.Name()
+			if err := visit(e); err != nil {
+				return err
+			}
+		}
+		if !more {
+			break
+		}
+	}
+	return flush("", true)
+}
+
+// dir reports directory d, whose keys start with key: as a common prefix
+// with delimiter "/", else as its own object (if marked) and its content.
+func (ls *lister) dir(d *filer.Entry, key string) error {
+	if ls.delim == "/" {
+		return ls.add(key, d, true)
+	}
+	if isDirObject(d) {
+		if err := ls.add(key, d, false); err != nil {
+			return err
+		}
+	}
+	if ls.after > key && !strings.HasPrefix(ls.after, key) {
+		return nil
+	}
+	if ls.delim != "" && ls.lastCP != "" && strings.HasPrefix(key, ls.lastCP) {
+		return nil // rolled up into the prefix just reported
+	}
+	return ls.walk(d.Path, key, "")
+}

@@ -1,0 +1,552 @@
+package objectapi
+
+import (
+	"context"
+	"crypto/md5"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/chunk"
+	"github.com/kelpfs/kelp/internal/filer"
+)
+
+// MaxParts is the highest part number.
+const MaxParts = 10000
+
+const xaParts = "s3.parts" // sizes of a multipart object's parts, comma-separated
+
+// Upload is an unfinished multipart upload.
+type Upload struct {
+	Key, UploadID string
+	Initiated     time.Time
+}
+
+// PartInfo describes an uploaded part.
+type PartInfo struct {
+	Number       int
+	ETag         string
+	Size         int64
+	LastModified time.Time
+	Checksum     Checksum
+}
+
+// CompletePart names a part in CompleteMultipartUpload.
+type CompletePart struct {
+	Number int
+	ETag   string
+}
+
+// CompleteOptions tune CompleteMultipartUpload.
+type CompleteOptions struct {
+	IfNoneMatch string // "*": fail if the key exists
+	IfMatch     string
+	// FullChecksum is a whole-object checksum sent with the completion
+	// (x-amz-checksum-*), stored as given for a FULL_OBJECT upload.
+	FullChecksum string
+}
+
+func (l *Layer) uploadDir(bucket, id string) string { return l.uploads + "/" + bucket + "/" + id }
+
+func partName(n int) string { return fmt.Sprintf("%05d", n) }
+
+// CreateMultipartUpload starts an upload of key with its future metadata;
+// checksumAlg/checksumType ("" none) ask for part checksums.
+func (l *Layer) CreateMultipartUpload(ctx context.Context, bucket, key string, md Metadata, checksumAlg, checksumType string) (string, error) {
+	if _, _, err := l.objectPath(bucket, key); err != nil {
+		return "", err
+	}
+	if _, err := l.bucketEntry(ctx, bucket); err != nil {
+		return "", err
+	}
+	if err := validTags(md.Tags, 10); err != nil {
+		return "", err
+	}
+	if checksumAlg != "" && newChecksumHash(checksumAlg) == nil {
+		return "", errorf(ErrInvalidArgument, "unknown checksum algorithm %q", checksumAlg)
+	}
+	if checksumType == "" {
+		checksumType = ChecksumComposite
+	}
+	var b [16]byte
+	rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	e := &filer.Entry{Path: l.uploadDir(bucket, id), Mode: os.ModeDir | 0o755}
+	applyMeta(e, md)
+	e.Xattrs[xaKey] = []byte(key)
+	if checksumAlg != "" {
+		e.Xattrs[xaChecksum] = encodeChecksum(Checksum{Algorithm: checksumAlg, Type: checksumType})
+	}
+	if err := l.ns.CreateEntry(ctx, e, filer.CreateOptions{Exclusive: true}); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// findUpload returns the directory of upload id of bucket/key.
+func (l *Layer) findUpload(ctx context.Context, bucket, key, id string) (*filer.Entry, error) {
+	if id == "" || strings.ContainsAny(id, "/\x00") || len(id) > 64 || id[0] == '.' {
+		return nil, errorf(ErrNoSuchUpload, "%q", id)
+	}
+	if err := bucketLookupName(bucket); err != nil {
+		return nil, err
+	}
+	e, err := l.ns.FindEntry(ctx, l.uploadDir(bucket, id))
+	if errors.Is(err, filer.ErrNotFound) || err == nil && string(e.Xattrs[xaKey]) != key {
+		if _, berr := l.bucketEntry(ctx, bucket); berr != nil {
+			return nil, berr
+		}
+		return nil, errorf(ErrNoSuchUpload, "%q", id)
+	}
+	return e, err
+}
+
+// PartOptions describe an uploaded part.
+type PartOptions struct {
+	Size       int64
+	ContentMD5 []byte
+	Checksum   ChecksumSpec
+}
+
+// UploadPart stores part n of an upload; the content streams to the blob
+// layer. A part uploaded again replaces the earlier one.
+func (l *Layer) UploadPart(ctx context.Context, bucket, key, id string, n int, r io.Reader, opts PartOptions) (PartInfo, error) {
+	if n < 1 || n > MaxParts {
+		return PartInfo{}, errorf(ErrInvalidArgument, "part number %d is not between 1 and %d", n, MaxParts)
+	}
+	up, err := l.findUpload(ctx, bucket, key, id)
+	if err != nil {
+		return PartInfo{}, err
+	}
+	if opts.Checksum.Algorithm == "" {
+		opts.Checksum.Algorithm = decodeChecksum(up.Xattrs[xaChecksum]).Algorithm
+	}
+	u, err := l.storeRaw(ctx, r, opts.Size, opts.ContentMD5, opts.Checksum)
+	if err != nil {
+		return PartInfo{}, err
+	}
+	return l.commitPart(ctx, up, n, u)
+}
+
+// storeRaw is store without packing chunks into manifests: part chunks
+// are shifted into the object at completion, which a manifest's inner
+// offsets would not follow.
+func (l *Layer) storeRaw(ctx context.Context, r io.Reader, size int64, wantMD5 []byte, cs ChecksumSpec) (*upload, error) {
+	return l.storeOpts(ctx, r, size, wantMD5, cs, false)
+}
+
+func (l *Layer) commitPart(ctx context.Context, up *filer.Entry, n int, u *upload) (PartInfo, error) {
+	p := up.Path + "/" + partName(n)
+	old, oerr := l.ns.FindEntry(ctx, p)
+	e := &filer.Entry{Path: p, Mode: 0o644, Size: u.size, MD5: u.md5,
+		Xattrs: map[string][]byte{xaChunks: chunk.AppendList(nil, u.chunks)}}
+	if c := encodeChecksum(u.checksum); c != nil {
+		e.Xattrs[xaChecksum] = c
+	}
+	if err := l.ns.CreateEntry(ctx, e, filer.CreateOptions{NoParents: true}); err != nil {
+		l.discard(u.chunks)
+		if errors.Is(err, filer.ErrNotFound) {
+			return PartInfo{}, errorf(ErrNoSuchUpload, "aborted while part %d was uploaded", n)
+		}
+		return PartInfo{}, err
+	}
+	if oerr == nil {
+		l.discard(partChunks(old))
+	}
+	return PartInfo{Number: n, ETag: hex.EncodeToString(u.md5), Size: u.size, LastModified: l.now(), Checksum: u.checksum}, nil
+}
+
+func partChunks(e *filer.Entry) []chunk.Chunk {
+	cs, _, err := chunk.ReadList(e.Xattrs[xaChunks])
+	if err != nil {
+		return nil
+	}
+	return cs
+}
+
+// UploadPartCopy stores part n from a range (nil: all) of another object.
+func (l *Layer) UploadPartCopy(ctx context.Context, bucket, key, id string, n int, srcBucket, srcKey string, rng *Range, cond Conditions) (PartInfo, error) {
+	if n < 1 || n > MaxParts {
+		return PartInfo{}, errorf(ErrInvalidArgument, "part number %d is not between 1 and %d", n, MaxParts)
+	}
+	up, err := l.findUpload(ctx, bucket, key, id)
+	if err != nil {
+		return PartInfo{}, err
+	}
+	src, err := l.findObject(ctx, srcBucket, srcKey)
+	if err != nil {
+		return PartInfo{}, err
+	}
+	si := l.info(srcBucket, src)
+	if err := cond.check(si.ETag, si.LastModified, true); err != nil {
+		return PartInfo{}, err
+	}
+	off, length := int64(0), src.Size
+	if rng != nil {
+		if rng.First < 0 || rng.Last < 0 || rng.Last >= src.Size {
+			return PartInfo{}, errorf(ErrInvalidRange, "x-amz-copy-source-range must be bytes=first-last within the %d-byte source", src.Size)
+		}
+		off, length = rng.First, rng.Last-rng.First+1
+	}
+	body, err := l.open(ctx, src, off, length)
+	if err != nil {
+		return PartInfo{}, err
+	}
+	defer body.Close()
+	alg := decodeChecksum(up.Xattrs[xaChecksum]).Algorithm
+	u, err := l.storeRaw(ctx, body, length, nil, ChecksumSpec{Algorithm: alg})
+	if err != nil {
+		return PartInfo{}, err
+	}
+	return l.commitPart(ctx, up, n, u)
+}
+
+// parts returns an upload's part entries by number.
+func (l *Layer) parts(ctx context.Context, up *filer.Entry) (map[int]*filer.Entry, []int, error) {
+	byNum := map[int]*filer.Entry{}
+	var nums []int
+	after := ""
+	for {
+		es, more, err := l.ns.ListEntries(ctx, up.Path, filer.ListOptions{StartAfter: after, Limit: pageSize})
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, e := range es {
+			after = e.Name()
+			n, err := strconv.Atoi(e.Name())
+			if err == nil && !e.IsDir() {
+				byNum[n] = e
+				nums = append(nums, n)
+			}
+		}
+		if !more {
+			sort.Ints(nums)
+			return byNum, nums, nil
+		}
+	}
+}
+
+// CompleteMultipartUpload assembles the listed parts into the object. No
+// data is copied: the object's entry references the parts' chunks. Parts
+// uploaded but not listed are deleted.
+func (l *Layer) CompleteMultipartUpload(ctx context.Context, bucket, key, id string, list []CompletePart, opts CompleteOptions) (ObjectInfo, error) {
+	up, err := l.findUpload(ctx, bucket, key, id)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	if len(list) == 0 {
+		return ObjectInfo{}, errorf(ErrMalformedInput, "you must specify at least one part")
+	}
+	byNum, _, err := l.parts(ctx, up)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	want := decodeChecksum(up.Xattrs[xaChecksum])
+	var (
+		chunks  []chunk.Chunk
+		size    int64
+		md5s    = md5.New()
+		sums    []byte
+		sizes   []string
+		used    = map[int]bool{}
+		sumHash = newChecksumHash(want.Algorithm)
+	)
+	for i, p := range list {
+		if i > 0 && p.Number <= list[i-1].Number {
+			return ObjectInfo{}, errorf(ErrInvalidPartOrder, "part %d after part %d", p.Number, list[i-1].Number)
+		}
+	}
+	for i, p := range list {
+		e := byNum[p.Number]
+		if e == nil || !etagMatches(p.ETag, hex.EncodeToString(e.MD5)) {
+			return ObjectInfo{}, errorf(ErrInvalidPart, "part %d with ETag %s was not uploaded", p.Number, p.ETag)
+		}
+		if i < len(list)-1 && e.Size < l.minPart {
+			return ObjectInfo{}, errorf(ErrEntityTooSmall, "part %d has %d bytes, the minimum is %d", p.Number, e.Size, l.minPart)
+		}
+		for _, c := range partChunks(e) {
+			c.Offset += size
+			chunks = append(chunks, c)
+		}
+		if sumHash != nil {
+			pc := decodeChecksum(e.Xattrs[xaChecksum])
+			raw, err := base64.StdEncoding.DecodeString(pc.Value)
+			if pc.Algorithm != want.Algorithm || err != nil {
+				sumHash = nil // a part without the checksum: none for the object
+			} else {
+				sums = append(sums, raw...)
+			}
+		}
+		md5s.Write(e.MD5)
+		size += e.Size
+		sizes = append(sizes, strconv.FormatInt(e.Size, 10))
+		used[p.Number] = true
+	}
+	etag := hex.EncodeToString(md5s.Sum(nil)) + "-" + strconv.Itoa(len(list))
+	p, dirKey, err := l.objectPath(bucket, key)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	packed, err := chunk.Pack(ctx, l.ns.Blobs(), chunks, 1000, 1000)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	e := &filer.Entry{Path: p, Mode: 0o644, Size: size, Chunks: packed, Mime: up.Mime, Meta: up.Meta,
+		Xattrs: map[string][]byte{xaETag: []byte(etag), xaParts: []byte(strings.Join(sizes, ","))}}
+	if t := up.Xattrs[xaTags]; len(t) > 0 {
+		e.Xattrs[xaTags] = t
+	}
+	switch {
+	case want.Type == ChecksumFullObject && opts.FullChecksum != "":
+		e.Xattrs[xaChecksum] = encodeChecksum(Checksum{Algorithm: want.Algorithm, Value: opts.FullChecksum, Type: ChecksumFullObject})
+	case sumHash != nil && want.Type == ChecksumComposite:
+		sumHash.Write(sums)
+		v := b64(sumHash.Sum(nil)) + "-" + strconv.Itoa(len(list))
+		e.Xattrs[xaChecksum] = encodeChecksum(Checksum{Algorithm: want.Algorithm, Value: v, Type: ChecksumComposite})
+	}
+	if opts.IfMatch != "" {
+		cur, err := l.findObject(ctx, bucket, key)
+		if err != nil {
+			return ObjectInfo{}, err
+		}
+		if !etagMatches(opts.IfMatch, l.info(bucket, cur).ETag) {
+			return ObjectInfo{}, errorf(ErrPreconditionFailed, "If-Match")
+		}
+	}
+	exclusive := strings.TrimSpace(opts.IfNoneMatch) == "*"
+	if dirKey {
+		err = l.putDirObject(ctx, e, exclusive)
+	} else {
+		err = l.ns.CreateEntry(ctx, e, filer.CreateOptions{Exclusive: exclusive})
+	}
+	if err != nil {
+		if len(packed) != len(chunks) {
+			l.discard(manifestChunks(packed))
+		}
+		if exclusive && errors.Is(err, filer.ErrExists) {
+			return ObjectInfo{}, errorf(ErrPreconditionFailed, "If-None-Match: %q exists", key)
+		}
+		return ObjectInfo{}, nsErr(err, key)
+	}
+	for n, pe := range byNum {
+		if !used[n] {
+			l.discard(partChunks(pe))
+		}
+	}
+	if err := l.ns.DeleteEntry(ctx, up.Path, true); err != nil {
+		l.log.Warn("objectapi: removing a completed upload", "upload", id, "err", err)
+	}
+	e.Mtime = l.now()
+	return l.info(bucket, e), nil
+}
+
+func manifestChunks(cs []chunk.Chunk) []chunk.Chunk {
+	var out []chunk.Chunk
+	for _, c := range cs {
+		if c.Manifest {
+			out = append(out, chunk.Chunk{FID: c.FID}) // the blob only: its chunks are the parts'
+		}
+	}
+	return out
+}
+
+// AbortMultipartUpload deletes an upload and its parts' data.
+func (l *Layer) AbortMultipartUpload(ctx context.Context, bucket, key, id string) error {
+	up, err := l.findUpload(ctx, bucket, key, id)
+	if err != nil {
+		return err
+	}
+	return l.abort(ctx, up)
+}
+
+func (l *Layer) abort(ctx context.Context, up *filer.Entry) error {
+	byNum, _, err := l.parts(ctx, up)
+	if err != nil {
+		return err
+	}
+	if err := l.ns.DeleteEntry(ctx, up.Path, true); err != nil && !errors.Is(err, filer.ErrNotFound) {
+		return err
+	}
+	for _, e := range byNum {
+		l.discard(partChunks(e))
+	}
+	return nil
+}
+
+// abortAll aborts every upload of a bucket (before the bucket goes).
+func (l *Layer) abortAll(ctx context.Context, bucket string) error {
+	dir := l.uploads + "/" + bucket
+	for {
+		es, _, err := l.ns.ListEntries(ctx, dir, filer.ListOptions{Limit: pageSize})
+		if errors.Is(err, filer.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(es) == 0 {
+			return l.ns.DeleteEntry(ctx, dir, false)
+		}
+		for _, e := range es {
+			if err := l.abort(ctx, e); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// ListPartsResult is a page of an upload's parts.
+type ListPartsResult struct {
+	Parts          []PartInfo
+	IsTruncated    bool
+	NextPartMarker int
+	Checksum       Checksum // the upload's algorithm and type, Value empty
+	Initiated      time.Time
+}
+
+// ListParts returns the parts numbered above marker, at most max.
+func (l *Layer) ListParts(ctx context.Context, bucket, key, id string, marker, max int) (ListPartsResult, error) {
+	up, err := l.findUpload(ctx, bucket, key, id)
+	if err != nil {
+		return ListPartsResult{}, err
+	}
+	byNum, nums, err := l.parts(ctx, up)
+	if err != nil {
+		return ListPartsResult{}, err
+	}
+	res := ListPartsResult{Checksum: decodeChecksum(up.Xattrs[xaChecksum]), Initiated: up.Crtime}
+	for _, n := range nums {
+		if n <= marker {
+			continue
+		}
+		if len(res.Parts) == max {
+			res.IsTruncated = true
+			break
+		}
+		e := byNum[n]
+		res.Parts = append(res.Parts, PartInfo{Number: n, ETag: hex.EncodeToString(e.MD5), Size: e.Size,
+			LastModified: e.Mtime, Checksum: decodeChecksum(e.Xattrs[xaChecksum])})
+		res.NextPartMarker = n
+	}
+	return res, nil
+}
+
+// ListUploadsOptions select a page of ListMultipartUploads.
+type ListUploadsOptions struct {
+	Prefix, Delimiter         string
+	KeyMarker, UploadIDMarker string
+	MaxUploads                int
+}
+
+// ListUploadsResult is a page of unfinished uploads, by key then time.
+type ListUploadsResult struct {
+	Uploads                           []Upload
+	CommonPrefixes                    []string
+	IsTruncated                       bool
+	NextKeyMarker, NextUploadIDMarker string
+}
+
+// ListMultipartUploads lists a bucket's unfinished uploads. It reads all
+// of them: a bucket is not expected to hold very many at once.
+func (l *Layer) ListMultipartUploads(ctx context.Context, bucket string, opts ListUploadsOptions) (ListUploadsResult, error) {
+	if _, err := l.bucketEntry(ctx, bucket); err != nil {
+		return ListUploadsResult{}, err
+	}
+	var all []Upload
+	after := ""
+	for {
+		es, more, err := l.ns.ListEntries(ctx, l.uploads+"/"+bucket, filer.ListOptions{StartAfter: after, Limit: pageSize})
+		if errors.Is(err, filer.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return ListUploadsResult{}, err
+		}
+		for _, e := range es {
+			after = e.Name()
+			if k := string(e.Xattrs[xaKey]); strings.HasPrefix(k, opts.Prefix) {
+				all = append(all, Upload{Key: k, UploadID: e.Name(), Initiated: e.Crtime})
+			}
+		}
+		if !more {
+			break
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].Key != all[j].Key {
+			return all[i].Key < all[j].Key
+		}
+		if !all[i].Initiated.Equal(all[j].Initiated) {
+			return all[i].Initiated.Before(all[j].Initiated)
+		}
+		return all[i].UploadID < all[j].UploadID
+	})
+	var res ListUploadsResult
+	n, lastCP := 0, ""
+	for i, u := range all {
+		if opts.KeyMarker != "" {
+			if u.Key < opts.KeyMarker || u.Key == opts.KeyMarker && (opts.UploadIDMarker == "" || !uploadAfter(all, i, opts.UploadIDMarker)) {
+				continue
+			}
+		}
+		cp := ""
+		if opts.Delimiter != "" {
+			if j := strings.Index(u.Key[len(opts.Prefix):], opts.Delimiter); j >= 0 {
+				cp = u.Key[:len(opts.Prefix)+j+len(opts.Delimiter)]
+			}
+		}
+		if cp != "" && cp == lastCP {
+			continue
+		}
+		if n == opts.MaxUploads {
+			res.IsTruncated = true
+			break
+		}
+		n++
+		if cp != "" {
+			lastCP = cp
+			res.CommonPrefixes = append(res.CommonPrefixes, cp)
+			res.NextKeyMarker, res.NextUploadIDMarker = cp, ""
+			continue
+		}
+		res.Uploads = append(res.Uploads, u)
+		res.NextKeyMarker, res.NextUploadIDMarker = u.Key, u.UploadID
+	}
+	return res, nil
+}
+
+// uploadAfter reports whether all[i] comes after the upload with id marker
+// among the uploads of the same key.
+func uploadAfter(all []Upload, i int, marker string) bool {
+	for j := i - 1; j >= 0 && all[j].Key == all[i].Key; j-- {
+		if all[j].UploadID == marker {
+			return true
+		}
+	}
+	return false
+}
+
+// partSizes reads the part sizes of a multipart object.
+func partSizes(e *filer.Entry) []int64 {
+	v := string(e.Xattrs[xaParts])
+	if v == "" {
+		return nil
+	}
+	var out []int64
+	for _, s := range strings.Split(v, ",") {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil
+		}
+		out = append(out, n)
+	}
+	return out
+}

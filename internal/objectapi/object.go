@@ -1,0 +1,505 @@
+package objectapi
+
+import (
+	"context"
+	"errors"
+	"hash"
+	"io"
+	"maps"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/chunk"
+	"github.com/kelpfs/kelp/internal/filer"
+)
+
+// SystemHeaders are the response headers stored with an object besides
+// Content-Type, lower-case.
+var systemHeaders = [...]string{"content-encoding", "content-disposition", "content-language", "cache-control", "expires"}
+
+// SystemHeaders returns the names of the stored standard headers.
+func SystemHeaders() []string { return systemHeaders[:] }
+
+// MaxPutSize is the largest object a single PUT (or one part) may carry.
+const MaxPutSize = 5 << 30
+
+// ObjectInfo describes an object.
+type ObjectInfo struct {
+	Bucket, Key  string
+	Size         int64
+	ETag         string // without quotes
+	LastModified time.Time
+	ContentType  string
+	Headers      map[string]string // stored standard headers, by lower-case name
+	UserMeta     map[string]string // x-amz-meta-* by lower-case name without the prefix
+	Checksum     Checksum
+	TagCount     int
+	Parts        int // parts of a multipart object, 0 otherwise
+
+	entry *filer.Entry
+}
+
+// Metadata is what a writer sets on an object.
+type Metadata struct {
+	ContentType string
+	Headers     map[string]string // lower-case standard header names (SystemHeaders)
+	UserMeta    map[string]string // lower-case names without x-amz-meta-
+	Tags        string            // URL query encoding (x-amz-tagging); "" none
+}
+
+// PutOptions describe an object written by PutObject.
+type PutOptions struct {
+	Metadata
+	Size       int64  // content length, or -1 when unknown
+	ContentMD5 []byte // expected MD5 (Content-MD5), nil none
+	Checksum   ChecksumSpec
+	// IfNoneMatch "*" fails with ErrPreconditionFailed when the key exists;
+	// IfMatch requires the current object to have that ETag.
+	IfNoneMatch string
+	IfMatch     string
+}
+
+func isDirObject(e *filer.Entry) bool { return e.IsDir() && string(e.Xattrs[xaObject]) == "1" }
+
+func (l *Layer) info(bucket string, e *filer.Entry) ObjectInfo {
+	dirObj := e.IsDir()
+	oi := ObjectInfo{
+		Bucket: bucket, Key: keyOf(l.bucketPath(bucket), e, dirObj),
+		Size: e.Size, LastModified: e.Mtime, ContentType: e.Mime, entry: e,
+	}
+	if v := e.Xattrs[xaETag]; len(v) > 0 {
+		oi.ETag = string(v)
+		if i := strings.LastIndexByte(oi.ETag, '-'); i > 0 {
+			oi.Parts = atoiOr(oi.ETag[i+1:], 0)
+		}
+	} else {
+		oi.ETag = e.ETag()
+	}
+	for k, v := range e.Meta {
+		if name, ok := strings.CutPrefix(k, "x-amz-meta-"); ok {
+			if oi.UserMeta == nil {
+				oi.UserMeta = map[string]string{}
+			}
+			oi.UserMeta[name] = v
+		} else {
+			if oi.Headers == nil {
+				oi.Headers = map[string]string{}
+			}
+			oi.Headers[k] = v
+		}
+	}
+	oi.Checksum = decodeChecksum(e.Xattrs[xaChecksum])
+	if t := e.Xattrs[xaTags]; len(t) > 0 {
+		if q, err := url.ParseQuery(string(t)); err == nil {
+			oi.TagCount = len(q)
+		}
+	}
+	return oi
+}
+
+// applyMeta sets md on e (replacing all previous metadata and tags).
+func applyMeta(e *filer.Entry, md Metadata) {
+	e.Mime = md.ContentType
+	e.Meta = make(map[string]string, len(md.Headers)+len(md.UserMeta))
+	for _, k := range systemHeaders {
+		if v, ok := md.Headers[k]; ok && v != "" {
+			e.Meta[k] = v
+		}
+	}
+	for k, v := range md.UserMeta {
+		e.Meta["x-amz-meta-"+strings.ToLower(k)] = v
+	}
+	if e.Xattrs == nil {
+		e.Xattrs = map[string][]byte{}
+	}
+	if md.Tags != "" {
+		e.Xattrs[xaTags] = []byte(md.Tags)
+	} else {
+		delete(e.Xattrs, xaTags)
+	}
+}
+
+// metadataOf returns an object's metadata for a copy.
+func metadataOf(oi ObjectInfo) Metadata {
+	md := Metadata{ContentType: oi.ContentType, Headers: maps.Clone(oi.Headers), UserMeta: maps.Clone(oi.UserMeta)}
+	if oi.entry != nil {
+		md.Tags = string(oi.entry.Xattrs[xaTags])
+	}
+	return md
+}
+
+// findObject returns the entry of an object; implicit directories (not
+// marked as objects) and files reached by a key ending in '/' are
+// ErrNoSuchKey.
+func (l *Layer) findObject(ctx context.Context, bucket, key string) (*filer.Entry, error) {
+	p, dirKey, err := l.objectPath(bucket, key)
+	if err != nil {
+		if errors.Is(err, ErrUnsupportedKey) {
+			return nil, errorf(ErrNoSuchKey, "%q", key)
+		}
+		return nil, err
+	}
+	e, err := l.ns.FindEntry(ctx, p)
+	if err == nil && (dirKey != e.IsDir() || e.IsDir() && !isDirObject(e)) {
+		err = filer.ErrNotFound
+	}
+	if errors.Is(err, filer.ErrNotFound) || errors.Is(err, filer.ErrNotDir) {
+		if _, berr := l.bucketEntry(ctx, bucket); berr != nil {
+			return nil, berr
+		}
+		return nil, errorf(ErrNoSuchKey, "%q", key)
+	}
+	return e, err
+}
+
+// countingHasher computes a checksum of what passes through it.
+type hashingReader struct {
+	r io.Reader
+	h hash.Hash
+}
+
+func (h *hashingReader) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	h.h.Write(p[:n])
+	return n, err
+}
+
+// upload is the result of streaming content to the blob layer.
+type upload struct {
+	chunks   []chunk.Chunk
+	size     int64
+	md5      []byte
+	checksum Checksum
+}
+
+// store streams r into chunks, verifying sizes and digests; on error no
+// blob is left behind.
+func (l *Layer) store(ctx context.Context, r io.Reader, size int64, wantMD5 []byte, cs ChecksumSpec) (*upload, error) {
+	return l.storeOpts(ctx, r, size, wantMD5, cs, true)
+}
+
+func (l *Layer) storeOpts(ctx context.Context, r io.Reader, size int64, wantMD5 []byte, cs ChecksumSpec, pack bool) (*upload, error) {
+	if size > MaxPutSize {
+		return nil, errorf(ErrEntityTooLarge, "%d bytes exceeds %d", size, int64(MaxPutSize))
+	}
+	var hr *hashingReader
+	if cs.Algorithm != "" {
+		h := newChecksumHash(cs.Algorithm)
+		if h == nil {
+			return nil, errorf(ErrInvalidArgument, "unknown checksum algorithm %q", cs.Algorithm)
+		}
+		hr = &hashingReader{r: r, h: h}
+		r = hr
+	}
+	if size >= 0 {
+		// Never store more than declared; a short body fails in Split's read.
+		r = io.LimitReader(r, size+1)
+	}
+	res, err := chunk.Split(ctx, l.ns.Blobs(), r, 0, chunk.SplitOptions{
+		ChunkSize: l.ns.ChunkSize(), Concurrency: l.conc, SizeHint: size, Now: l.now,
+	})
+	u := &upload{chunks: res.Chunks, size: res.Size, md5: res.MD5}
+	fail := func(err error) (*upload, error) {
+		l.discard(u.chunks)
+		return nil, err
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if size >= 0 && res.Size != size {
+		return fail(errorf(ErrInvalidArgument, "body of %d bytes, Content-Length %d", res.Size, size))
+	}
+	if res.Size > MaxPutSize {
+		return fail(errorf(ErrEntityTooLarge, "%d bytes exceeds %d", res.Size, int64(MaxPutSize)))
+	}
+	if wantMD5 != nil && string(wantMD5) != string(res.MD5) {
+		return fail(errorf(ErrBadDigest, "Content-MD5 does not match the content"))
+	}
+	if hr != nil {
+		got := b64(hr.h.Sum(nil))
+		want := cs.Value
+		if want == "" && cs.Trailer != nil {
+			want = cs.Trailer()
+		}
+		if want != "" && want != got {
+			return fail(errorf(ErrBadDigest, "x-amz-checksum-%s does not match the content", strings.ToLower(cs.Algorithm)))
+		}
+		u.checksum = Checksum{Algorithm: cs.Algorithm, Value: got, Type: ChecksumFullObject}
+	}
+	if !pack {
+		return u, nil
+	}
+	packed, err := chunk.Pack(ctx, l.ns.Blobs(), u.chunks, 1000, 1000)
+	if err != nil {
+		return fail(err)
+	}
+	u.chunks = packed
+	return u, nil
+}
+
+// discard deletes blobs written for an object that was not stored. It
+// runs detached from the request, which may have been cancelled.
+func (l *Layer) discard(cs []chunk.Chunk) {
+	if len(cs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resolved, err := chunk.Resolve(ctx, l.ns.Blobs(), cs, 0, -1)
+	if err == nil {
+		cs = append(resolved, cs...)
+	}
+	for _, c := range cs {
+		if err := l.ns.Blobs().Delete(ctx, c.FID); err != nil && !errors.Is(err, chunk.ErrNotFound) {
+			l.log.Warn("objectapi: deleting an unused chunk", "fid", c.FID, "err", err)
+		}
+	}
+}
+
+// PutObject stores the content of r as bucket/key, replacing any object
+// there. The content streams to the blob layer in chunks (hashing MD5 and
+// the requested checksum on the way); the entry is created in one filer
+// call at the end.
+func (l *Layer) PutObject(ctx context.Context, bucket, key string, r io.Reader, opts PutOptions) (ObjectInfo, error) {
+	p, dirKey, err := l.objectPath(bucket, key)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	if _, err := l.bucketEntry(ctx, bucket); err != nil {
+		return ObjectInfo{}, err
+	}
+	if err := validTags(opts.Tags, 10); err != nil {
+		return ObjectInfo{}, err
+	}
+	if opts.IfMatch != "" {
+		cur, err := l.findObject(ctx, bucket, key)
+		if err != nil {
+			return ObjectInfo{}, err
+		}
+		if !etagMatches(opts.IfMatch, l.info(bucket, cur).ETag) {
+			return ObjectInfo{}, errorf(ErrPreconditionFailed, "If-Match")
+		}
+	}
+	exclusive := false
+	switch strings.TrimSpace(opts.IfNoneMatch) {
+	case "":
+	case "*":
+		exclusive = true
+	default:
+		return ObjectInfo{}, errorf(ErrNotImplemented, "If-None-Match on PUT only supports *")
+	}
+	u, err := l.store(ctx, r, opts.Size, opts.ContentMD5, opts.Checksum)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	e := &filer.Entry{Path: p, Mode: 0o644, Size: u.size, MD5: u.md5, Chunks: u.chunks}
+	applyMeta(e, opts.Metadata)
+	if c := encodeChecksum(u.checksum); c != nil {
+		e.Xattrs[xaChecksum] = c
+	}
+	if dirKey {
+		err = l.putDirObject(ctx, e, exclusive)
+	} else {
+		err = l.ns.CreateEntry(ctx, e, filer.CreateOptions{Exclusive: exclusive})
+	}
+	if err != nil {
+		l.discard(u.chunks)
+		if exclusive && errors.Is(err, filer.ErrExists) {
+			return ObjectInfo{}, errorf(ErrPreconditionFailed, "If-None-Match: %q exists", key)
+		}
+		return ObjectInfo{}, nsErr(err, key)
+	}
+	if e.Mtime.IsZero() {
+		e.Mtime = l.now()
+	}
+	return l.info(bucket, e), nil
+}
+
+// putDirObject marks the directory at e.Path as an object with e's
+// content and attributes, creating it if needed.
+func (l *Layer) putDirObject(ctx context.Context, e *filer.Entry, exclusive bool) error {
+	e.Mode = os.ModeDir | 0o755
+	e.Xattrs[xaObject] = []byte("1")
+	cur, err := l.ns.FindEntry(ctx, e.Path)
+	switch {
+	case errors.Is(err, filer.ErrNotFound):
+		return l.ns.CreateEntry(ctx, e, filer.CreateOptions{Exclusive: true})
+	case err != nil:
+		return err
+	case !cur.IsDir():
+		return filer.ErrExists
+	case exclusive && isDirObject(cur):
+		return filer.ErrExists
+	}
+	e.Crtime = cur.Crtime
+	e.Mtime = l.now()
+	return l.ns.UpdateEntry(ctx, e)
+}
+
+// GetOptions select what GetObject returns.
+type GetOptions struct {
+	Range      *Range
+	PartNumber int // > 0: that part of a multipart object (or 1 of any object)
+	Conditions Conditions
+	NoBody     bool // HEAD: check and describe only
+}
+
+// Object is an object being read.
+type Object struct {
+	Info ObjectInfo
+	// Body streams Length bytes from Start; the caller closes it. Nil for
+	// NoBody.
+	Body          io.ReadCloser
+	Start, Length int64
+	Partial       bool // a range or part was asked for
+}
+
+// GetObject returns an object's description and, unless NoBody, a reader
+// of the requested bytes. Conditions fail with ErrPreconditionFailed or
+// ErrNotModified; a range beyond the end with ErrInvalidRange.
+func (l *Layer) GetObject(ctx context.Context, bucket, key string, opts GetOptions) (*Object, error) {
+	e, err := l.findObject(ctx, bucket, key)
+	if err != nil {
+		return nil, err
+	}
+	oi := l.info(bucket, e)
+	if err := opts.Conditions.check(oi.ETag, oi.LastModified, false); err != nil {
+		return nil, err
+	}
+	o := &Object{Info: oi, Length: e.Size}
+	switch {
+	case opts.PartNumber > 0:
+		start, n, err := l.partRange(ctx, e, oi, opts.PartNumber)
+		if err != nil {
+			return nil, err
+		}
+		o.Start, o.Length, o.Partial = start, n, true
+	case opts.Range != nil:
+		start, n, err := opts.Range.resolve(e.Size)
+		if err != nil {
+			return nil, err
+		}
+		o.Start, o.Length, o.Partial = start, n, true
+	}
+	if opts.NoBody {
+		return o, nil
+	}
+	o.Body, err = l.open(ctx, e, o.Start, o.Length)
+	return o, err
+}
+
+// open returns a reader of n bytes of e's content from off.
+func (l *Layer) open(ctx context.Context, e *filer.Entry, off, n int64) (io.ReadCloser, error) {
+	cs, err := chunk.Resolve(ctx, l.ns.Blobs(), e.Chunks, off, n)
+	if err != nil {
+		return nil, err
+	}
+	rd := chunk.NewReader(ctx, l.ns.Blobs(), cs, e.Size)
+	if off > 0 {
+		if _, err := rd.Seek(off, io.SeekStart); err != nil {
+			return nil, err
+		}
+	}
+	return readCloser{io.LimitReader(rd, n), rd}, nil
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// partRange is the byte range of part n: the parts are recorded in the
+// object's xattr s3.parts as their sizes.
+func (l *Layer) partRange(ctx context.Context, e *filer.Entry, oi ObjectInfo, n int) (int64, int64, error) {
+	sizes := partSizes(e)
+	if len(sizes) == 0 {
+		if n == 1 {
+			return 0, e.Size, nil
+		}
+		return 0, 0, errorf(ErrInvalidPart, "the object has 1 part, not %d", n)
+	}
+	if n > len(sizes) {
+		return 0, 0, errorf(ErrInvalidPart, "the object has %d parts, not %d", len(sizes), n)
+	}
+	var start int64
+	for _, s := range sizes[:n-1] {
+		start += s
+	}
+	return start, sizes[n-1], nil
+}
+
+// DeleteObject removes an object; a missing key is not an error (S3
+// answers 204 either way). Directories left empty are removed too.
+func (l *Layer) DeleteObject(ctx context.Context, bucket, key string) error {
+	e, err := l.findObject(ctx, bucket, key)
+	if errors.Is(err, ErrNoSuchKey) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if e.IsDir() {
+		err = l.ns.DeleteEntry(ctx, e.Path, false)
+		if errors.Is(err, filer.ErrNotEmpty) {
+			// Other objects live below: keep the directory, drop the object.
+			ne := &filer.Entry{Path: e.Path, Mode: e.Mode, Crtime: e.Crtime, Mtime: e.Mtime}
+			return l.ns.UpdateEntry(ctx, ne)
+		}
+	} else {
+		err = l.ns.DeleteEntry(ctx, e.Path, false)
+	}
+	if err != nil && !errors.Is(err, filer.ErrNotFound) {
+		return err
+	}
+	l.pruneParents(ctx, bucket, e.Path)
+	return nil
+}
+
+// pruneParents removes the empty implicit directories above p, up to the
+// bucket. Failure only leaves an empty directory behind.
+func (l *Layer) pruneParents(ctx context.Context, bucket, p string) {
+	bdir := l.bucketPath(bucket)
+	for dir, _ := filer.SplitPath(p); dir != bdir && filer.IsAncestor(bdir, dir); dir, _ = filer.SplitPath(dir) {
+		d, err := l.ns.FindEntry(ctx, dir)
+		if err != nil || !d.IsDir() || isDirObject(d) {
+			return
+		}
+		if err := l.ns.DeleteEntry(ctx, dir, false); err != nil {
+			return
+		}
+	}
+}
+
+// DeleteResult is the outcome for one key of DeleteObjects.
+type DeleteResult struct {
+	Key string
+	Err error
+}
+
+// DeleteObjects deletes keys one after the other.
+func (l *Layer) DeleteObjects(ctx context.Context, bucket string, keys []string) ([]DeleteResult, error) {
+	if _, err := l.bucketEntry(ctx, bucket); err != nil {
+		return nil, err
+	}
+	out := make([]DeleteResult, len(keys))
+	for i, k := range keys {
+		out[i] = DeleteResult{Key: k, Err: l.DeleteObject(ctx, bucket, k)}
+	}
+	return out, nil
+}
+
+func atoiOr(s string, def int) int {
+	n := 0
+	if s == "" {
+		return def
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' || n > 1<<20 {
+			return def
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}

@@ -1,0 +1,241 @@
+package s3
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/objectapi"
+)
+
+// Action is a permission an identity may hold.
+type Action string
+
+// Actions. Admin implies every other one.
+const (
+	ActionRead    Action = "Read"    // get and head objects
+	ActionWrite   Action = "Write"   // put, copy, delete objects; multipart uploads
+	ActionList    Action = "List"    // list buckets and objects, read bucket settings
+	ActionTagging Action = "Tagging" // object and bucket tags
+	ActionAdmin   Action = "Admin"   // create and delete buckets, bucket settings
+)
+
+// Identity is a user of the gateway: one or more key pairs and the actions
+// they may perform. An action is "Read", or "Read:bucket" to limit it to one
+// bucket ("Read:logs-*" to the buckets with that prefix).
+type Identity struct {
+	Name        string       `json:"name"`
+	Credentials []Credential `json:"credentials"`
+	Actions     []string     `json:"actions"`
+}
+
+// Credential is an access key and its secret.
+type Credential struct {
+	AccessKey string `json:"accessKey"`
+	SecretKey string `json:"secretKey"`
+}
+
+// IdentityFile is the format of the --config file:
+//
+//	{"identities": [
+//	  {"name": "admin", "credentials": [{"accessKey": "AK1", "secretKey": "SK1"}], "actions": ["Admin"]},
+//	  {"name": "backup", "credentials": [{"accessKey": "AK2", "secretKey": "SK2"}],
+//	   "actions": ["Read:backups", "Write:backups", "List:backups"]}
+//	]}
+type IdentityFile struct {
+	Identities []Identity `json:"identities"`
+}
+
+// identities is an immutable access-key index; the server swaps it whole
+// on reload.
+type identities struct {
+	byKey map[string]*identityEntry
+}
+
+type identityEntry struct {
+	id     *Identity
+	secret string
+}
+
+func newIdentities(ids []Identity) (*identities, error) {
+	x := &identities{byKey: map[string]*identityEntry{}}
+	for i := range ids {
+		id := &ids[i]
+		if len(id.Credentials) == 0 {
+			return nil, fmt.Errorf("s3: identity %q has no credentials", id.Name)
+		}
+		for _, a := range id.Actions {
+			name, _, _ := strings.Cut(a, ":")
+			switch Action(name) {
+			case ActionRead, ActionWrite, ActionList, ActionTagging, ActionAdmin:
+			default:
+				return nil, fmt.Errorf("s3: identity %q: unknown action %q (want Read, Write, List, Tagging or Admin, optionally :bucket)", id.Name, a)
+			}
+		}
+		for _, c := range id.Credentials {
+			if c.AccessKey == "" || c.SecretKey == "" {
+				return nil, fmt.Errorf("s3: identity %q has an empty access or secret key", id.Name)
+			}
+			if _, dup := x.byKey[c.AccessKey]; dup {
+				return nil, fmt.Errorf("s3: access key %q is given twice", c.AccessKey)
+			}
+			x.byKey[c.AccessKey] = &identityEntry{id: id, secret: c.SecretKey}
+		}
+	}
+	return x, nil
+}
+
+// LoadIdentityFile reads and checks an identity file.
+func LoadIdentityFile(path string) ([]Identity, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("s3: %w", err)
+	}
+	var f IdentityFile
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("s3: identity file %s: %w", path, err)
+	}
+	if _, err := newIdentities(f.Identities); err != nil {
+		return nil, fmt.Errorf("%w (in %s)", err, path)
+	}
+	return f.Identities, nil
+}
+
+// allowed reports whether id may perform action on bucket ("" for
+// requests without a bucket, such as ListBuckets).
+func (id *Identity) allowed(action Action, bucket string) bool {
+	for _, a := range id.Actions {
+		name, scope, scoped := strings.Cut(a, ":")
+		if Action(name) != action && Action(name) != ActionAdmin {
+			continue
+		}
+		if !scoped || scope == "*" {
+			return true
+		}
+		if bucket == "" {
+			continue
+		}
+		if p, ok := strings.CutSuffix(scope, "*"); ok && strings.HasPrefix(bucket, p) || scope == bucket {
+			return true
+		}
+	}
+	return false
+}
+
+// anyOn reports whether id holds any action on bucket (ListBuckets shows
+// those).
+func (id *Identity) anyOn(bucket string) bool {
+	for _, a := range []Action{ActionRead, ActionWrite, ActionList, ActionTagging} {
+		if id.allowed(a, bucket) {
+			return true
+		}
+	}
+	return false
+}
+
+// credentials implements sigv4.Credentials over the current identities.
+type credentials struct{ cur *atomic.Pointer[identities] }
+
+func (c credentials) SecretKey(accessKey string) (string, bool) {
+	e, ok := c.cur.Load().byKey[accessKey]
+	if !ok {
+		return "", false
+	}
+	return e.secret, true
+}
+
+// lookup returns the identity of an access key.
+func (s *Server) lookup(accessKey string) *Identity {
+	if e, ok := s.ids.Load().byKey[accessKey]; ok {
+		return e.id
+	}
+	return nil
+}
+
+// watchConfig reloads the identity file when its modification time or
+// size changes, until ctx ends. A file that does not load keeps the
+// previous identities (and is logged).
+func (s *Server) watchConfig(ctx context.Context) {
+	path := s.cfg.ConfigFile
+	stamp := func() string {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return "missing"
+		}
+		return fmt.Sprint(fi.ModTime().UnixNano(), fi.Size())
+	}
+	last := stamp()
+	t := time.NewTicker(s.cfg.ReloadInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := stamp()
+		if now == last {
+			continue
+		}
+		last = now
+		if err := s.reload(); err != nil {
+			s.log.Error("s3: identity file not reloaded; keeping the previous identities", "file", path, "err", err)
+			continue
+		}
+		s.log.Info("s3: identities reloaded", "file", path)
+	}
+}
+
+// reload reads the identity file and swaps it in, together with the
+// static identities of the configuration.
+func (s *Server) reload() error {
+	ids := append([]Identity(nil), s.cfg.Identities...)
+	if s.cfg.ConfigFile != "" {
+		more, err := LoadIdentityFile(s.cfg.ConfigFile)
+		if err != nil {
+			return err
+		}
+		ids = append(ids, more...)
+	}
+	x, err := newIdentities(ids)
+	if err != nil {
+		return err
+	}
+	s.ids.Store(x)
+	return nil
+}
+
+// authorize decides whether the request's identity (nil: anonymous) may
+// perform action on bucket. Anonymous requests are allowed only by a
+// bucket's canned ACL: public-read allows Read and List, public-read-write
+// also Write.
+func (s *Server) authorize(ctx context.Context, id *Identity, action Action, bucket string) error {
+	if id != nil {
+		// ListBuckets (no action) is open to every identity; it shows
+		// only the buckets the identity may use.
+		if action == "" || id.allowed(action, bucket) {
+			return nil
+		}
+		return errAccessDenied
+	}
+	if bucket == "" {
+		return errAccessDenied
+	}
+	b, err := s.layer.GetBucket(ctx, bucket)
+	if err != nil {
+		return errAccessDenied // do not tell strangers which buckets exist
+	}
+	switch {
+	case b.ACL == objectapi.ACLPublicRead && (action == ActionRead || action == ActionList):
+		return nil
+	case b.ACL == objectapi.ACLPublicReadWrite && (action == ActionRead || action == ActionList || action == ActionWrite):
+		return nil
+	}
+	return errAccessDenied
+}

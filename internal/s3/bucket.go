@@ -1,0 +1,284 @@
+package s3
+
+import (
+	"encoding/xml"
+	"io"
+	"net/http"
+
+	"github.com/kelpfs/kelp/internal/objectapi"
+)
+
+type listAllMyBucketsResult struct {
+	XMLName xml.Name `xml:"ListAllMyBucketsResult"`
+	Xmlns   string   `xml:"xmlns,attr"`
+	Owner   owner
+	Buckets []bucketXML `xml:"Buckets>Bucket"`
+}
+
+type bucketXML struct {
+	Name         string
+	CreationDate string
+}
+
+func (rq *request) owner() owner {
+	if rq.id == nil {
+		return owner{ID: "anonymous", DisplayName: "anonymous"}
+	}
+	return owner{ID: rq.id.Name, DisplayName: rq.id.Name}
+}
+
+func (s *Server) listBuckets(rq *request) error {
+	bs, err := s.layer.ListBuckets(rq.ctx)
+	if err != nil {
+		return err
+	}
+	out := listAllMyBucketsResult{Xmlns: s3NS, Owner: rq.owner(), Buckets: []bucketXML{}}
+	for _, b := range bs {
+		if rq.id != nil && !rq.id.anyOn(b.Name) {
+			continue
+		}
+		out.Buckets = append(out.Buckets, bucketXML{Name: b.Name, CreationDate: isoTime(b.Created)})
+	}
+	writeXML(rq.w, http.StatusOK, out)
+	return nil
+}
+
+type createBucketConfiguration struct {
+	LocationConstraint string
+}
+
+func (s *Server) createBucket(rq *request) error {
+	// The body, if any, names a location; every location is this one.
+	if rq.r.ContentLength != 0 {
+		var cfg createBucketConfiguration
+		b, err := io.ReadAll(io.LimitReader(rq.r.Body, maxXMLBody))
+		if err != nil {
+			return err
+		}
+		if len(b) > 0 && xml.Unmarshal(b, &cfg) != nil {
+			return errMalformedXML
+		}
+	}
+	acl := rq.r.Header.Get("x-amz-acl")
+	if err := s.layer.CreateBucket(rq.ctx, rq.bucket, acl); err != nil {
+		return err
+	}
+	rq.w.Header().Set("Location", "/"+rq.bucket)
+	rq.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (s *Server) deleteBucket(rq *request) error {
+	if err := s.layer.DeleteBucket(rq.ctx, rq.bucket); err != nil {
+		return err
+	}
+	rq.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) headBucket(rq *request) error {
+	if _, err := s.layer.GetBucket(rq.ctx, rq.bucket); err != nil {
+		return err
+	}
+	rq.w.Header().Set("x-amz-bucket-region", s.cfg.Region)
+	rq.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+type locationConstraint struct {
+	XMLName xml.Name `xml:"LocationConstraint"`
+	Xmlns   string   `xml:"xmlns,attr"`
+	Value   string   `xml:",chardata"`
+}
+
+func (s *Server) getBucketLocation(rq *request) error {
+	if _, err := s.layer.GetBucket(rq.ctx, rq.bucket); err != nil {
+		return err
+	}
+	loc := s.cfg.Region
+	if loc == "us-east-1" {
+		loc = "" // S3 reports the default region as an empty constraint
+	}
+	writeXML(rq.w, http.StatusOK, locationConstraint{Xmlns: s3NS, Value: loc})
+	return nil
+}
+
+type versioningConfiguration struct {
+	XMLName   xml.Name `xml:"VersioningConfiguration"`
+	Xmlns     string   `xml:"xmlns,attr,omitempty"`
+	Status    string   `xml:",omitempty"`
+	MfaDelete string   `xml:",omitempty"`
+}
+
+func (s *Server) getBucketVersioning(rq *request) error {
+	if _, err := s.layer.GetBucket(rq.ctx, rq.bucket); err != nil {
+		return err
+	}
+	writeXML(rq.w, http.StatusOK, versioningConfiguration{Xmlns: s3NS})
+	return nil
+}
+
+// putBucketVersioning accepts Suspended (what an unversioned bucket
+// already is) and refuses Enabled: versioning is not implemented.
+func (s *Server) putBucketVersioning(rq *request) error {
+	var v versioningConfiguration
+	if err := readXML(rq.r, &v); err != nil {
+		return err
+	}
+	if _, err := s.layer.GetBucket(rq.ctx, rq.bucket); err != nil {
+		return err
+	}
+	switch v.Status {
+	case "Suspended":
+		rq.w.WriteHeader(http.StatusOK)
+		return nil
+	case "Enabled":
+		return errVersioningNotImpl
+	}
+	return errMalformedXML
+}
+
+type accessControlPolicy struct {
+	XMLName xml.Name `xml:"AccessControlPolicy"`
+	Xmlns   string   `xml:"xmlns,attr"`
+	Owner   owner
+	Grants  []grant `xml:"AccessControlList>Grant"`
+}
+
+type grant struct {
+	Grantee    grantee
+	Permission string
+}
+
+type grantee struct {
+	XMLNS       string `xml:"xmlns:xsi,attr"`
+	Type        string `xml:"xsi:type,attr"`
+	ID          string `xml:",omitempty"`
+	DisplayName string `xml:",omitempty"`
+	URI         string `xml:",omitempty"`
+}
+
+const xsiNS = "http://www.w3.org/2001/XMLSchema-instance"
+
+func (rq *request) acl(canned string) accessControlPolicy {
+	o := rq.owner()
+	p := accessControlPolicy{Xmlns: s3NS, Owner: o, Grants: []grant{{
+		Grantee: grantee{XMLNS: xsiNS, Type: "CanonicalUser", ID: o.ID, DisplayName: o.DisplayName}, Permission: "FULL_CONTROL"}}}
+	allUsers := grantee{XMLNS: xsiNS, Type: "Group", URI: "http://acs.amazonaws.com/groups/global/AllUsers"}
+	switch canned {
+	case objectapi.ACLPublicRead:
+		p.Grants = append(p.Grants, grant{Grantee: allUsers, Permission: "READ"})
+	case objectapi.ACLPublicReadWrite:
+		p.Grants = append(p.Grants, grant{Grantee: allUsers, Permission: "READ"}, grant{Grantee: allUsers, Permission: "WRITE"})
+	}
+	return p
+}
+
+func (s *Server) getBucketACL(rq *request) error {
+	b, err := s.layer.GetBucket(rq.ctx, rq.bucket)
+	if err != nil {
+		return err
+	}
+	writeXML(rq.w, http.StatusOK, rq.acl(b.ACL))
+	return nil
+}
+
+// putBucketACL takes a canned ACL (x-amz-acl); ACL documents with grants
+// are not supported.
+func (s *Server) putBucketACL(rq *request) error {
+	canned := rq.r.Header.Get("x-amz-acl")
+	if canned == "" {
+		io.Copy(io.Discard, io.LimitReader(rq.r.Body, maxXMLBody))
+		return errNotImplemented
+	}
+	if err := s.layer.SetBucketACL(rq.ctx, rq.bucket, canned); err != nil {
+		return err
+	}
+	rq.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (s *Server) getObjectACL(rq *request) error {
+	if _, err := s.layer.GetObject(rq.ctx, rq.bucket, rq.key, objectapi.GetOptions{NoBody: true}); err != nil {
+		return err
+	}
+	writeXML(rq.w, http.StatusOK, rq.acl(objectapi.ACLPrivate))
+	return nil
+}
+
+// putObjectACL accepts the private canned ACL (objects inherit their
+// bucket's access) and refuses others.
+func (s *Server) putObjectACL(rq *request) error {
+	if _, err := s.layer.GetObject(rq.ctx, rq.bucket, rq.key, objectapi.GetOptions{NoBody: true}); err != nil {
+		return err
+	}
+	io.Copy(io.Discard, io.LimitReader(rq.r.Body, maxXMLBody))
+	switch rq.r.Header.Get("x-amz-acl") {
+	case "private", "bucket-owner-full-control":
+		rq.w.WriteHeader(http.StatusOK)
+		return nil
+	}
+	return errNotImplemented
+}
+
+// Versions: the gateway is unversioned, so ListObjectVersions lists the
+// current objects with the version id "null", as S3 does for objects
+// written before versioning was enabled.
+type listVersionsResult struct {
+	XMLName             xml.Name `xml:"ListVersionsResult"`
+	Xmlns               string   `xml:"xmlns,attr"`
+	Name                string
+	Prefix              string
+	KeyMarker           string
+	VersionIDMarker     string `xml:"VersionIdMarker"`
+	NextKeyMarker       string `xml:",omitempty"`
+	NextVersionIDMarker string `xml:"NextVersionIdMarker,omitempty"`
+	MaxKeys             int
+	Delimiter           string `xml:",omitempty"`
+	IsTruncated         bool
+	EncodingType        string         `xml:",omitempty"`
+	Versions            []versionXML   `xml:"Version"`
+	CommonPrefixes      []commonPrefix `xml:"CommonPrefixes"`
+}
+
+type versionXML struct {
+	Key          string
+	VersionID    string `xml:"VersionId"`
+	IsLatest     bool
+	LastModified string
+	ETag         string
+	Size         int64
+	Owner        owner
+	StorageClass string
+}
+
+func (s *Server) listObjectVersions(rq *request) error {
+	q := rq.q
+	maxKeys, err := maxKeysParam(q, "max-keys")
+	if err != nil {
+		return err
+	}
+	e := encoder(q.Get("encoding-type") == "url")
+	res, err := s.layer.ListObjects(rq.ctx, rq.bucket, objectapi.ListOptions{
+		Prefix: q.Get("prefix"), Delimiter: q.Get("delimiter"), After: q.Get("key-marker"), MaxKeys: maxKeys})
+	if err != nil {
+		return err
+	}
+	out := listVersionsResult{Xmlns: s3NS, Name: rq.bucket, Prefix: e.enc(q.Get("prefix")), KeyMarker: e.enc(q.Get("key-marker")),
+		VersionIDMarker: q.Get("version-id-marker"), MaxKeys: maxKeys, Delimiter: e.enc(q.Get("delimiter")), IsTruncated: res.IsTruncated}
+	if e {
+		out.EncodingType = "url"
+	}
+	if res.IsTruncated {
+		out.NextKeyMarker, out.NextVersionIDMarker = e.enc(res.Next), "null"
+	}
+	for _, o := range res.Objects {
+		out.Versions = append(out.Versions, versionXML{Key: e.enc(o.Key), VersionID: "null", IsLatest: true,
+			LastModified: isoTime(o.LastModified), ETag: quote(o.ETag), Size: o.Size, Owner: rq.owner(), StorageClass: "STANDARD"})
+	}
+	for _, p := range res.CommonPrefixes {
+		out.CommonPrefixes = append(out.CommonPrefixes, commonPrefix{e.enc(p)})
+	}
+	writeXML(rq.w, http.StatusOK, out)
+	return nil
+}

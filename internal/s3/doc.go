@@ -1,0 +1,40 @@
+// Package s3 is Kelp's S3 gateway: an HTTP server that speaks the Amazon
+// S3 REST API over the object layer (internal/objectapi), so that the aws
+// CLI, the AWS SDKs, rclone and s3cmd work with their default settings.
+//
+// It owns the routing of a request to an operation (router.go: method,
+// path- or virtual-hosted-style bucket, key and sub-resource), the wire
+// formats (XML documents and headers, one file per operation group:
+// bucket.go, object_get.go, object_put.go, object_delete.go, list.go,
+// multipart.go, tagging.go, cors.go), authentication and authorisation
+// (auth.go, with signatures checked by sigv4) and errors.go, the one table
+// from domain errors to S3 error codes. It holds no state of its own
+// besides identities: buckets, objects and uploads are in the filer.
+//
+// Imported only by internal/cli (and tests). It defines no on-disk format;
+// the identity file format is IdentityFile (JSON).
+//
+// # Requests
+//
+// Every request gets an x-amz-request-id (also in error bodies). Every
+// request is authenticated by sigv4.Verifier (header or presigned SigV4,
+// streaming payloads with chunk signatures and checksum trailers,
+// Signature V2); the access key selects an Identity whose actions (Read,
+// Write, List, Tagging, Admin, optionally per bucket) must allow the
+// operation. A request with no signature is anonymous and is allowed only
+// by a bucket's canned ACL public-read (Read, List) or public-read-write
+// (also Write). CORS preflights (OPTIONS) are answered from the bucket's
+// CORS rules without authentication.
+//
+// Errors are S3 XML bodies (no body for HEAD) with the code and status of
+// errors.go; what the table does not know is a 500 InternalError and is
+// logged. A GET whose data fails after the headers were sent is aborted
+// (the connection is cut) so that the client sees a failed transfer, never
+// a short object.
+//
+// # Not implemented
+//
+// Versioning (PutBucketVersioning Enabled is NotImplemented; objects have
+// the version id "null"), bucket policies, ACL grant documents (only canned
+// ACLs), lifecycle, object lock, SSE, POST uploads from browsers, SigV4a.
+package s3

@@ -1,0 +1,192 @@
+package s3
+
+import (
+	"bytes"
+	"crypto/md5"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"slices"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/kelpfs/kelp/internal/chunk"
+	"github.com/kelpfs/kelp/internal/filer"
+)
+
+func TestMultipartUpload(t *testing.T) {
+	e := startEnv(t, nil)
+	e.mkBucket("mp1")
+	b, k := aws.String("mp1"), aws.String("big/object")
+	cr, err := e.c.CreateMultipartUpload(e.ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: k, ContentType: aws.String("video/x"),
+		Metadata: map[string]string{"m": "1"}, ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := cr.UploadId
+	sizes := []int{150 << 10, 200<<10 + 7, 10 << 10}
+	var parts [][]byte
+	var done []types.CompletedPart
+	md5s := md5.New()
+	for i, n := range sizes {
+		data := randBytes(n)
+		parts = append(parts, data)
+		up, err := e.c.UploadPart(e.ctx, &s3.UploadPartInput{Bucket: b, Key: k, UploadId: id, PartNumber: aws.Int32(int32(i + 1)),
+			Body: bytes.NewReader(data), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c})
+		if err != nil {
+			t.Fatalf("part %d: %v", i+1, err)
+		}
+		sum := md5.Sum(data)
+		if aws.ToString(up.ETag) != `"`+hex.EncodeToString(sum[:])+`"` {
+			t.Fatalf("part %d etag %s", i+1, aws.ToString(up.ETag))
+		}
+		md5s.Write(sum[:])
+		done = append(done, types.CompletedPart{PartNumber: aws.Int32(int32(i + 1)), ETag: up.ETag, ChecksumCRC32C: up.ChecksumCRC32C})
+	}
+	lp, err := e.c.ListParts(e.ctx, &s3.ListPartsInput{Bucket: b, Key: k, UploadId: id, MaxParts: aws.Int32(2)})
+	if err != nil || len(lp.Parts) != 2 || !aws.ToBool(lp.IsTruncated) || aws.ToInt64(lp.Parts[1].Size) != int64(sizes[1]) {
+		t.Fatalf("list parts: %+v %v", lp, err)
+	}
+	lu, err := e.c.ListMultipartUploads(e.ctx, &s3.ListMultipartUploadsInput{Bucket: b})
+	if err != nil || len(lu.Uploads) != 1 || aws.ToString(lu.Uploads[0].UploadId) != aws.ToString(id) || aws.ToString(lu.Uploads[0].Key) != *k {
+		t.Fatalf("list uploads: %+v %v", lu, err)
+	}
+
+	// Validation: order, unknown part, small non-last part.
+	_, err = e.c.CompleteMultipartUpload(e.ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: k, UploadId: id,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{done[1], done[0]}}})
+	e.wantCode(err, "InvalidPartOrder")
+	_, err = e.c.CompleteMultipartUpload(e.ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: k, UploadId: id,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: aws.String(`"0123"`)}}}})
+	e.wantCode(err, "InvalidPart")
+	_, err = e.c.CompleteMultipartUpload(e.ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: k, UploadId: id,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{done[0], {PartNumber: aws.Int32(4), ETag: done[0].ETag}}}})
+	e.wantCode(err, "InvalidPart")
+	_, err = e.c.CompleteMultipartUpload(e.ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: k, UploadId: id,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{done[2], done[1]}}})
+	e.wantCode(err, "InvalidPartOrder")
+	_, err = e.c.CompleteMultipartUpload(e.ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: k, UploadId: id,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{done[0], done[2], {PartNumber: aws.Int32(5), ETag: done[1].ETag}}}})
+	e.wantCode(err, "EntityTooSmall")
+	small, err := e.c.UploadPart(e.ctx, &s3.UploadPartInput{Bucket: b, Key: aws.String("other"), UploadId: id, PartNumber: aws.Int32(1), Body: bytes.NewReader([]byte("x"))})
+	e.wantCode(err, "NoSuchUpload") // the upload belongs to another key
+	_ = small
+
+	// The chunks of the parts, to check completion reuses them.
+	var partFIDs []string
+	ups, _, _ := e.fs.Filer().ListEntries(e.ctx, "/buckets/.uploads/mp1/"+aws.ToString(id), filer.ListOptions{})
+	for _, pe := range ups {
+		cs, _, _ := chunk.ReadList(pe.Xattrs["s3.chunks"])
+		for _, c := range cs {
+			partFIDs = append(partFIDs, c.FID)
+		}
+	}
+	comp, err := e.c.CompleteMultipartUpload(e.ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: k, UploadId: id,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: done}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantETag := fmt.Sprintf(`"%s-3"`, hex.EncodeToString(md5s.Sum(nil)))
+	if aws.ToString(comp.ETag) != wantETag {
+		t.Fatalf("etag %s, want %s", aws.ToString(comp.ETag), wantETag)
+	}
+	ent, err := e.fs.Filer().FindEntry(e.ctx, "/buckets/mp1/big/object")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objFIDs []string
+	for _, c := range ent.Chunks {
+		objFIDs = append(objFIDs, c.FID)
+	}
+	slices.Sort(objFIDs)
+	slices.Sort(partFIDs)
+	if len(partFIDs) == 0 || !slices.Equal(objFIDs, partFIDs) {
+		t.Fatalf("object chunks %v, part chunks %v: completion copied data", objFIDs, partFIDs)
+	}
+	g, err := e.c.GetObject(e.ctx, &s3.GetObjectInput{Bucket: b, Key: k, ChecksumMode: types.ChecksumModeEnabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(g.Body)
+	g.Body.Close()
+	if !bytes.Equal(got, bytes.Join(parts, nil)) || aws.ToString(g.ETag) != wantETag || aws.ToString(g.ContentType) != "video/x" || g.Metadata["m"] != "1" {
+		t.Fatalf("object: %d bytes etag %s type %s meta %v", len(got), aws.ToString(g.ETag), aws.ToString(g.ContentType), g.Metadata)
+	}
+	if aws.ToString(g.ChecksumCRC32C) == "" {
+		t.Fatalf("no composite checksum returned")
+	}
+	// GET by part number.
+	g, err = e.c.GetObject(e.ctx, &s3.GetObjectInput{Bucket: b, Key: k, PartNumber: aws.Int32(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = io.ReadAll(g.Body)
+	g.Body.Close()
+	if !bytes.Equal(got, parts[1]) || aws.ToInt32(g.PartsCount) != 3 {
+		t.Fatalf("part 2: %d bytes, parts count %d", len(got), aws.ToInt32(g.PartsCount))
+	}
+	// The upload is gone.
+	_, err = e.c.ListParts(e.ctx, &s3.ListPartsInput{Bucket: b, Key: k, UploadId: id})
+	e.wantCode(err, "NoSuchUpload")
+}
+
+func TestMultipartTooSmallCopyAndAbort(t *testing.T) {
+	e := startEnv(t, nil)
+	e.mkBucket("mp2")
+	b := aws.String("mp2")
+	src := randBytes(300 << 10)
+	if _, err := e.c.PutObject(e.ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("src"), Body: bytes.NewReader(src)}); err != nil {
+		t.Fatal(err)
+	}
+	cr, _ := e.c.CreateMultipartUpload(e.ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: aws.String("dst")})
+	p1, err := e.c.UploadPart(e.ctx, &s3.UploadPartInput{Bucket: b, Key: aws.String("dst"), UploadId: cr.UploadId, PartNumber: aws.Int32(1), Body: bytes.NewReader([]byte("tiny"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := e.c.UploadPartCopy(e.ctx, &s3.UploadPartCopyInput{Bucket: b, Key: aws.String("dst"), UploadId: cr.UploadId, PartNumber: aws.Int32(2),
+		CopySource: aws.String("mp2/src"), CopySourceRange: aws.String("bytes=1000-200999")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.c.CompleteMultipartUpload(e.ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: aws.String("dst"), UploadId: cr.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: p1.ETag}, {PartNumber: aws.Int32(2), ETag: p2.CopyPartResult.ETag}}}})
+	e.wantCode(err, "EntityTooSmall")
+	// Replace part 1 by a copy of a large range; then completion works.
+	p1c, err := e.c.UploadPartCopy(e.ctx, &s3.UploadPartCopyInput{Bucket: b, Key: aws.String("dst"), UploadId: cr.UploadId, PartNumber: aws.Int32(1),
+		CopySource: aws.String("mp2/src")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.c.CompleteMultipartUpload(e.ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: aws.String("dst"), UploadId: cr.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: p1c.CopyPartResult.ETag}, {PartNumber: aws.Int32(2), ETag: p2.CopyPartResult.ETag}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := e.c.GetObject(e.ctx, &s3.GetObjectInput{Bucket: b, Key: aws.String("dst")})
+	got, _ := io.ReadAll(g.Body)
+	g.Body.Close()
+	if want := append(slices.Clone(src), src[1000:201000]...); !bytes.Equal(got, want) {
+		t.Fatalf("assembled copy: %d bytes, want %d", len(got), len(want))
+	}
+	_, err = e.c.UploadPartCopy(e.ctx, &s3.UploadPartCopyInput{Bucket: b, Key: aws.String("dst"), UploadId: cr.UploadId, PartNumber: aws.Int32(1),
+		CopySource: aws.String("mp2/src")})
+	e.wantCode(err, "NoSuchUpload")
+
+	// Abort.
+	cr2, _ := e.c.CreateMultipartUpload(e.ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: aws.String("aborted")})
+	if _, err := e.c.UploadPart(e.ctx, &s3.UploadPartInput{Bucket: b, Key: aws.String("aborted"), UploadId: cr2.UploadId, PartNumber: aws.Int32(1), Body: bytes.NewReader(randBytes(1000))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.AbortMultipartUpload(e.ctx, &s3.AbortMultipartUploadInput{Bucket: b, Key: aws.String("aborted"), UploadId: cr2.UploadId}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.c.ListParts(e.ctx, &s3.ListPartsInput{Bucket: b, Key: aws.String("aborted"), UploadId: cr2.UploadId})
+	e.wantCode(err, "NoSuchUpload")
+	_, err = e.c.AbortMultipartUpload(e.ctx, &s3.AbortMultipartUploadInput{Bucket: b, Key: aws.String("aborted"), UploadId: aws.String("nonexistent")})
+	e.wantCode(err, "NoSuchUpload")
+	_, err = e.c.HeadObject(e.ctx, &s3.HeadObjectInput{Bucket: b, Key: aws.String("aborted")})
+	e.wantCode(err, "NotFound")
+}

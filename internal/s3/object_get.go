@@ -1,0 +1,156 @@
+package s3
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/objectapi"
+)
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// parseTime reads an HTTP date; a malformed one is ignored, as S3 does.
+func parseTime(v string) time.Time {
+	if v == "" {
+		return time.Time{}
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+func conditions(h http.Header, prefix string) objectapi.Conditions {
+	return objectapi.Conditions{
+		IfMatch:           h.Get(prefix + "If-Match"),
+		IfNoneMatch:       h.Get(prefix + "If-None-Match"),
+		IfModifiedSince:   parseTime(h.Get(prefix + "If-Modified-Since")),
+		IfUnmodifiedSince: parseTime(h.Get(prefix + "If-Unmodified-Since")),
+	}
+}
+
+func (s *Server) getObject(rq *request) error  { return s.readObject(rq, false) }
+func (s *Server) headObject(rq *request) error { return s.readObject(rq, true) }
+
+// responseOverrides are the query parameters that replace response
+// headers of a GET (used by presigned download links).
+var responseOverrides = map[string]string{
+	"response-content-type":        "Content-Type",
+	"response-content-language":    "Content-Language",
+	"response-expires":             "Expires",
+	"response-cache-control":       "Cache-Control",
+	"response-content-disposition": "Content-Disposition",
+	"response-content-encoding":    "Content-Encoding",
+}
+
+func (s *Server) readObject(rq *request, head bool) error {
+	opts := objectapi.GetOptions{Conditions: conditions(rq.r.Header, ""), NoBody: head}
+	if pn := rq.q.Get("partNumber"); pn != "" {
+		n, err := strconv.Atoi(pn)
+		if err != nil || n < 1 || n > objectapi.MaxParts {
+			return &apiError{Code: "InvalidArgument", Status: 400, Message: "Part number must be an integer between 1 and 10000, inclusive"}
+		}
+		opts.PartNumber = n
+	} else if rg := rq.r.Header.Get("Range"); rg != "" {
+		opts.Range = objectapi.ParseRange(rg)
+	}
+	if v := rq.q.Get("versionId"); v != "" && v != "null" {
+		return &apiError{Code: "NoSuchVersion", Status: 404, Message: "The specified version does not exist."}
+	}
+	o, err := s.layer.GetObject(rq.ctx, rq.bucket, rq.key, opts)
+	if err != nil {
+		if ae := toAPIError(err); ae.Status == http.StatusNotModified || ae.Status == http.StatusPreconditionFailed {
+			// The validators go with 304 and 412 too.
+			if info, ierr := s.layer.GetObject(rq.ctx, rq.bucket, rq.key, objectapi.GetOptions{NoBody: true}); ierr == nil {
+				rq.w.Header().Set("ETag", quote(info.Info.ETag))
+				rq.w.Header().Set("Last-Modified", info.Info.LastModified.UTC().Format(http.TimeFormat))
+			}
+		}
+		if ae := toAPIError(err); ae.Code == "InvalidRange" {
+			if info, ierr := s.layer.GetObject(rq.ctx, rq.bucket, rq.key, objectapi.GetOptions{NoBody: true}); ierr == nil {
+				rq.w.Header().Set("Content-Range", "bytes */"+itoa(info.Info.Size))
+			}
+		}
+		return err
+	}
+	if o.Body != nil {
+		defer o.Body.Close()
+	}
+	h := rq.w.Header()
+	s.objectHeaders(h, o.Info, rq.r.Header.Get("x-amz-checksum-mode") == "ENABLED" && !o.Partial ||
+		opts.PartNumber == 1 && o.Info.Parts == 0 && rq.r.Header.Get("x-amz-checksum-mode") == "ENABLED")
+	for q, hname := range responseOverrides {
+		if v := rq.q.Get(q); v != "" {
+			h.Set(hname, v)
+		}
+	}
+	h.Set("Content-Length", itoa(o.Length))
+	status := http.StatusOK
+	if o.Partial && (opts.Range != nil || o.Info.Parts > 0) {
+		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", o.Start, o.Start+o.Length-1, o.Info.Size))
+		if o.Length == 0 {
+			h.Del("Content-Range")
+		} else {
+			status = http.StatusPartialContent
+		}
+	}
+	if opts.PartNumber > 0 {
+		h.Set("x-amz-mp-parts-count", strconv.Itoa(max(o.Info.Parts, 1)))
+	}
+	rq.w.WriteHeader(status)
+	if head {
+		return nil
+	}
+	bp := s.bufs.Get().(*[]byte)
+	defer s.bufs.Put(bp)
+	n, err := io.CopyBuffer(onlyWriter{rq.w}, o.Body, *bp)
+	if err == nil && n != o.Length {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		s.log.Warn("s3: GET ended early", "bucket", rq.bucket, "key", rq.key, "sent", n, "of", o.Length, "err", err)
+		panic(http.ErrAbortHandler) // the client must see a failed transfer
+	}
+	return nil
+}
+
+// onlyWriter hides ReadFrom, so that CopyBuffer uses our large buffer.
+type onlyWriter struct{ w io.Writer }
+
+func (o onlyWriter) Write(p []byte) (int, error) { return o.w.Write(p) }
+
+// objectHeaders sets the stored headers of an object.
+func (s *Server) objectHeaders(h http.Header, oi objectapi.ObjectInfo, checksums bool) {
+	h.Set("ETag", quote(oi.ETag))
+	h.Set("Last-Modified", oi.LastModified.UTC().Format(http.TimeFormat))
+	h.Set("Accept-Ranges", "bytes")
+	ct := oi.ContentType
+	if ct == "" {
+		ct = "binary/octet-stream"
+	}
+	h.Set("Content-Type", ct)
+	for k, v := range oi.Headers {
+		h.Set(k, v)
+	}
+	for k, v := range oi.UserMeta {
+		h["X-Amz-Meta-"+canonicalMeta(k)] = []string{v}
+	}
+	if oi.TagCount > 0 {
+		h.Set("x-amz-tagging-count", strconv.Itoa(oi.TagCount))
+	}
+	if checksums && oi.Checksum.Algorithm != "" {
+		h.Set("x-amz-checksum-"+strings.ToLower(oi.Checksum.Algorithm), oi.Checksum.Value)
+		h.Set("x-amz-checksum-type", oi.Checksum.Type)
+	}
+}
+
+// canonicalMeta is the header form of a metadata name; names are kept
+// lower-case after the prefix is canonicalised by Go's header map.
+func canonicalMeta(k string) string {
+	return strings.TrimPrefix(http.CanonicalHeaderKey("X-Amz-Meta-"+k), "X-Amz-Meta-")
+}

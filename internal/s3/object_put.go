@@ -1,0 +1,237 @@
+package s3
+
+import (
+	"encoding/base64"
+	"encoding/xml"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/kelpfs/kelp/internal/objectapi"
+	"github.com/kelpfs/kelp/internal/s3/sigv4"
+)
+
+// maxUserMeta is S3's limit on the size of user metadata.
+const maxUserMeta = 2 << 10
+
+// metadata reads the object metadata of a PUT, copy or multipart create.
+func metadata(r *http.Request) (objectapi.Metadata, error) {
+	md := objectapi.Metadata{ContentType: r.Header.Get("Content-Type"), Headers: map[string]string{}}
+	for _, k := range objectapi.SystemHeaders() {
+		v := r.Header.Get(k)
+		if k == "content-encoding" {
+			v = sigv4.ContentEncoding(r.Header)
+		}
+		if v != "" {
+			md.Headers[k] = v
+		}
+	}
+	size := 0
+	for k, vs := range r.Header {
+		name, ok := strings.CutPrefix(strings.ToLower(k), "x-amz-meta-")
+		if !ok || name == "" {
+			continue
+		}
+		if md.UserMeta == nil {
+			md.UserMeta = map[string]string{}
+		}
+		v := strings.Join(vs, ",")
+		md.UserMeta[name] = v
+		size += len(name) + len(v)
+	}
+	if size > maxUserMeta {
+		return md, &apiError{Code: "MetadataTooLarge", Status: 400, Message: "Your metadata headers exceed the maximum allowed metadata size."}
+	}
+	if t := r.Header.Get("x-amz-tagging"); t != "" {
+		if _, err := url.ParseQuery(t); err != nil {
+			return md, &apiError{Code: "InvalidArgument", Status: 400, Message: "The header 'x-amz-tagging' shall be encoded as UTF-8 then URLEncoded URL query parameters without tag name duplicates."}
+		}
+		md.Tags = t
+	}
+	return md, nil
+}
+
+// contentMD5 decodes Content-MD5; nil when absent.
+func contentMD5(r *http.Request) ([]byte, error) {
+	v := r.Header.Get("Content-MD5")
+	if v == "" {
+		return nil, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(v)
+	if err != nil || len(b) != 16 {
+		return nil, errInvalidDigest
+	}
+	return b, nil
+}
+
+// checksumSpec finds the checksum a request asks to verify: a header
+// x-amz-checksum-ALG with the value, or a trailer x-amz-checksum-ALG
+// (verified by sigv4 too, and read after the body), or just
+// x-amz-sdk-checksum-algorithm.
+func checksumSpec(rq *request) (objectapi.ChecksumSpec, error) {
+	h := rq.r.Header
+	var spec objectapi.ChecksumSpec
+	for _, alg := range objectapi.ChecksumAlgorithms() {
+		name := "x-amz-checksum-" + strings.ToLower(alg)
+		if v := h.Get(name); v != "" {
+			if spec.Algorithm != "" {
+				return spec, &apiError{Code: "InvalidRequest", Status: 400, Message: "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed."}
+			}
+			if _, err := base64.StdEncoding.DecodeString(v); err != nil {
+				return spec, &apiError{Code: "InvalidArgument", Status: 400, Message: "Value for " + name + " header is invalid."}
+			}
+			spec.Algorithm, spec.Value = alg, v
+		}
+	}
+	if spec.Algorithm != "" {
+		return spec, nil
+	}
+	if t := strings.ToLower(strings.TrimSpace(h.Get("x-amz-trailer"))); strings.HasPrefix(t, "x-amz-checksum-") {
+		alg := objectapi.NormalizeChecksumAlgorithm(strings.TrimPrefix(t, "x-amz-checksum-"))
+		if alg == "" {
+			return spec, &apiError{Code: "InvalidRequest", Status: 400, Message: "The value specified in the x-amz-trailer header is not supported"}
+		}
+		res := rq.auth
+		spec.Algorithm = alg
+		spec.Trailer = func() string { return res.Trailer().Get(t) }
+		return spec, nil
+	}
+	if a := h.Get("x-amz-sdk-checksum-algorithm"); a != "" {
+		spec.Algorithm = objectapi.NormalizeChecksumAlgorithm(a)
+		if spec.Algorithm == "" {
+			return spec, &apiError{Code: "InvalidRequest", Status: 400, Message: "Checksum algorithm provided is unsupported."}
+		}
+	}
+	return spec, nil
+}
+
+// bodySize is the length of the (decoded) body, -1 when unknown.
+func bodySize(rq *request) int64 {
+	if rq.auth.PayloadMode.Streaming() {
+		return rq.auth.DecodedContentLength
+	}
+	return rq.r.ContentLength
+}
+
+func (s *Server) putObject(rq *request) error {
+	md, err := metadata(rq.r)
+	if err != nil {
+		return err
+	}
+	sum, err := contentMD5(rq.r)
+	if err != nil {
+		return err
+	}
+	cs, err := checksumSpec(rq)
+	if err != nil {
+		return err
+	}
+	size := bodySize(rq)
+	if size < 0 && len(rq.r.TransferEncoding) == 0 {
+		return errMissingLength
+	}
+	oi, err := s.layer.PutObject(rq.ctx, rq.bucket, rq.key, rq.r.Body, objectapi.PutOptions{
+		Metadata: md, Size: size, ContentMD5: sum, Checksum: cs,
+		IfNoneMatch: rq.r.Header.Get("If-None-Match"), IfMatch: rq.r.Header.Get("If-Match"),
+	})
+	if err != nil {
+		return err
+	}
+	h := rq.w.Header()
+	h.Set("ETag", quote(oi.ETag))
+	if oi.Checksum.Algorithm != "" {
+		h.Set("x-amz-checksum-"+strings.ToLower(oi.Checksum.Algorithm), oi.Checksum.Value)
+		h.Set("x-amz-checksum-type", oi.Checksum.Type)
+	}
+	rq.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// copySource parses x-amz-copy-source: "bucket/key" or "/bucket/key",
+// URL-encoded, optionally with "?versionId=".
+func copySource(h http.Header) (string, string, error) {
+	v := h.Get("x-amz-copy-source")
+	p, ver, _ := strings.Cut(v, "?")
+	p, err := url.PathUnescape(p)
+	if err != nil {
+		return "", "", &apiError{Code: "InvalidArgument", Status: 400, Message: "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"}
+	}
+	if ver != "" && ver != "versionId=null" && ver != "versionId=" {
+		return "", "", &apiError{Code: "NoSuchVersion", Status: 404, Message: "The specified version does not exist."}
+	}
+	b, k, ok := strings.Cut(strings.TrimPrefix(p, "/"), "/")
+	if !ok || b == "" || k == "" {
+		return "", "", &apiError{Code: "InvalidArgument", Status: 400, Message: "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"}
+	}
+	return b, k, nil
+}
+
+type copyObjectResult struct {
+	XMLName           xml.Name `xml:"CopyObjectResult"`
+	Xmlns             string   `xml:"xmlns,attr"`
+	LastModified      string
+	ETag              string
+	ChecksumCRC32     string `xml:",omitempty"`
+	ChecksumCRC32C    string `xml:",omitempty"`
+	ChecksumCRC64NVME string `xml:",omitempty"`
+	ChecksumSHA1      string `xml:",omitempty"`
+	ChecksumSHA256    string `xml:",omitempty"`
+}
+
+func (c *copyObjectResult) setChecksum(cs objectapi.Checksum) {
+	switch cs.Algorithm {
+	case objectapi.ChecksumCRC32:
+		c.ChecksumCRC32 = cs.Value
+	case objectapi.ChecksumCRC32C:
+		c.ChecksumCRC32C = cs.Value
+	case objectapi.ChecksumCRC64NVME:
+		c.ChecksumCRC64NVME = cs.Value
+	case objectapi.ChecksumSHA1:
+		c.ChecksumSHA1 = cs.Value
+	case objectapi.ChecksumSHA256:
+		c.ChecksumSHA256 = cs.Value
+	}
+}
+
+func (s *Server) copyObject(rq *request) error {
+	sb, sk, err := copySource(rq.r.Header)
+	if err != nil {
+		return err
+	}
+	if err := s.authorize(rq.ctx, rq.id, ActionRead, sb); err != nil {
+		return err
+	}
+	opts := objectapi.CopyOptions{SourceConditions: conditions(rq.r.Header, "x-amz-copy-source-")}
+	switch d := rq.r.Header.Get("x-amz-metadata-directive"); d {
+	case "", "COPY":
+	case "REPLACE":
+		opts.Replace = true
+	default:
+		return &apiError{Code: "InvalidArgument", Status: 400, Message: "Unknown metadata directive."}
+	}
+	md, err := metadata(rq.r)
+	if err != nil {
+		return err
+	}
+	opts.Metadata = md
+	switch d := rq.r.Header.Get("x-amz-tagging-directive"); d {
+	case "", "COPY":
+	case "REPLACE":
+		opts.ReplaceTags = true
+	default:
+		return &apiError{Code: "InvalidArgument", Status: 400, Message: "Unknown tagging directive."}
+	}
+	if a := rq.r.Header.Get("x-amz-checksum-algorithm"); a != "" {
+		if opts.ChecksumAlgorithm = objectapi.NormalizeChecksumAlgorithm(a); opts.ChecksumAlgorithm == "" {
+			return &apiError{Code: "InvalidRequest", Status: 400, Message: "Checksum algorithm provided is unsupported."}
+		}
+	}
+	oi, err := s.layer.CopyObject(rq.ctx, sb, sk, rq.bucket, rq.key, opts)
+	if err != nil {
+		return err
+	}
+	out := copyObjectResult{Xmlns: s3NS, LastModified: isoTime(oi.LastModified), ETag: quote(oi.ETag)}
+	out.setChecksum(oi.Checksum)
+	writeXML(rq.w, http.StatusOK, out)
+	return nil
+}

@@ -1,0 +1,199 @@
+package s3
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/objectapi"
+	"github.com/kelpfs/kelp/internal/s3/sigv4"
+)
+
+// Config configures an S3 gateway.
+type Config struct {
+	IP   string // address to listen on; "" means 127.0.0.1
+	Port int    // 0 picks a free port
+	// Namespace is the filer the buckets live in (required); BucketRoot
+	// the directory holding them ("" means /buckets).
+	Namespace  objectapi.Namespace
+	BucketRoot string
+	// Domains enable virtual-hosted-style requests: a Host of
+	// "bucket.<domain>" names the bucket.
+	Domains []string
+	// Region is what GetBucketLocation reports; "" means us-east-1.
+	// Requests signed for any region are accepted.
+	Region string
+	// Identities are fixed users; ConfigFile, if set, adds those of an
+	// identity file (see IdentityFile), re-read when it changes (checked
+	// every ReloadInterval, 0 means 2s). The gateway refuses to start with
+	// no identity at all: it never serves an open endpoint by accident.
+	Identities     []Identity
+	ConfigFile     string
+	ReloadInterval time.Duration
+	// MinPartSize is the smallest non-last multipart part; 0 means 5 MiB.
+	MinPartSize int64
+	// Concurrency is how many chunks of one upload are written at once; 0
+	// means the chunk package's default.
+	Concurrency int
+	Logger      *slog.Logger
+	Now         func() time.Time // nil means time.Now (signature clock skew)
+}
+
+// Server is a running S3 gateway.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	layer    *objectapi.Layer
+	verifier *sigv4.Verifier
+	ids      atomic.Pointer[identities]
+
+	reqPrefix string
+	reqSeq    atomic.Uint64
+	bufs      sync.Pool // *[]byte copy buffers for GET
+
+	ln        net.Listener
+	srv       *http.Server
+	connMu    sync.Mutex
+	fresh     map[net.Conn]bool // connections that have not sent a request yet
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New checks the configuration, loads the identities and binds the
+// listener; Run serves.
+func New(cfg Config) (*Server, error) {
+	if cfg.Namespace == nil {
+		return nil, errors.New("s3: Config.Namespace is required")
+	}
+	if cfg.IP == "" {
+		cfg.IP = "127.0.0.1"
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	if cfg.ReloadInterval <= 0 {
+		cfg.ReloadInterval = 2 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("service", "s3")}
+	layer, err := objectapi.New(objectapi.Config{
+		Namespace: cfg.Namespace, Root: cfg.BucketRoot, Concurrency: cfg.Concurrency,
+		MinPartSize: cfg.MinPartSize, Logger: s.log, Now: cfg.Now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("s3: %w", err)
+	}
+	s.layer = layer
+	if err := s.reload(); err != nil {
+		return nil, err
+	}
+	if len(s.ids.Load().byKey) == 0 {
+		return nil, errors.New("s3: no identities configured (give access keys or an identity file); refusing to serve an open endpoint")
+	}
+	s.verifier = &sigv4.Verifier{Creds: credentials{cur: &s.ids}, Now: cfg.Now, VirtualHostBucket: s.virtualBucket}
+	var b [6]byte
+	rand.Read(b[:])
+	s.reqPrefix = hex.EncodeToString(b[:])
+	s.bufs.New = func() any { b := make([]byte, 256<<10); return &b }
+	s.ln, err = net.Listen("tcp", net.JoinHostPort(cfg.IP, strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return nil, fmt.Errorf("s3: listen: %w", err)
+	}
+	s.srv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ConnState:         s.trackConn,
+	}
+	s.fresh = map[net.Conn]bool{}
+	return s, nil
+}
+
+// Addr is the host:port the gateway listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// URL is the endpoint clients use.
+func (s *Server) URL() string { return "http://" + s.Addr() }
+
+// Layer is the object layer, for in-process callers and tests.
+func (s *Server) Layer() *objectapi.Layer { return s.layer }
+
+// Run serves until ctx ends or Close is called; it also watches the
+// identity file.
+func (s *Server) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	if s.cfg.ConfigFile != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.watchConfig(ctx)
+		}()
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.srv.Serve(s.ln) }()
+	s.log.Info("s3 gateway listening", "addr", s.Addr(), "buckets", s.layer.Root())
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+	}
+	cancel()
+	wg.Wait()
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Close stops serving. Idempotent.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		// Shutdown waits for connections that never sent a request (HTTP
+		// clients open spares) as if busy; they have nothing to finish.
+		s.connMu.Lock()
+		for c := range s.fresh {
+			c.Close()
+		}
+		s.connMu.Unlock()
+		if err := s.srv.Shutdown(ctx); err != nil {
+			s.srv.Close()
+		}
+	})
+	return s.closeErr
+}
+
+// trackConn keeps the set of connections that have not sent a request.
+func (s *Server) trackConn(c net.Conn, st http.ConnState) {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if st == http.StateNew {
+		s.fresh[c] = true
+	} else {
+		delete(s.fresh, c)
+	}
+}
+
+// requestID returns a unique id for a request: the process prefix and a
+// sequence number.
+func (s *Server) requestID() string {
+	return s.reqPrefix + strconv.FormatUint(s.reqSeq.Add(1), 16)
+}
