@@ -183,26 +183,48 @@ func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.writer.Lock()
-	defer s.writer.Unlock()
 	b := s.db.NewIndexedBatch()
 	defer b.Close()
-	t := &tx{ctx: ctx, r: b, b: b}
-	err := fn(t)
-	t.finish()
-	if err != nil {
+	synced, err := s.apply(ctx, b, fn)
+	if err != nil || !synced {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if b.Empty() {
-		return nil
-	}
-	if err := b.Commit(s.writeOpts); err != nil {
+	// Wait for the WAL sync outside the writer lock, so that concurrent
+	// transactions share one fsync (group commit) instead of queueing on it.
+	if err := b.SyncWait(); err != nil {
 		return fmt.Errorf("pebble: commit: %w", err)
 	}
 	return nil
+}
+
+// apply runs fn and applies its batch while holding the writer lock, which
+// is what makes transactions serialisable. It reports whether the batch was
+// applied with a WAL sync still to wait for.
+func (s *Store) apply(ctx context.Context, b *cpebble.Batch, fn func(tx store.Tx) error) (syncPending bool, err error) {
+	s.writer.Lock()
+	defer s.writer.Unlock()
+	t := &tx{ctx: ctx, r: b, b: b}
+	err = fn(t)
+	t.finish()
+	if err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if b.Empty() {
+		return false, nil
+	}
+	if !s.writeOpts.Sync {
+		if err := b.Commit(s.writeOpts); err != nil {
+			return false, fmt.Errorf("pebble: commit: %w", err)
+		}
+		return false, nil
+	}
+	if err := s.db.ApplyNoSyncWait(b, s.writeOpts); err != nil {
+		return false, fmt.Errorf("pebble: commit: %w", err)
+	}
+	return true, nil
 }
 
 // Close implements store.Store.
