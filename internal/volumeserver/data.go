@@ -195,15 +195,19 @@ type upload struct {
 // (mustSpool), is spooled: memory first, then a temporary file.
 func (s *Server) readUpload(r *http.Request, mustSpool bool) (*upload, error) {
 	up := &upload{cleanup: func() {}, modTime: time.Now()}
-	if ts := r.URL.Query().Get("ts"); ts != "" {
+	query := r.URL.Query() // parsed once; most writes have no query at all
+	if ts := query.Get("ts"); ts != "" {
 		sec, err := strconv.ParseInt(ts, 10, 64)
 		if err != nil || sec < 0 {
 			return nil, badRequest("ts must be unix seconds, got %q", ts)
 		}
 		up.modTime = time.Unix(sec, 0)
 	}
-	ctype, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if ctype == "multipart/form-data" {
+	rawType := r.Header.Get("Content-Type")
+	// Only a form is unwrapped; any other type, multipart/related included, is
+	// stored as it came. The prefix test spares the common case the parse.
+	if strings.HasPrefix(rawType, "multipart/form-data") {
+		_, params, _ := mime.ParseMediaType(rawType)
 		if params["boundary"] == "" {
 			return nil, badRequest("multipart body without boundary")
 		}
@@ -231,10 +235,10 @@ func (s *Server) readUpload(r *http.Request, mustSpool bool) (*upload, error) {
 			return up, s.spool(up, part)
 		}
 	}
-	if r.Header.Get("Content-Type") != "" && r.Header.Get("Content-Type") != "application/octet-stream" {
-		up.mime = r.Header.Get("Content-Type")
+	if rawType != "" && rawType != "application/octet-stream" {
+		up.mime = rawType
 	}
-	if name := r.URL.Query().Get("name"); name != "" {
+	if name := query.Get("name"); name != "" {
 		up.name = name
 	}
 	if r.ContentLength > s.cfg.MaxUploadSize {

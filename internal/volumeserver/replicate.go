@@ -38,7 +38,9 @@ func (e *errReplica) Error() string { return fmt.Sprintf("replica %s: %v", e.url
 func (e *errReplica) Unwrap() error { return e.err }
 
 // isReplicaRequest reports whether r was forwarded by another copy's primary.
-func isReplicaRequest(r *http.Request) bool { return r.URL.Query().Get("type") == "replicate" }
+func isReplicaRequest(r *http.Request) bool {
+	return r.URL.RawQuery != "" && r.URL.Query().Get("type") == "replicate"
+}
 
 // replicas returns the other copies of volume vid that a write must reach, or
 // nil when the volume has a single copy or the request is itself a replica write.
