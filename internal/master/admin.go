@@ -76,14 +76,14 @@ func (s *Server) configure(ctx context.Context, token uint64, collection, repl s
 
 // reportVolumeFailure takes a volume out of assigns after a volume server
 // failed to write one of its copies.
-func (s *Server) reportVolumeFailure(vid uint32, failedURL, cause string) error {
+func (s *Server) reportVolumeFailure(vid uint32, failedURL, cause string, unreachable bool) error {
 	if vid == 0 {
 		return fmt.Errorf("%w: volume id 0", ErrBadRequest)
 	}
 	if !s.cons.IsLeader() {
 		return s.notLeader()
 	}
-	if err := s.topo.ReportFailure(vid, failedURL, cause, time.Now()); err != nil {
+	if err := s.topo.ReportFailure(vid, failedURL, cause, unreachable, time.Now()); err != nil {
 		return err
 	}
 	s.log.Warn("replicated write failed; volume taken out of assigns", "volume", vid, "copy", failedURL, "err", cause)
@@ -159,7 +159,7 @@ func (g *grpcService) ReportVolumeFailure(ctx context.Context, req *masterpb.Rep
 	if resp, handled, err := forward(g.s, ctx, req, masterpb.MasterClient.ReportVolumeFailure); handled {
 		return resp, err
 	}
-	if err := g.s.reportVolumeFailure(req.GetVolumeId(), req.GetFailedUrl(), req.GetError()); err != nil {
+	if err := g.s.reportVolumeFailure(req.GetVolumeId(), req.GetFailedUrl(), req.GetError(), req.GetUnreachable()); err != nil {
 		return nil, grpcError(err)
 	}
 	return &masterpb.ReportVolumeFailureResponse{}, nil

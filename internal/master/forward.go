@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/kelpfs/kelp/internal/consensus"
@@ -172,7 +171,7 @@ func (c *masterClients) conn(httpAddr string) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("master: master address %q: %w", httpAddr, err)
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, pb.DialOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("master: dial master %s: %w", addr, err)
 	}

@@ -171,7 +171,7 @@ func New(cfg Config) (*Server, error) {
 		s.refreshSettings()
 	}
 	s.httpSrv = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
-	s.grpcSrv = grpc.NewServer()
+	s.grpcSrv = grpc.NewServer(pb.ServerOptions()...)
 	masterpb.RegisterMasterServer(s.grpcSrv, &grpcService{s: s})
 	return s, nil
 }

@@ -7,6 +7,11 @@ package pb
 import (
 	"net"
 	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 )
 
 // GRPCPortOffset is added to a server's HTTP port to find its gRPC port, so one
@@ -46,4 +51,27 @@ func GRPCAddress(httpAddr string) (string, error) {
 		return "", err
 	}
 	return net.JoinHostPort(host, strconv.Itoa(GRPCPort(p))), nil
+}
+
+// Keepalive: a peer behind a cut network never closes its connection, so
+// long-lived streams (heartbeats, metadata subscriptions) would hang on it
+// until TCP gives up, many minutes later. Clients ping every ClientKeepalive
+// and drop the connection when a ping goes unanswered; servers accept pings
+// that often.
+var (
+	ClientKeepalive = keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}
+	ServerKeepalive = keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}
+)
+
+// DialOptions are the options every Kelp gRPC client uses.
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithKeepaliveParams(ClientKeepalive),
+	}
+}
+
+// ServerOptions are the options every Kelp gRPC server uses.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.KeepaliveEnforcementPolicy(ServerKeepalive)}
 }

@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpfs/kelp/internal/pb"
@@ -88,7 +87,7 @@ func (c *conns) conn(addr string) (*grpc.ClientConn, error) {
 	if cc := c.byAddr[addr]; cc != nil {
 		return cc, nil
 	}
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, c.opts...)
+	opts := append(pb.DialOptions(), c.opts...)
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("shell: connect %s: %w", addr, err)

@@ -34,7 +34,11 @@ type VolumeFailure struct {
 // has passed since the last report. A copy that keeps failing keeps pushing
 // the cooldown forward, so a flapping copy does not bounce the volume in and
 // out of service.
-func (t *Topology) ReportFailure(volumeID uint32, url, cause string, now time.Time) error {
+//
+// When the copy's server was unreachable, every volume with a copy on that
+// server is marked the same way: the next write to any of them would wait on
+// the same dead or cut-off server.
+func (t *Topology) ReportFailure(volumeID uint32, url, cause string, unreachable bool, now time.Time) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.volumes[volumeID]
@@ -43,6 +47,16 @@ func (t *Topology) ReportFailure(volumeID uint32, url, cause string, now time.Ti
 	}
 	t.failures[volumeID] = failure{url: url, at: now, cause: cause}
 	t.refreshLayout(e.key)
+	if !unreachable {
+		return nil
+	}
+	for vid, other := range t.volumes {
+		if vid == volumeID || !slices.ContainsFunc(other.copies, func(c volumeCopy) bool { return c.node.info.URL == url }) {
+			continue
+		}
+		t.failures[vid] = failure{url: url, at: now, cause: "server unreachable: " + cause}
+		t.refreshLayout(other.key)
+	}
 	return nil
 }
 

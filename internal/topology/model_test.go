@@ -3,6 +3,8 @@ package topology
 import (
 	"testing"
 	"time"
+
+	"github.com/kelpfs/kelp/internal/replication"
 )
 
 // A heartbeat sent before an allocation finished must not drop the copy the
@@ -35,5 +37,33 @@ func TestRegisteredVolumeSurvivesAStaleHeartbeat(t *testing.T) {
 	topo.UpdateNode(withIt, now)
 	if n := topo.nodes[node.URL]; len(n.pending) != 0 {
 		t.Fatalf("volume 8 still pending after a heartbeat showed it: %v", n.pending)
+	}
+}
+
+// An unreachable copy takes every volume with a copy on that server out of
+// assigns; a failed write on a reachable server only the one volume.
+func TestUnreachableServerTakesAllItsVolumesOut(t *testing.T) {
+	topo := New(Options{VolumeSizeLimit: 1 << 30})
+	now := time.Unix(1_700_000_000, 0)
+	code := replication.Must("001")
+	vols := []Volume{{ID: 1, Replication: code}, {ID: 2, Replication: code}, {ID: 3, Replication: code}}
+	for _, url := range []string{"10.0.0.1:8080", "10.0.0.2:8080"} {
+		topo.UpdateNode(NodeInfo{URL: url, DataCenter: "dc1", Rack: "r1", Disks: []Disk{{MaxVolumes: 8, Volumes: vols}}}, now)
+	}
+	key := LayoutKey{Replication: code}
+	if n := topo.WritableCount(key); n != 3 {
+		t.Fatalf("writable before: %d", n)
+	}
+	if err := topo.ReportFailure(1, "10.0.0.2:8080", "disk full", false, now); err != nil {
+		t.Fatal(err)
+	}
+	if n := topo.WritableCount(key); n != 2 {
+		t.Fatalf("after a volume-level failure: %d writable, want 2", n)
+	}
+	if err := topo.ReportFailure(2, "10.0.0.2:8080", "connection refused", true, now); err != nil {
+		t.Fatal(err)
+	}
+	if n := topo.WritableCount(key); n != 0 {
+		t.Fatalf("after the server was unreachable: %d writable, want 0", n)
 	}
 }

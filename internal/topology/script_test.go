@@ -150,7 +150,7 @@ func runCommand(t *testing.T, topo *Topology, line string) string {
 		}
 		return "ok"
 	case "fail":
-		if err := topo.ReportFailure(uint32(num("vid")), args["url"], "write failed", at()); err != nil {
+		if err := topo.ReportFailure(uint32(num("vid")), args["url"], "write failed", args["unreachable"] == "true", at()); err != nil {
 			return "error: " + err.Error()
 		}
 		return "ok"

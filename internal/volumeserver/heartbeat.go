@@ -2,10 +2,10 @@ package volumeserver
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
@@ -52,7 +52,7 @@ func (s *Server) heartbeatTo(ctx context.Context, master string) (leader string,
 	if err != nil {
 		return "", err
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, pb.DialOptions()...)
 	if err != nil {
 		return "", err
 	}
@@ -84,7 +84,13 @@ func (s *Server) heartbeatTo(ctx context.Context, master string) (leader string,
 	s.mu.Unlock()
 	ticker := time.NewTicker(s.cfg.PulseInterval)
 	defer ticker.Stop()
+	// The master answers every heartbeat. A master that stops answering is
+	// dead or cut off even if the connection looks open: move on.
+	lastReply := time.Now()
 	for {
+		if silent := time.Since(lastReply); silent > 3*s.cfg.PulseInterval {
+			return "", fmt.Errorf("master %s silent for %v", master, silent.Round(time.Second))
+		}
 		if err := stream.Send(s.heartbeat()); err != nil {
 			return "", err
 		}
@@ -100,6 +106,7 @@ func (s *Server) heartbeatTo(ctx context.Context, master string) (leader string,
 			case err := <-recvErr:
 				return "", err
 			case resp := <-replies:
+				lastReply = time.Now()
 				if resp.VolumeSizeLimit > 0 {
 					s.store.SetVolumeSizeLimit(int64(resp.VolumeSizeLimit))
 				}

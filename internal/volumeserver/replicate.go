@@ -34,6 +34,28 @@ type errReplica struct {
 	err error
 }
 
+// errReplicaAnswer is a replica's non-success HTTP answer: it was reachable.
+type errReplicaAnswer struct {
+	status string
+	msg    []byte
+}
+
+func (e *errReplicaAnswer) Error() string { return fmt.Sprintf("%s: %s", e.status, e.msg) }
+
+// unreachable reports whether the replica's server could not be reached at
+// all (as opposed to answering with an error).
+func (e *errReplica) unreachable() bool {
+	var answer *errReplicaAnswer
+	return !errors.As(e.err, &answer)
+}
+
+// forwardTimeout bounds one forwarded request: a replica behind a cut network
+// never answers, and a write must fail rather than hang. It allows 10 MB/s,
+// slow for a data center link, plus a fixed margin.
+func forwardTimeout(size int64) time.Duration {
+	return 5*time.Second + time.Duration(size/(10<<20))*time.Second
+}
+
 func (e *errReplica) Error() string { return fmt.Sprintf("replica %s: %v", e.url, e.err) }
 func (e *errReplica) Unwrap() error { return e.err }
 
@@ -87,10 +109,10 @@ func (s *Server) fanOut(ctx context.Context, vid uint32, replicas []string, loca
 	if localErr != nil {
 		return localErr
 	}
-	for i, err := range errs {
+	for _, err := range errs {
 		if err != nil {
 			s.client.Invalidate(vid)
-			go s.reportFailure(vid, replicas[i], err)
+			go s.reportFailure(vid, err.(*errReplica))
 			return err
 		}
 	}
@@ -99,6 +121,8 @@ func (s *Server) fanOut(ctx context.Context, vid uint32, replicas []string, loca
 
 // forwardWrite sends one spooled upload to a replica.
 func (s *Server) forwardWrite(ctx context.Context, replica string, id fid.FileID, up *upload, body io.ReaderAt) error {
+	ctx, cancel := context.WithTimeout(ctx, forwardTimeout(up.size))
+	defer cancel()
 	q := url.Values{"type": {"replicate"}, "ts": {strconv.FormatInt(up.modTime.Unix(), 10)}}
 	if up.name != "" {
 		q.Set("name", up.name)
@@ -117,6 +141,8 @@ func (s *Server) forwardWrite(ctx context.Context, replica string, id fid.FileID
 
 // forwardDelete deletes a needle on a replica; a replica that never had it is fine.
 func (s *Server) forwardDelete(ctx context.Context, replica string, id fid.FileID) error {
+	ctx, cancel := context.WithTimeout(ctx, forwardTimeout(0))
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete,
 		"http://"+replica+"/"+id.String()+"?type=replicate", nil)
 	if err != nil {
@@ -137,13 +163,13 @@ func (s *Server) doReplica(req *http.Request, ok ...int) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%s: %s", resp.Status, msg)
+	return &errReplicaAnswer{status: resp.Status, msg: msg}
 }
 
 // reportFailure tells the master that a copy of vid failed a write, so it stops
 // assigning the volume until every copy is healthy again.
-func (s *Server) reportFailure(vid uint32, replica string, cause error) {
-	s.log.Warn("replicated write failed", "volume", vid, "replica", replica, "err", cause)
+func (s *Server) reportFailure(vid uint32, failed *errReplica) {
+	s.log.Warn("replicated write failed", "volume", vid, "replica", failed.url, "err", failed.err, "unreachable", failed.unreachable())
 	s.mu.Lock()
 	master := s.master
 	s.mu.Unlock()
@@ -161,7 +187,7 @@ func (s *Server) reportFailure(vid uint32, replica string, cause error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err = masterpb.NewMasterClient(conn).ReportVolumeFailure(ctx, &masterpb.ReportVolumeFailureRequest{
-		VolumeId: vid, FailedUrl: replica, Error: cause.Error(),
+		VolumeId: vid, FailedUrl: failed.url, Error: failed.err.Error(), Unreachable: failed.unreachable(),
 	})
 	if err != nil {
 		s.log.Warn("could not report volume failure to master", "master", master, "err", err)

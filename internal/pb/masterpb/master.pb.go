@@ -620,10 +620,14 @@ func (x *Node) GetLastSeenUnixMs() int64 {
 }
 
 type ReportVolumeFailureRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	VolumeId      uint32                 `protobuf:"varint,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
-	FailedUrl     string                 `protobuf:"bytes,2,opt,name=failed_url,json=failedUrl,proto3" json:"failed_url,omitempty"` // the copy that failed
-	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	VolumeId  uint32                 `protobuf:"varint,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	FailedUrl string                 `protobuf:"bytes,2,opt,name=failed_url,json=failedUrl,proto3" json:"failed_url,omitempty"` // the copy that failed
+	Error     string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// unreachable: the copy's server could not be reached at all (connection
+	// refused, timeout), not just this volume: every volume with a copy there
+	// leaves assigns until the server is heard from again.
+	Unreachable   bool `protobuf:"varint,4,opt,name=unreachable,proto3" json:"unreachable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -677,6 +681,13 @@ func (x *ReportVolumeFailureRequest) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *ReportVolumeFailureRequest) GetUnreachable() bool {
+	if x != nil {
+		return x.Unreachable
+	}
+	return false
 }
 
 type ReportVolumeFailureResponse struct {
@@ -1559,12 +1570,13 @@ const file_master_proto_rawDesc = "" +
 	"public_url\x18\x02 \x01(\tR\tpublicUrl\x12\x1b\n" +
 	"\tgrpc_port\x18\x03 \x01(\rR\bgrpcPort\x12+\n" +
 	"\x05disks\x18\x04 \x03(\v2\x15.kelp.master.DiskInfoR\x05disks\x12)\n" +
-	"\x11last_seen_unix_ms\x18\x05 \x01(\x03R\x0elastSeenUnixMs\"n\n" +
+	"\x11last_seen_unix_ms\x18\x05 \x01(\x03R\x0elastSeenUnixMs\"\x90\x01\n" +
 	"\x1aReportVolumeFailureRequest\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\rR\bvolumeId\x12\x1d\n" +
 	"\n" +
 	"failed_url\x18\x02 \x01(\tR\tfailedUrl\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\x1d\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12 \n" +
+	"\vunreachable\x18\x04 \x01(\bR\vunreachable\"\x1d\n" +
 	"\x1bReportVolumeFailureResponse\"\xd4\x01\n" +
 	"\x10HeartbeatRequest\x12\x0e\n" +
 	"\x02ip\x18\x01 \x01(\tR\x02ip\x12\x12\n" +
