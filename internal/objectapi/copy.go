@@ -22,6 +22,18 @@ type CopyOptions struct {
 	// ChecksumAlgorithm, when set, computes that checksum for the copy;
 	// otherwise the source's algorithm is used, if any.
 	ChecksumAlgorithm string
+	// SourceVersionID copies that version of the source ("" the latest).
+	SourceVersionID string
+}
+
+// copySourceErr refuses a copy from a delete marker named by version id,
+// as S3 does, with a 400 rather than the 405 of a GET.
+func copySourceErr(err error) error {
+	var dm *DeleteMarkerError
+	if errors.As(err, &dm) && errors.Is(err, ErrMethodNotAllowed) {
+		return errorf(ErrInvalidArgument, "the source of a copy may not refer to a delete marker by version id")
+	}
+	return err
 }
 
 // CopyObject copies srcBucket/srcKey to bucket/key. Copying an object onto
@@ -29,11 +41,10 @@ type CopyOptions struct {
 // other copies stream the content into new chunks, since chunks are never
 // shared between entries (each entry's garbage collection owns them).
 func (l *Layer) CopyObject(ctx context.Context, srcBucket, srcKey, bucket, key string, opts CopyOptions) (ObjectInfo, error) {
-	src, err := l.findObject(ctx, srcBucket, srcKey)
+	si, src, err := l.readableVersion(ctx, srcBucket, srcKey, opts.SourceVersionID)
 	if err != nil {
-		return ObjectInfo{}, err
+		return ObjectInfo{}, copySourceErr(err)
 	}
-	si := l.info(srcBucket, src)
 	if err := opts.SourceConditions.check(si.ETag, si.LastModified, true); err != nil {
 		return ObjectInfo{}, err
 	}
@@ -49,10 +60,13 @@ func (l *Layer) CopyObject(ctx context.Context, srcBucket, srcKey, bucket, key s
 	if err := validTags(md.Tags, 10); err != nil {
 		return ObjectInfo{}, err
 	}
-	if srcBucket == bucket && srcKey == key {
+	if srcBucket == bucket && srcKey == key && opts.SourceVersionID == "" {
 		if !opts.Replace && !opts.ReplaceTags {
 			return ObjectInfo{}, errorf(ErrInvalidCopySource, "copying %q onto itself needs a metadata change", key)
 		}
+	}
+	if srcBucket == bucket && srcKey == key && opts.SourceVersionID == "" && !l.versioned(ctx, bucket) {
+		// Unversioned: change the metadata in place, no data moves.
 		e := src.Clone()
 		applyMeta(e, md)
 		e.Mtime = l.now()

@@ -30,6 +30,41 @@
 // (and of aborted uploads) are deleted through the blob layer directly.
 // Bucket names cannot start with '.', so ".uploads" never shows as a bucket.
 //
+// # Versions (versioning.go, version_delete.go, list_versions.go)
+//
+// A bucket's state is its xattr s3.versioning: absent (never versioned),
+// "Enabled" or "Suspended". An unversioned bucket works exactly as above:
+// a PUT is one filer call that replaces the object, and objects carry no
+// version attribute (their id is "null").
+//
+// The latest version of a key is always at the key's path, so ListObjects,
+// GET and small PUTs read and write where they always did. It is either an
+// object or a delete marker: a file with no chunks and xattr s3.dm = "1".
+// A version's id is its xattr s3.vid; absent means "null". Ids made while
+// Enabled are 32 hex digits: 16 of the inverted creation time in ns, then
+// 16 random, so ids are unique and a newer id sorts first bytewise.
+//
+// Noncurrent versions live in Root + "/.versions/<bucket>/<h>/<name>",
+// where h is the hex of the first 16 bytes of SHA-256(key) (a key can be
+// longer than a name and hold '/'); the directory h carries the key in
+// xattr s3.key. name is the version id, or for a null version 16 hex
+// digits of its inverted mtime + "null", so a key's versions list newest
+// first. A write to an Enabled bucket renames the current entry into that
+// directory (Rename keeps the chunks: no data moves) and then creates the
+// new entry exclusively, retrying the pair if another writer got between
+// them; a Suspended bucket archives a non-null current version, deletes
+// the null one wherever it is (its chunks collected) and writes a new null
+// version. Deleting the current version by id renames the newest
+// noncurrent one over it in one transaction (collecting its chunks).
+//
+// Invariant: a key has noncurrent versions only while its path holds a
+// version, so ListObjectVersions walks the bucket as ListObjects does
+// (delete markers included) and reads each key's versions directory.
+// ListObjects skips delete markers and, in a bucket that was ever
+// versioned, common prefixes whose directory holds only delete markers.
+// Directory objects ("a/") are not versioned: they are replaced in place
+// and have the one version "null".
+//
 // # Attributes (version 1 of the layout)
 //
 //	Entry.Mime                    Content-Type
@@ -42,15 +77,21 @@
 //	Xattrs["s3.object"]           "1" on a directory that is also an object
 //	Xattrs["s3.acl"]              canned ACL of a bucket (private, public-read, ...)
 //	Xattrs["s3.cors"]             a bucket's CORS configuration (JSON, see cors.go)
-//	Xattrs["s3.key"], ["s3.chunks"] an upload's key / a part's chunk list
+//	Xattrs["s3.key"], ["s3.chunks"] an upload's key / a part's chunk list;
+//	                              s3.key also on a key's versions directory
+//	Xattrs["s3.versioning"]       a bucket's versioning state
+//	Xattrs["s3.vid"]              version id (absent: "null")
+//	Xattrs["s3.dm"]               "1" on a delete marker
 //
 // # Limits that come from the namespace
 //
 // A key is a path, so it cannot hold an empty component ("a//b"), "." or
 // "..", a NUL byte, or a component over 255 bytes (ErrUnsupportedKey, a
 // 400 InvalidArgument); and "a" cannot be an object while "a/b" is
-// (ErrKeyConflict, 409). Versioning is not implemented yet: the status is
-// always unset and every write replaces the object.
+// (ErrKeyConflict, 409) — this includes a delete marker at "a". Archiving
+// and creating a version are two filer calls: a crash between them leaves
+// the old version noncurrent with no current one (invisible to listings,
+// removed with the bucket).
 //
 // All methods are safe for concurrent use; they are as atomic as the one
 // filer call each write ends with.

@@ -33,4 +33,6 @@ var (
 	ErrNotImplemented       = errors.New("objectapi: not implemented")
 	ErrInvalidStorageClass  = errors.New("objectapi: invalid storage class")
 	ErrMissingContentLength = errors.New("objectapi: missing content length")
+	ErrNoSuchVersion        = errors.New("objectapi: no such version")
+	ErrMethodNotAllowed     = errors.New("objectapi: method not allowed on a delete marker")
 )

@@ -44,31 +44,41 @@ var errStop = errors.New("objectapi: listing page full")
 // turned into a starting name per level, so a page costs a few namespace
 // calls whatever its position.
 func (l *Layer) ListObjects(ctx context.Context, bucket string, opts ListOptions) (ListResult, error) {
-	if _, err := l.bucketEntry(ctx, bucket); err != nil {
+	b, err := l.bucketEntry(ctx, bucket)
+	if err != nil {
 		return ListResult{}, err
 	}
-	ls := &lister{l: l, ctx: ctx, bucket: bucket, prefix: opts.Prefix, delim: opts.Delimiter, after: opts.After, max: opts.MaxKeys}
+	ls := &lister{l: l, ctx: ctx, bucket: bucket, prefix: opts.Prefix, delim: opts.Delimiter, after: opts.After, max: opts.MaxKeys,
+		checkLive: versioningOf(b) != ""}
 	if opts.MaxKeys <= 0 {
 		return ls.res, nil
 	}
-	bdir := l.bucketPath(bucket)
-	dirKey, namePrefix := "", opts.Prefix
-	if i := strings.LastIndexByte(opts.Prefix, '/'); i >= 0 {
-		dirKey, namePrefix = opts.Prefix[:i+1], opts.Prefix[i+1:]
+	if err := ls.run(); err != nil {
+		return ListResult{}, err
+	}
+	return ls.res, nil
+}
+
+// run walks the keys with ls.prefix into ls.res (or ls.ver).
+func (ls *lister) run() error {
+	bdir := ls.l.bucketPath(ls.bucket)
+	dirKey, namePrefix := "", ls.prefix
+	if i := strings.LastIndexByte(ls.prefix, '/'); i >= 0 {
+		dirKey, namePrefix = ls.prefix[:i+1], ls.prefix[i+1:]
 	}
 	dir := bdir
 	if dirKey != "" {
 		if checkKey(dirKey) != nil {
-			return ls.res, nil // no stored key can have this prefix
+			return nil // no stored key can have this prefix
 		}
 		dir = bdir + "/" + strings.TrimSuffix(dirKey, "/")
 	}
-	d, err := l.ns.FindEntry(ctx, dir)
+	d, err := ls.l.ns.FindEntry(ls.ctx, dir)
 	if errors.Is(err, filer.ErrNotFound) || errors.Is(err, filer.ErrNotDir) || err == nil && !d.IsDir() {
-		return ls.res, nil
+		return nil
 	}
 	if err != nil {
-		return ListResult{}, err
+		return err
 	}
 	if dirKey != "" && namePrefix == "" && isDirObject(d) {
 		err = ls.add(dirKey, d, false)
@@ -77,9 +87,9 @@ func (l *Layer) ListObjects(ctx context.Context, bucket string, opts ListOptions
 		err = ls.walk(dir, dirKey, namePrefix)
 	}
 	if err != nil && !errors.Is(err, errStop) {
-		return ListResult{}, err
+		return err
 	}
-	return ls.res, nil
+	return nil
 }
 
 type lister struct {
@@ -93,6 +103,13 @@ type lister struct {
 	n      int
 	lastCP string
 	res    ListResult
+	// checkLive hides delete markers, and directories holding only
+	// delete markers (versioned buckets).
+	checkLive bool
+	// ver, when set, lists versions (ListObjectVersions) into it; then
+	// versioned says whether to read noncurrent versions too.
+	ver       *ListVersionsResult
+	versioned bool
 }
 
 // add reports one key (or, with isPrefix, a common prefix) in order.
@@ -100,6 +117,10 @@ func (ls *lister) add(key string, e *filer.Entry, isPrefix bool) error {
 	if !strings.HasPrefix(key, ls.prefix) {
 		return nil
 	}
+	if !isPrefix && ls.ver == nil && isDeleteMarker(e) {
+		return nil
+	}
+	fromDir := isPrefix
 	if !isPrefix && ls.delim != "" {
 		rest := key[len(ls.prefix):]
 		if i := strings.Index(rest, ls.delim); i >= 0 {
@@ -108,6 +129,15 @@ func (ls *lister) add(key string, e *filer.Entry, isPrefix bool) error {
 	}
 	if key <= ls.after || isPrefix && key == ls.lastCP {
 		return nil
+	}
+	if fromDir && ls.checkLive {
+		live, err := ls.hasLive(e)
+		if err != nil || !live {
+			return err
+		}
+	}
+	if ls.ver != nil && !isPrefix {
+		return ls.addVersions(key, e)
 	}
 	if ls.n == ls.max {
 		ls.res.IsTruncated = true
@@ -118,6 +148,9 @@ func (ls *lister) add(key string, e *filer.Entry, isPrefix bool) error {
 	if isPrefix {
 		ls.lastCP = key
 		ls.res.CommonPrefixes = append(ls.res.CommonPrefixes, key)
+		if ls.ver != nil {
+			ls.ver.NextKeyMarker, ls.ver.NextVersionIDMarker = key, ""
+		}
 	} else {
 		ls.res.Objects = append(ls.res.Objects, ls.l.info(ls.bucket, e))
 	}
@@ -219,4 +252,37 @@ func (ls *lister) dir(d *filer.Entry, key string) error {
 		return nil // rolled up into the prefix just reported
 	}
 	return ls.walk(d.Path, key, "")
+}
+
+// hasLive reports whether directory d is an object or holds one that is
+// not a delete marker, at any depth.
+func (ls *lister) hasLive(d *filer.Entry) (bool, error) {
+	if isDirObject(d) {
+		return true, nil
+	}
+	after := ""
+	for {
+		es, more, err := ls.l.ns.ListEntries(ls.ctx, d.Path, filer.ListOptions{StartAfter: after, Limit: pageSize})
+		if errors.Is(err, filer.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		for _, e := range es {
+			after = e.Name()
+			if !e.IsDir() {
+				if !isDeleteMarker(e) {
+					return true, nil
+				}
+				continue
+			}
+			if live, err := ls.hasLive(e); live || err != nil {
+				return live, err
+			}
+		}
+		if !more {
+			return false, nil
+		}
+	}
 }

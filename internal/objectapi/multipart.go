@@ -173,7 +173,7 @@ func partChunks(e *filer.Entry) []chunk.Chunk {
 }
 
 // UploadPartCopy stores part n from a range (nil: all) of another object.
-func (l *Layer) UploadPartCopy(ctx context.Context, bucket, key, id string, n int, srcBucket, srcKey string, rng *Range, cond Conditions) (PartInfo, error) {
+func (l *Layer) UploadPartCopy(ctx context.Context, bucket, key, id string, n int, srcBucket, srcKey, srcVersion string, rng *Range, cond Conditions) (PartInfo, error) {
 	if n < 1 || n > MaxParts {
 		return PartInfo{}, errorf(ErrInvalidArgument, "part number %d is not between 1 and %d", n, MaxParts)
 	}
@@ -181,11 +181,10 @@ func (l *Layer) UploadPartCopy(ctx context.Context, bucket, key, id string, n in
 	if err != nil {
 		return PartInfo{}, err
 	}
-	src, err := l.findObject(ctx, srcBucket, srcKey)
+	si, src, err := l.readableVersion(ctx, srcBucket, srcKey, srcVersion)
 	if err != nil {
-		return PartInfo{}, err
+		return PartInfo{}, copySourceErr(err)
 	}
-	si := l.info(srcBucket, src)
 	if err := cond.check(si.ETag, si.LastModified, true); err != nil {
 		return PartInfo{}, err
 	}
@@ -322,10 +321,15 @@ func (l *Layer) CompleteMultipartUpload(ctx context.Context, bucket, key, id str
 		}
 	}
 	exclusive := strings.TrimSpace(opts.IfNoneMatch) == "*"
+	b, err := l.bucketEntry(ctx, bucket)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	vid := ""
 	if dirKey {
 		err = l.putDirObject(ctx, e, exclusive)
 	} else {
-		err = l.ns.CreateEntry(ctx, e, filer.CreateOptions{Exclusive: exclusive})
+		vid, err = l.commitObject(ctx, bucket, key, b, e, exclusive)
 	}
 	if err != nil {
 		if len(packed) != len(chunks) {
@@ -345,7 +349,9 @@ func (l *Layer) CompleteMultipartUpload(ctx context.Context, bucket, key, id str
 		l.log.Warn("objectapi: removing a completed upload", "upload", id, "err", err)
 	}
 	e.Mtime = l.now()
-	return l.info(bucket, e), nil
+	oi := l.info(bucket, e)
+	oi.VersionID = vid
+	return oi, nil
 }
 
 func manifestChunks(cs []chunk.Chunk) []chunk.Chunk {

@@ -19,6 +19,9 @@ type Namespace interface {
 	CreateEntry(ctx context.Context, e *filer.Entry, opts filer.CreateOptions) error
 	UpdateEntry(ctx context.Context, e *filer.Entry) error
 	DeleteEntry(ctx context.Context, p string, recursive bool) error
+	// Rename moves an entry in one transaction, keeping its chunks;
+	// versioning uses it to archive a replaced version without copying.
+	Rename(ctx context.Context, from, to string) error
 	// Blobs is the blob layer: objects are split into chunks uploaded
 	// here before their entry is created.
 	Blobs() chunk.Blobs

@@ -37,6 +37,12 @@ type ObjectInfo struct {
 	Checksum     Checksum
 	TagCount     int
 	Parts        int // parts of a multipart object, 0 otherwise
+	// VersionID is the version's id; "" for a null version unless the
+	// call knew the bucket to be versioned (then "null"), so that the
+	// gateway sends x-amz-version-id only for versioned buckets.
+	VersionID    string
+	IsLatest     bool // set by ListObjectVersions
+	DeleteMarker bool // set by ListObjectVersions
 
 	entry *filer.Entry
 }
@@ -68,6 +74,7 @@ func (l *Layer) info(bucket string, e *filer.Entry) ObjectInfo {
 	oi := ObjectInfo{
 		Bucket: bucket, Key: keyOf(l.bucketPath(bucket), e, dirObj),
 		Size: e.Size, LastModified: e.Mtime, ContentType: e.Mime, entry: e,
+		VersionID: string(e.Xattrs[xaVID]), DeleteMarker: isDeleteMarker(e),
 	}
 	if v := e.Xattrs[xaETag]; len(v) > 0 {
 		oi.ETag = string(v)
@@ -150,6 +157,9 @@ func (l *Layer) findObject(ctx context.Context, bucket, key string) (*filer.Entr
 			return nil, berr
 		}
 		return nil, errorf(ErrNoSuchKey, "%q", key)
+	}
+	if err == nil && isDeleteMarker(e) {
+		return nil, &DeleteMarkerError{VersionID: versionIDOf(e), Kind: errorf(ErrNoSuchKey, "%q", key)}
 	}
 	return e, err
 }
@@ -267,7 +277,8 @@ func (l *Layer) PutObject(ctx context.Context, bucket, key string, r io.Reader, 
 	if err != nil {
 		return ObjectInfo{}, err
 	}
-	if _, err := l.bucketEntry(ctx, bucket); err != nil {
+	b, err := l.bucketEntry(ctx, bucket)
+	if err != nil {
 		return ObjectInfo{}, err
 	}
 	if err := validTags(opts.Tags, 10); err != nil {
@@ -299,10 +310,11 @@ func (l *Layer) PutObject(ctx context.Context, bucket, key string, r io.Reader, 
 	if c := encodeChecksum(u.checksum); c != nil {
 		e.Xattrs[xaChecksum] = c
 	}
+	vid := ""
 	if dirKey {
 		err = l.putDirObject(ctx, e, exclusive)
 	} else {
-		err = l.ns.CreateEntry(ctx, e, filer.CreateOptions{Exclusive: exclusive})
+		vid, err = l.commitObject(ctx, bucket, key, b, e, exclusive)
 	}
 	if err != nil {
 		l.discard(u.chunks)
@@ -314,7 +326,9 @@ func (l *Layer) PutObject(ctx context.Context, bucket, key string, r io.Reader, 
 	if e.Mtime.IsZero() {
 		e.Mtime = l.now()
 	}
-	return l.info(bucket, e), nil
+	oi := l.info(bucket, e)
+	oi.VersionID = vid
+	return oi, nil
 }
 
 // putDirObject marks the directory at e.Path as an object with e's
@@ -343,7 +357,8 @@ type GetOptions struct {
 	Range      *Range
 	PartNumber int // > 0: that part of a multipart object (or 1 of any object)
 	Conditions Conditions
-	NoBody     bool // HEAD: check and describe only
+	NoBody     bool   // HEAD: check and describe only
+	VersionID  string // "" the latest version
 }
 
 // Object is an object being read.
@@ -360,11 +375,10 @@ type Object struct {
 // of the requested bytes. Conditions fail with ErrPreconditionFailed or
 // ErrNotModified; a range beyond the end with ErrInvalidRange.
 func (l *Layer) GetObject(ctx context.Context, bucket, key string, opts GetOptions) (*Object, error) {
-	e, err := l.findObject(ctx, bucket, key)
+	oi, e, err := l.readableVersion(ctx, bucket, key, opts.VersionID)
 	if err != nil {
 		return nil, err
 	}
-	oi := l.info(bucket, e)
 	if err := opts.Conditions.check(oi.ETag, oi.LastModified, false); err != nil {
 		return nil, err
 	}
@@ -430,9 +444,16 @@ func (l *Layer) partRange(ctx context.Context, e *filer.Entry, oi ObjectInfo, n 
 	return start, sizes[n-1], nil
 }
 
-// DeleteObject removes an object; a missing key is not an error (S3
-// answers 204 either way). Directories left empty are removed too.
+// DeleteObject deletes the latest version of an object as
+// DeleteObjectVersion does with no version id.
 func (l *Layer) DeleteObject(ctx context.Context, bucket, key string) error {
+	_, err := l.DeleteObjectVersion(ctx, bucket, key, "")
+	return err
+}
+
+// removeObject removes the current object; a missing key is not an error
+// (S3 answers 204 either way). Directories left empty are removed too.
+func (l *Layer) removeObject(ctx context.Context, bucket, key string) error {
 	e, err := l.findObject(ctx, bucket, key)
 	if errors.Is(err, ErrNoSuchKey) {
 		return nil
@@ -472,20 +493,34 @@ func (l *Layer) pruneParents(ctx context.Context, bucket, p string) {
 	}
 }
 
-// DeleteResult is the outcome for one key of DeleteObjects.
+// DeleteResult is the outcome of deleting one key or version.
 type DeleteResult struct {
 	Key string
-	Err error
+	// VersionID is the version deleted or the delete marker created; ""
+	// when the bucket is unversioned.
+	VersionID string
+	// DeleteMarker reports that a delete marker was created or that the
+	// version deleted was one.
+	DeleteMarker bool
+	Err          error
 }
 
-// DeleteObjects deletes keys one after the other.
-func (l *Layer) DeleteObjects(ctx context.Context, bucket string, keys []string) ([]DeleteResult, error) {
+// ObjectToDelete names one object (and optionally a version) of
+// DeleteObjects.
+type ObjectToDelete struct {
+	Key, VersionID string
+}
+
+// DeleteObjects deletes objects or versions one after the other.
+func (l *Layer) DeleteObjects(ctx context.Context, bucket string, objs []ObjectToDelete) ([]DeleteResult, error) {
 	if _, err := l.bucketEntry(ctx, bucket); err != nil {
 		return nil, err
 	}
-	out := make([]DeleteResult, len(keys))
-	for i, k := range keys {
-		out[i] = DeleteResult{Key: k, Err: l.DeleteObject(ctx, bucket, k)}
+	out := make([]DeleteResult, len(objs))
+	for i, o := range objs {
+		r, err := l.DeleteObjectVersion(ctx, bucket, o.Key, o.VersionID)
+		r.Key, r.Err = o.Key, err
+		out[i] = r
 	}
 	return out, nil
 }

@@ -66,21 +66,24 @@ func checkTags(tags []Tag, maxTags int) error {
 	return nil
 }
 
-// GetObjectTagging returns an object's tags (possibly none).
-func (l *Layer) GetObjectTagging(ctx context.Context, bucket, key string) ([]Tag, error) {
-	e, err := l.findObject(ctx, bucket, key)
+// GetObjectTagging returns the tags (possibly none) of version vid of an
+// object ("" the latest).
+func (l *Layer) GetObjectTagging(ctx context.Context, bucket, key, vid string) ([]Tag, error) {
+	_, e, err := l.readableVersion(ctx, bucket, key, vid)
 	if err != nil {
 		return nil, err
 	}
 	return DecodeTags(string(e.Xattrs[xaTags]))
 }
 
-// PutObjectTagging replaces an object's tags; nil removes them.
-func (l *Layer) PutObjectTagging(ctx context.Context, bucket, key string, tags []Tag) error {
+// PutObjectTagging replaces the tags of version vid of an object ("" the
+// latest); nil removes them. Tags are not versioned: the version changes
+// in place.
+func (l *Layer) PutObjectTagging(ctx context.Context, bucket, key, vid string, tags []Tag) error {
 	if err := checkTags(tags, 10); err != nil {
 		return err
 	}
-	e, err := l.findObject(ctx, bucket, key)
+	_, e, err := l.readableVersion(ctx, bucket, key, vid)
 	if err != nil {
 		return err
 	}

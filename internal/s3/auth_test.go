@@ -203,8 +203,11 @@ func TestMalformedInput(t *testing.T) {
 		{"PUT", "/bad/k?uploadId=" + up + "&partNumber=1", nil, map[string]string{"x-amz-copy-source": "bad/none", "x-amz-copy-source-range": "bytes=9-1"}, "InvalidArgument"},
 		{"DELETE", "/", nil, nil, "MethodNotAllowed"},
 		{"PUT", "/Bad_Bucket", nil, nil, "InvalidBucketName"},
-		{"GET", "/bad/k?versionId=123", nil, nil, "NoSuchVersion"},
-		{"PUT", "/bad?versioning", []byte("<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>"), nil, "NotImplemented"},
+		{"GET", "/bad/k?versionId=123", nil, nil, "InvalidArgument"},
+		{"GET", "/bad/k?versionId=0123456789abcdef0123456789abcdef", nil, nil, "NoSuchVersion"},
+		{"DELETE", "/bad/k?versionId=../x", nil, nil, "InvalidArgument"},
+		{"PUT", "/bad?versioning", []byte("<VersioningConfiguration><Status>On</Status></VersioningConfiguration>"), nil, "MalformedXML"},
+		{"PUT", "/bad?versioning", []byte("<VersioningConfiguration><Status>Enabled</Status><MfaDelete>Enabled</MfaDelete></VersioningConfiguration>"), nil, "NotImplemented"},
 	}
 	for _, c := range cases {
 		resp, body := e.raw(c.method, c.path, c.body, c.hdr)

@@ -111,31 +111,32 @@ type versioningConfiguration struct {
 }
 
 func (s *Server) getBucketVersioning(rq *request) error {
-	if _, err := s.layer.GetBucket(rq.ctx, rq.bucket); err != nil {
+	st, err := s.layer.GetBucketVersioning(rq.ctx, rq.bucket)
+	if err != nil {
 		return err
 	}
-	writeXML(rq.w, http.StatusOK, versioningConfiguration{Xmlns: s3NS})
+	writeXML(rq.w, http.StatusOK, versioningConfiguration{Xmlns: s3NS, Status: st})
 	return nil
 }
 
-// putBucketVersioning accepts Suspended (what an unversioned bucket
-// already is) and refuses Enabled: versioning is not implemented.
+// putBucketVersioning sets Enabled or Suspended. MFA delete is refused:
+// the gateway has no MFA devices.
 func (s *Server) putBucketVersioning(rq *request) error {
 	var v versioningConfiguration
 	if err := readXML(rq.r, &v); err != nil {
 		return err
 	}
-	if _, err := s.layer.GetBucket(rq.ctx, rq.bucket); err != nil {
+	if v.MfaDelete == "Enabled" {
+		return errNotImplemented
+	}
+	if v.Status != objectapi.VersioningEnabled && v.Status != objectapi.VersioningSuspended {
+		return errMalformedXML
+	}
+	if err := s.layer.PutBucketVersioning(rq.ctx, rq.bucket, v.Status); err != nil {
 		return err
 	}
-	switch v.Status {
-	case "Suspended":
-		rq.w.WriteHeader(http.StatusOK)
-		return nil
-	case "Enabled":
-		return errVersioningNotImpl
-	}
-	return errMalformedXML
+	rq.w.WriteHeader(http.StatusOK)
+	return nil
 }
 
 type accessControlPolicy struct {
@@ -221,9 +222,8 @@ func (s *Server) putObjectACL(rq *request) error {
 	return errNotImplemented
 }
 
-// Versions: the gateway is unversioned, so ListObjectVersions lists the
-// current objects with the version id "null", as S3 does for objects
-// written before versioning was enabled.
+// listVersionsResult is ListObjectVersions' document; versions and delete
+// markers are interleaved in list order, as S3 sends them.
 type listVersionsResult struct {
 	XMLName             xml.Name `xml:"ListVersionsResult"`
 	Xmlns               string   `xml:"xmlns,attr"`
@@ -237,19 +237,20 @@ type listVersionsResult struct {
 	Delimiter           string `xml:",omitempty"`
 	IsTruncated         bool
 	EncodingType        string         `xml:",omitempty"`
-	Versions            []versionXML   `xml:"Version"`
+	Entries             []versionXML   // <Version> or <DeleteMarker>, by XMLName
 	CommonPrefixes      []commonPrefix `xml:"CommonPrefixes"`
 }
 
 type versionXML struct {
+	XMLName      xml.Name
 	Key          string
 	VersionID    string `xml:"VersionId"`
 	IsLatest     bool
 	LastModified string
-	ETag         string
-	Size         int64
+	ETag         string `xml:",omitempty"`
+	Size         *int64 `xml:",omitempty"`
 	Owner        owner
-	StorageClass string
+	StorageClass string `xml:",omitempty"`
 }
 
 func (s *Server) listObjectVersions(rq *request) error {
@@ -258,23 +259,33 @@ func (s *Server) listObjectVersions(rq *request) error {
 	if err != nil {
 		return err
 	}
+	vm := q.Get("version-id-marker")
+	if vm != "" && q.Get("key-marker") == "" {
+		return &apiError{Code: "InvalidArgument", Status: 400, Message: "A version-id marker cannot be specified without a key marker."}
+	}
 	e := encoder(q.Get("encoding-type") == "url")
-	res, err := s.layer.ListObjects(rq.ctx, rq.bucket, objectapi.ListOptions{
-		Prefix: q.Get("prefix"), Delimiter: q.Get("delimiter"), After: q.Get("key-marker"), MaxKeys: maxKeys})
+	res, err := s.layer.ListObjectVersions(rq.ctx, rq.bucket, objectapi.ListVersionsOptions{
+		Prefix: q.Get("prefix"), Delimiter: q.Get("delimiter"), KeyMarker: q.Get("key-marker"), VersionIDMarker: vm, MaxKeys: maxKeys})
 	if err != nil {
 		return err
 	}
 	out := listVersionsResult{Xmlns: s3NS, Name: rq.bucket, Prefix: e.enc(q.Get("prefix")), KeyMarker: e.enc(q.Get("key-marker")),
-		VersionIDMarker: q.Get("version-id-marker"), MaxKeys: maxKeys, Delimiter: e.enc(q.Get("delimiter")), IsTruncated: res.IsTruncated}
+		VersionIDMarker: vm, MaxKeys: maxKeys, Delimiter: e.enc(q.Get("delimiter")), IsTruncated: res.IsTruncated}
 	if e {
 		out.EncodingType = "url"
 	}
 	if res.IsTruncated {
-		out.NextKeyMarker, out.NextVersionIDMarker = e.enc(res.Next), "null"
+		out.NextKeyMarker, out.NextVersionIDMarker = e.enc(res.NextKeyMarker), res.NextVersionIDMarker
 	}
-	for _, o := range res.Objects {
-		out.Versions = append(out.Versions, versionXML{Key: e.enc(o.Key), VersionID: "null", IsLatest: true,
-			LastModified: isoTime(o.LastModified), ETag: quote(o.ETag), Size: o.Size, Owner: rq.owner(), StorageClass: "STANDARD"})
+	for _, o := range res.Versions {
+		v := versionXML{XMLName: xml.Name{Local: "Version"}, Key: e.enc(o.Key), VersionID: o.VersionID, IsLatest: o.IsLatest,
+			LastModified: isoTime(o.LastModified), Owner: rq.owner()}
+		if o.DeleteMarker {
+			v.XMLName.Local = "DeleteMarker"
+		} else {
+			v.ETag, v.Size, v.StorageClass = quote(o.ETag), &o.Size, "STANDARD"
+		}
+		out.Entries = append(out.Entries, v)
 	}
 	for _, p := range res.CommonPrefixes {
 		out.CommonPrefixes = append(out.CommonPrefixes, commonPrefix{e.enc(p)})

@@ -32,9 +32,17 @@
 // (the connection is cut) so that the client sees a failed transfer, never
 // a short object.
 //
+// # Versioning
+//
+// Enabled and Suspended buckets (objectapi has the layout): responses of
+// writes carry x-amz-version-id (never for unversioned buckets), reads and
+// deletes take ?versionId=, a read that resolves to a delete marker sends
+// x-amz-delete-marker: true (404 NoSuchKey for the latest, 405 for a
+// marker named by id), and DeleteObjects reports DeleteMarker and
+// DeleteMarkerVersionId. MFA delete is NotImplemented.
+//
 // # Not implemented
 //
-// Versioning (PutBucketVersioning Enabled is NotImplemented; objects have
-// the version id "null"), bucket policies, ACL grant documents (only canned
-// ACLs), lifecycle, object lock, SSE, POST uploads from browsers, SigV4a.
+// Bucket policies, ACL grant documents (only canned ACLs), lifecycle,
+// object lock, SSE, POST uploads from browsers, SigV4a.
 package s3

@@ -27,27 +27,26 @@ func newErr(code string, status int, msg string) *apiError {
 
 // Errors raised by the HTTP layer itself.
 var (
-	errAccessDenied      = newErr("AccessDenied", http.StatusForbidden, "Access Denied")
-	errMalformedXML      = newErr("MalformedXML", http.StatusBadRequest, "The XML you provided was not well-formed or did not validate against our published schema.")
-	errInvalidArgument   = newErr("InvalidArgument", http.StatusBadRequest, "Invalid Argument")
-	errInvalidRequest    = newErr("InvalidRequest", http.StatusBadRequest, "Invalid Request")
-	errNotImplemented    = newErr("NotImplemented", http.StatusNotImplemented, "A header or query you provided implies functionality that is not implemented.")
-	errMethodNotAllowed  = newErr("MethodNotAllowed", http.StatusMethodNotAllowed, "The specified method is not allowed against this resource.")
-	errInvalidDigest     = newErr("InvalidDigest", http.StatusBadRequest, "The Content-MD5 you specified is not valid.")
-	errMissingLength     = newErr("MissingContentLength", http.StatusLengthRequired, "You must provide the Content-Length HTTP header.")
-	errInvalidToken      = newErr("InvalidToken", http.StatusBadRequest, "Session tokens are not supported by this server.")
-	errCORSNotEnabled    = newErr("AccessForbidden", http.StatusForbidden, "CORSResponse: CORS is not enabled for this bucket.")
-	errCORSNotAllowed    = newErr("AccessForbidden", http.StatusForbidden, "CORSResponse: This CORS request is not allowed.")
-	errBadPreflight      = newErr("BadRequest", http.StatusBadRequest, "Insufficient information. Origin request header needed.")
-	errInternal          = newErr("InternalError", http.StatusInternalServerError, "We encountered an internal error. Please try again.")
-	errSlowDown          = newErr("RequestTimeout", http.StatusBadRequest, "Your socket connection to the server was not read from or written to within the timeout period.")
-	errBucketOwned       = newErr("BucketAlreadyOwnedByYou", http.StatusConflict, "Your previous request to create the named bucket succeeded and you already own it.")
-	errNoSuchPolicy      = newErr("NoSuchBucketPolicy", http.StatusNotFound, "The bucket policy does not exist")
-	errNoSuchLifecycle   = newErr("NoSuchLifecycleConfiguration", http.StatusNotFound, "The lifecycle configuration does not exist")
-	errNoSuchEncryption  = newErr("ServerSideEncryptionConfigurationNotFoundError", http.StatusNotFound, "The server side encryption configuration was not found")
-	errNoSuchObjectLock  = newErr("ObjectLockConfigurationNotFoundError", http.StatusNotFound, "Object Lock configuration does not exist for this bucket")
-	errNoSuchWebsite     = newErr("NoSuchWebsiteConfiguration", http.StatusNotFound, "The specified bucket does not have a website configuration")
-	errVersioningNotImpl = newErr("NotImplemented", http.StatusNotImplemented, "Versioning is not implemented yet; the bucket stays unversioned.")
+	errAccessDenied     = newErr("AccessDenied", http.StatusForbidden, "Access Denied")
+	errMalformedXML     = newErr("MalformedXML", http.StatusBadRequest, "The XML you provided was not well-formed or did not validate against our published schema.")
+	errInvalidArgument  = newErr("InvalidArgument", http.StatusBadRequest, "Invalid Argument")
+	errInvalidRequest   = newErr("InvalidRequest", http.StatusBadRequest, "Invalid Request")
+	errNotImplemented   = newErr("NotImplemented", http.StatusNotImplemented, "A header or query you provided implies functionality that is not implemented.")
+	errMethodNotAllowed = newErr("MethodNotAllowed", http.StatusMethodNotAllowed, "The specified method is not allowed against this resource.")
+	errInvalidDigest    = newErr("InvalidDigest", http.StatusBadRequest, "The Content-MD5 you specified is not valid.")
+	errMissingLength    = newErr("MissingContentLength", http.StatusLengthRequired, "You must provide the Content-Length HTTP header.")
+	errInvalidToken     = newErr("InvalidToken", http.StatusBadRequest, "Session tokens are not supported by this server.")
+	errCORSNotEnabled   = newErr("AccessForbidden", http.StatusForbidden, "CORSResponse: CORS is not enabled for this bucket.")
+	errCORSNotAllowed   = newErr("AccessForbidden", http.StatusForbidden, "CORSResponse: This CORS request is not allowed.")
+	errBadPreflight     = newErr("BadRequest", http.StatusBadRequest, "Insufficient information. Origin request header needed.")
+	errInternal         = newErr("InternalError", http.StatusInternalServerError, "We encountered an internal error. Please try again.")
+	errSlowDown         = newErr("RequestTimeout", http.StatusBadRequest, "Your socket connection to the server was not read from or written to within the timeout period.")
+	errBucketOwned      = newErr("BucketAlreadyOwnedByYou", http.StatusConflict, "Your previous request to create the named bucket succeeded and you already own it.")
+	errNoSuchPolicy     = newErr("NoSuchBucketPolicy", http.StatusNotFound, "The bucket policy does not exist")
+	errNoSuchLifecycle  = newErr("NoSuchLifecycleConfiguration", http.StatusNotFound, "The lifecycle configuration does not exist")
+	errNoSuchEncryption = newErr("ServerSideEncryptionConfigurationNotFoundError", http.StatusNotFound, "The server side encryption configuration was not found")
+	errNoSuchObjectLock = newErr("ObjectLockConfigurationNotFoundError", http.StatusNotFound, "Object Lock configuration does not exist for this bucket")
+	errNoSuchWebsite    = newErr("NoSuchWebsiteConfiguration", http.StatusNotFound, "The specified bucket does not have a website configuration")
 )
 
 // objectErrors is the one table from object-layer and namespace errors
@@ -61,6 +60,8 @@ var objectErrors = []struct {
 	{objectapi.ErrBucketNotEmpty, newErr("BucketNotEmpty", 409, "The bucket you tried to delete is not empty")},
 	{objectapi.ErrInvalidBucketName, newErr("InvalidBucketName", 400, "The specified bucket is not valid.")},
 	{objectapi.ErrNoSuchKey, newErr("NoSuchKey", 404, "The specified key does not exist.")},
+	{objectapi.ErrNoSuchVersion, newErr("NoSuchVersion", 404, "The specified version does not exist.")},
+	{objectapi.ErrMethodNotAllowed, errMethodNotAllowed},
 	{objectapi.ErrInvalidKey, newErr("InvalidArgument", 400, "The key is not valid.")},
 	{objectapi.ErrKeyTooLong, newErr("KeyTooLongError", 400, "Your key is too long")},
 	{objectapi.ErrUnsupportedKey, newErr("InvalidArgument", 400, "This key cannot be stored.")},
@@ -134,6 +135,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Error("s3: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	} else {
 		s.log.Debug("s3: request refused", "method", r.Method, "path", r.URL.Path, "code", ae.Code, "err", err)
+	}
+	var dm *objectapi.DeleteMarkerError
+	if errors.As(err, &dm) {
+		w.Header().Set("x-amz-delete-marker", "true")
+		w.Header().Set("x-amz-version-id", dm.VersionID)
 	}
 	if ae.Status == http.StatusNotModified {
 		w.WriteHeader(ae.Status)

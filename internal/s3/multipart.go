@@ -96,7 +96,7 @@ func (s *Server) uploadPartCopy(rq *request) error {
 	if err != nil {
 		return err
 	}
-	sb, sk, err := copySource(rq.r.Header)
+	sb, sk, sv, err := copySource(rq.r.Header)
 	if err != nil {
 		return err
 	}
@@ -109,10 +109,13 @@ func (s *Server) uploadPartCopy(rq *request) error {
 			return &apiError{Code: "InvalidArgument", Status: 400, Message: "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy"}
 		}
 	}
-	p, err := s.layer.UploadPartCopy(rq.ctx, rq.bucket, rq.key, rq.q.Get("uploadId"), n, sb, sk, rng,
+	p, err := s.layer.UploadPartCopy(rq.ctx, rq.bucket, rq.key, rq.q.Get("uploadId"), n, sb, sk, sv, rng,
 		conditions(rq.r.Header, "x-amz-copy-source-"))
 	if err != nil {
 		return err
+	}
+	if sv != "" {
+		rq.w.Header().Set("x-amz-copy-source-version-id", sv)
 	}
 	writeXML(rq.w, http.StatusOK, copyPartResult{Xmlns: s3NS, LastModified: isoTime(p.LastModified), ETag: quote(p.ETag)})
 	return nil
@@ -172,6 +175,7 @@ func (s *Server) completeUpload(rq *request) error {
 		out.copyChecksums = copyChecksums{c.ChecksumCRC32, c.ChecksumCRC32C, c.ChecksumCRC64NVME, c.ChecksumSHA1, c.ChecksumSHA256}
 		out.ChecksumType = oi.Checksum.Type
 	}
+	setVersionID(rq.w.Header(), oi.VersionID)
 	writeXML(rq.w, http.StatusOK, out)
 	return nil
 }

@@ -3,15 +3,20 @@ package s3
 import (
 	"encoding/xml"
 	"net/http"
+
+	"github.com/kelpfs/kelp/internal/objectapi"
 )
 
+// deleteObject deletes the latest version (a delete marker in versioned
+// buckets) or, with ?versionId=, that version permanently.
 func (s *Server) deleteObject(rq *request) error {
-	if v := rq.q.Get("versionId"); v != "" && v != "null" {
-		rq.w.WriteHeader(http.StatusNoContent) // no such version: nothing to delete
-		return nil
-	}
-	if err := s.layer.DeleteObject(rq.ctx, rq.bucket, rq.key); err != nil {
+	res, err := s.layer.DeleteObjectVersion(rq.ctx, rq.bucket, rq.key, rq.q.Get("versionId"))
+	if err != nil {
 		return err
+	}
+	setVersionID(rq.w.Header(), res.VersionID)
+	if res.DeleteMarker {
+		rq.w.Header().Set("x-amz-delete-marker", "true")
 	}
 	rq.w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -33,15 +38,20 @@ type deleteResult struct {
 	Errors  []deleteErrXML `xml:"Error"`
 }
 
+// deletedXML reports one deletion; a created delete marker's id is
+// DeleteMarkerVersionId, a deleted version's is VersionId.
 type deletedXML struct {
-	Key       string
-	VersionID string `xml:"VersionId,omitempty"`
+	Key                   string
+	VersionID             string `xml:"VersionId,omitempty"`
+	DeleteMarker          bool   `xml:",omitempty"`
+	DeleteMarkerVersionID string `xml:"DeleteMarkerVersionId,omitempty"`
 }
 
 type deleteErrXML struct {
-	Key     string
-	Code    string
-	Message string
+	Key       string
+	VersionID string `xml:"VersionId,omitempty"`
+	Code      string
+	Message   string
 }
 
 // maxDeleteKeys is S3's limit on keys per DeleteObjects.
@@ -55,11 +65,11 @@ func (s *Server) deleteObjects(rq *request) error {
 	if len(req.Objects) == 0 || len(req.Objects) > maxDeleteKeys {
 		return errMalformedXML
 	}
-	keys := make([]string, len(req.Objects))
+	objs := make([]objectapi.ObjectToDelete, len(req.Objects))
 	for i, o := range req.Objects {
-		keys[i] = o.Key
+		objs[i] = objectapi.ObjectToDelete{Key: o.Key, VersionID: o.VersionID}
 	}
-	res, err := s.layer.DeleteObjects(rq.ctx, rq.bucket, keys)
+	res, err := s.layer.DeleteObjects(rq.ctx, rq.bucket, objs)
 	if err != nil {
 		return err
 	}
@@ -67,12 +77,17 @@ func (s *Server) deleteObjects(rq *request) error {
 	for i, r := range res {
 		if r.Err != nil {
 			ae := toAPIError(r.Err)
-			out.Errors = append(out.Errors, deleteErrXML{Key: r.Key, Code: ae.Code, Message: ae.Message})
+			out.Errors = append(out.Errors, deleteErrXML{Key: r.Key, VersionID: objs[i].VersionID, Code: ae.Code, Message: ae.Message})
 			continue
 		}
-		if !req.Quiet {
-			out.Deleted = append(out.Deleted, deletedXML{Key: r.Key, VersionID: req.Objects[i].VersionID})
+		if req.Quiet {
+			continue
 		}
+		d := deletedXML{Key: r.Key, VersionID: objs[i].VersionID, DeleteMarker: r.DeleteMarker}
+		if objs[i].VersionID == "" && r.DeleteMarker {
+			d.DeleteMarkerVersionID = r.VersionID
+		}
+		out.Deleted = append(out.Deleted, d)
 	}
 	writeXML(rq.w, http.StatusOK, out)
 	return nil

@@ -59,20 +59,18 @@ func (s *Server) readObject(rq *request, head bool) error {
 	} else if rg := rq.r.Header.Get("Range"); rg != "" {
 		opts.Range = objectapi.ParseRange(rg)
 	}
-	if v := rq.q.Get("versionId"); v != "" && v != "null" {
-		return &apiError{Code: "NoSuchVersion", Status: 404, Message: "The specified version does not exist."}
-	}
+	opts.VersionID = rq.q.Get("versionId")
 	o, err := s.layer.GetObject(rq.ctx, rq.bucket, rq.key, opts)
 	if err != nil {
 		if ae := toAPIError(err); ae.Status == http.StatusNotModified || ae.Status == http.StatusPreconditionFailed {
 			// The validators go with 304 and 412 too.
-			if info, ierr := s.layer.GetObject(rq.ctx, rq.bucket, rq.key, objectapi.GetOptions{NoBody: true}); ierr == nil {
+			if info, ierr := s.layer.GetObject(rq.ctx, rq.bucket, rq.key, objectapi.GetOptions{NoBody: true, VersionID: opts.VersionID}); ierr == nil {
 				rq.w.Header().Set("ETag", quote(info.Info.ETag))
 				rq.w.Header().Set("Last-Modified", info.Info.LastModified.UTC().Format(http.TimeFormat))
 			}
 		}
 		if ae := toAPIError(err); ae.Code == "InvalidRange" {
-			if info, ierr := s.layer.GetObject(rq.ctx, rq.bucket, rq.key, objectapi.GetOptions{NoBody: true}); ierr == nil {
+			if info, ierr := s.layer.GetObject(rq.ctx, rq.bucket, rq.key, objectapi.GetOptions{NoBody: true, VersionID: opts.VersionID}); ierr == nil {
 				rq.w.Header().Set("Content-Range", "bytes */"+itoa(info.Info.Size))
 			}
 		}
@@ -129,6 +127,7 @@ func (s *Server) objectHeaders(h http.Header, oi objectapi.ObjectInfo, checksums
 	h.Set("ETag", quote(oi.ETag))
 	h.Set("Last-Modified", oi.LastModified.UTC().Format(http.TimeFormat))
 	h.Set("Accept-Ranges", "bytes")
+	setVersionID(h, oi.VersionID)
 	ct := oi.ContentType
 	if ct == "" {
 		ct = "binary/octet-stream"
@@ -138,7 +137,10 @@ func (s *Server) objectHeaders(h http.Header, oi objectapi.ObjectInfo, checksums
 		h.Set(k, v)
 	}
 	for k, v := range oi.UserMeta {
-		h["X-Amz-Meta-"+canonicalMeta(k)] = []string{v}
+		// S3 sends metadata names in lower case, and clients (boto, the aws
+		// CLI) report them as sent; the raw map key keeps Go from
+		// capitalising them.
+		h["x-amz-meta-"+strings.ToLower(k)] = []string{v}
 	}
 	if oi.TagCount > 0 {
 		h.Set("x-amz-tagging-count", strconv.Itoa(oi.TagCount))
@@ -149,8 +151,3 @@ func (s *Server) objectHeaders(h http.Header, oi objectapi.ObjectInfo, checksums
 	}
 }
 
-// canonicalMeta is the header form of a metadata name; names are kept
-// lower-case after the prefix is canonicalised by Go's header map.
-func canonicalMeta(k string) string {
-	return strings.TrimPrefix(http.CanonicalHeaderKey("X-Amz-Meta-"+k), "X-Amz-Meta-")
-}

@@ -139,6 +139,7 @@ func (s *Server) putObject(rq *request) error {
 	}
 	h := rq.w.Header()
 	h.Set("ETag", quote(oi.ETag))
+	setVersionID(h, oi.VersionID)
 	if oi.Checksum.Algorithm != "" {
 		h.Set("x-amz-checksum-"+strings.ToLower(oi.Checksum.Algorithm), oi.Checksum.Value)
 		h.Set("x-amz-checksum-type", oi.Checksum.Type)
@@ -148,22 +149,37 @@ func (s *Server) putObject(rq *request) error {
 }
 
 // copySource parses x-amz-copy-source: "bucket/key" or "/bucket/key",
-// URL-encoded, optionally with "?versionId=".
-func copySource(h http.Header) (string, string, error) {
+// URL-encoded, optionally with "?versionId=ID": bucket, key and version
+// id ("" the latest).
+func copySource(h http.Header) (string, string, string, error) {
 	v := h.Get("x-amz-copy-source")
-	p, ver, _ := strings.Cut(v, "?")
+	p, query, _ := strings.Cut(v, "?")
+	bad := &apiError{Code: "InvalidArgument", Status: 400, Message: "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"}
 	p, err := url.PathUnescape(p)
 	if err != nil {
-		return "", "", &apiError{Code: "InvalidArgument", Status: 400, Message: "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"}
+		return "", "", "", bad
 	}
-	if ver != "" && ver != "versionId=null" && ver != "versionId=" {
-		return "", "", &apiError{Code: "NoSuchVersion", Status: 404, Message: "The specified version does not exist."}
+	ver := ""
+	if query != "" {
+		q, err := url.ParseQuery(query)
+		if err != nil {
+			return "", "", "", bad
+		}
+		ver = q.Get("versionId")
 	}
 	b, k, ok := strings.Cut(strings.TrimPrefix(p, "/"), "/")
 	if !ok || b == "" || k == "" {
-		return "", "", &apiError{Code: "InvalidArgument", Status: 400, Message: "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"}
+		return "", "", "", bad
 	}
-	return b, k, nil
+	return b, k, ver, nil
+}
+
+// setVersionID sets x-amz-version-id when the object has a version id
+// (always in versioned buckets, never in unversioned ones).
+func setVersionID(h http.Header, vid string) {
+	if vid != "" {
+		h.Set("x-amz-version-id", vid)
+	}
 }
 
 type copyObjectResult struct {
@@ -194,14 +210,14 @@ func (c *copyObjectResult) setChecksum(cs objectapi.Checksum) {
 }
 
 func (s *Server) copyObject(rq *request) error {
-	sb, sk, err := copySource(rq.r.Header)
+	sb, sk, sv, err := copySource(rq.r.Header)
 	if err != nil {
 		return err
 	}
 	if err := s.authorize(rq.ctx, rq.id, ActionRead, sb); err != nil {
 		return err
 	}
-	opts := objectapi.CopyOptions{SourceConditions: conditions(rq.r.Header, "x-amz-copy-source-")}
+	opts := objectapi.CopyOptions{SourceConditions: conditions(rq.r.Header, "x-amz-copy-source-"), SourceVersionID: sv}
 	switch d := rq.r.Header.Get("x-amz-metadata-directive"); d {
 	case "", "COPY":
 	case "REPLACE":
@@ -230,6 +246,10 @@ func (s *Server) copyObject(rq *request) error {
 	if err != nil {
 		return err
 	}
+	if sv != "" {
+		rq.w.Header().Set("x-amz-copy-source-version-id", sv)
+	}
+	setVersionID(rq.w.Header(), oi.VersionID)
 	out := copyObjectResult{Xmlns: s3NS, LastModified: isoTime(oi.LastModified), ETag: quote(oi.ETag)}
 	out.setChecksum(oi.Checksum)
 	writeXML(rq.w, http.StatusOK, out)

@@ -56,6 +56,20 @@ func (s *Server) bucketAndKey(r *http.Request) (string, string) {
 
 // ServeHTTP routes, authenticates, authorises and runs one request.
 func (s *Server) ServeHTTP(hw http.ResponseWriter, r *http.Request) {
+	if strings.EqualFold(r.Header.Get("Expect"), "100-continue") && r.ContentLength != 0 {
+		// Answer "100 Continue" now rather than when the handler first reads
+		// the body, which may be after slow work: botocore gives up waiting
+		// after a second, sends the body anyway, then misreads the late
+		// interim answer and hangs until its read timeout. A zero-byte read
+		// makes net/http send it.
+		r.Body.Read(nil)
+	}
+	if r.Method == http.MethodGet && r.URL.Path == "/healthz" && r.Header.Get("Authorization") == "" && r.URL.RawQuery == "" {
+		// Liveness for load balancers and scripts, like every Kelp server.
+		// A signed request for a bucket named "healthz" still reaches S3.
+		hw.Write([]byte("ok\n"))
+		return
+	}
 	w := &trackingWriter{ResponseWriter: hw}
 	id := s.requestID()
 	h := w.Header()

@@ -39,7 +39,7 @@ func readTagging(r *http.Request) ([]objectapi.Tag, error) {
 }
 
 func (s *Server) getObjectTagging(rq *request) error {
-	tags, err := s.layer.GetObjectTagging(rq.ctx, rq.bucket, rq.key)
+	tags, err := s.layer.GetObjectTagging(rq.ctx, rq.bucket, rq.key, rq.q.Get("versionId"))
 	if err != nil {
 		return err
 	}
@@ -52,7 +52,7 @@ func (s *Server) putObjectTagging(rq *request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.layer.PutObjectTagging(rq.ctx, rq.bucket, rq.key, tags); err != nil {
+	if err := s.layer.PutObjectTagging(rq.ctx, rq.bucket, rq.key, rq.q.Get("versionId"), tags); err != nil {
 		return err
 	}
 	rq.w.WriteHeader(http.StatusOK)
@@ -60,7 +60,7 @@ func (s *Server) putObjectTagging(rq *request) error {
 }
 
 func (s *Server) deleteObjectTagging(rq *request) error {
-	if err := s.layer.PutObjectTagging(rq.ctx, rq.bucket, rq.key, nil); err != nil {
+	if err := s.layer.PutObjectTagging(rq.ctx, rq.bucket, rq.key, rq.q.Get("versionId"), nil); err != nil {
 		return err
 	}
 	rq.w.WriteHeader(http.StatusNoContent)

@@ -1,0 +1,339 @@
+package objectapi
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/kelpfs/kelp/internal/filer"
+)
+
+// Versioning states of a bucket. A bucket that was never configured has
+// the state "" (unversioned); once Enabled it can only be Suspended.
+const (
+	VersioningEnabled   = "Enabled"
+	VersioningSuspended = "Suspended"
+	// NullVersion is the version id of objects written while a bucket is
+	// unversioned or suspended.
+	NullVersion = "null"
+)
+
+const (
+	xaVersioning   = "s3.versioning" // on a bucket: Enabled | Suspended
+	xaVID          = "s3.vid"        // on a version: its id; absent means "null"
+	xaDeleteMarker = "s3.dm"         // "1" on a delete marker
+)
+
+// DeleteMarkerError is returned when the version a request resolves to is
+// a delete marker: Kind is ErrNoSuchKey (the latest version is a delete
+// marker) or ErrMethodNotAllowed (the marker was asked for by id). The
+// gateway answers with x-amz-delete-marker: true and the marker's id.
+type DeleteMarkerError struct {
+	VersionID string
+	Kind      error
+}
+
+func (e *DeleteMarkerError) Error() string { return e.Kind.Error() + " (delete marker)" }
+func (e *DeleteMarkerError) Unwrap() error { return e.Kind }
+
+// GetBucketVersioning returns the bucket's versioning state: "",
+// VersioningEnabled or VersioningSuspended.
+func (l *Layer) GetBucketVersioning(ctx context.Context, bucket string) (string, error) {
+	b, err := l.bucketEntry(ctx, bucket)
+	if err != nil {
+		return "", err
+	}
+	return versioningOf(b), nil
+}
+
+// PutBucketVersioning sets the versioning state to VersioningEnabled or
+// VersioningSuspended; anything else is ErrMalformedInput.
+func (l *Layer) PutBucketVersioning(ctx context.Context, bucket, status string) error {
+	if status != VersioningEnabled && status != VersioningSuspended {
+		return errorf(ErrMalformedInput, "versioning status %q is neither Enabled nor Suspended", status)
+	}
+	return l.setBucketXattr(ctx, bucket, xaVersioning, []byte(status))
+}
+
+// versioned reports whether the bucket was ever versioned (a failed
+// lookup counts as versioned: the caller then takes the general path).
+func (l *Layer) versioned(ctx context.Context, bucket string) bool {
+	b, err := l.bucketEntry(ctx, bucket)
+	return err != nil || versioningOf(b) != ""
+}
+
+func versioningOf(b *filer.Entry) string { return string(b.Xattrs[xaVersioning]) }
+
+func isDeleteMarker(e *filer.Entry) bool { return string(e.Xattrs[xaDeleteMarker]) == "1" }
+
+// versionIDOf is the version id of a stored version ("null" when unset).
+func versionIDOf(e *filer.Entry) string {
+	if v := e.Xattrs[xaVID]; len(v) > 0 {
+		return string(v)
+	}
+	return NullVersion
+}
+
+// newVersionID returns 16 hex digits of the inverted creation time in
+// nanoseconds and 16 random hex digits: unique, and in byte order the
+// newer version sorts first, so a key's versions directory lists newest
+// first.
+func (l *Layer) newVersionID() string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], ^uint64(l.now().UnixNano()))
+	rand.Read(b[8:])
+	return hex.EncodeToString(b[:])
+}
+
+// validVersionID accepts "null" and ids made by newVersionID.
+func validVersionID(v string) bool {
+	if v == NullVersion {
+		return true
+	}
+	if len(v) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(v)
+	return err == nil && strings.ToLower(v) == v
+}
+
+func (l *Layer) versionsDir(bucket string) string { return l.root + "/.versions/" + bucket }
+
+// keyVersionsDir is the directory of key's noncurrent versions: named by
+// a hash of the key, since keys may be longer than a name and hold '/'.
+func (l *Layer) keyVersionsDir(bucket, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return l.versionsDir(bucket) + "/" + hex.EncodeToString(sum[:16])
+}
+
+// archiveName is a noncurrent version's name in its key's directory: the
+// version id, or for a null version its inverted modification time and
+// "null", so that names sort newest first either way.
+func archiveName(e *filer.Entry) string {
+	if vid := versionIDOf(e); vid != NullVersion {
+		return vid
+	}
+	return fmt.Sprintf("%016x", ^uint64(e.Mtime.UnixNano())) + NullVersion
+}
+
+// archive moves the current version cur of key into the versions
+// directory. Rename keeps the chunks (nothing is collected).
+func (l *Layer) archive(ctx context.Context, bucket, key string, cur *filer.Entry) error {
+	dir := l.keyVersionsDir(bucket, key)
+	d := &filer.Entry{Path: dir, Mode: os.ModeDir | 0o755, Xattrs: map[string][]byte{xaKey: []byte(key)}}
+	if err := l.ns.CreateEntry(ctx, d, filer.CreateOptions{}); err != nil {
+		return err
+	}
+	return l.ns.Rename(ctx, cur.Path, dir+"/"+archiveName(cur))
+}
+
+// archived calls fn with key's noncurrent versions, newest first, whose
+// names sort after after ("" from the newest).
+func (l *Layer) archived(ctx context.Context, bucket, key, after string, fn func(e *filer.Entry) error) error {
+	dir := l.keyVersionsDir(bucket, key)
+	for {
+		es, more, err := l.ns.ListEntries(ctx, dir, filer.ListOptions{StartAfter: after, Limit: pageSize})
+		if errors.Is(err, filer.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			after = e.Name()
+			if e.IsDir() {
+				continue
+			}
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		if !more {
+			return nil
+		}
+	}
+}
+
+// findArchived returns the noncurrent version vid of key, or nil.
+func (l *Layer) findArchived(ctx context.Context, bucket, key, vid string) (*filer.Entry, error) {
+	if vid != NullVersion {
+		e, err := l.ns.FindEntry(ctx, l.keyVersionsDir(bucket, key)+"/"+vid)
+		if errors.Is(err, filer.ErrNotFound) {
+			return nil, nil
+		}
+		return e, err
+	}
+	var found *filer.Entry
+	err := l.archived(ctx, bucket, key, "", func(e *filer.Entry) error {
+		if versionIDOf(e) == NullVersion {
+			found = e
+			return errStop
+		}
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		err = nil
+	}
+	return found, err
+}
+
+// dropArchivedNull permanently deletes key's noncurrent null version, if
+// any: a write to a suspended bucket replaces the null version.
+func (l *Layer) dropArchivedNull(ctx context.Context, bucket, key string) error {
+	e, err := l.findArchived(ctx, bucket, key, NullVersion)
+	if err != nil || e == nil {
+		return err
+	}
+	if err := l.ns.DeleteEntry(ctx, e.Path, false); err != nil && !errors.Is(err, filer.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// removeIfEmpty deletes key's versions directory when it holds nothing.
+func (l *Layer) removeIfEmpty(ctx context.Context, bucket, key string) {
+	err := l.ns.DeleteEntry(ctx, l.keyVersionsDir(bucket, key), false)
+	if err != nil && !errors.Is(err, filer.ErrNotFound) && !errors.Is(err, filer.ErrNotEmpty) {
+		l.log.Warn("objectapi: removing a versions directory", "key", key, "err", err)
+	}
+}
+
+// commitObject stores e as the new latest version of key (a file path,
+// not a directory object) according to the state of bucket b, and
+// returns its version id: "" unversioned, "null" suspended, a new id
+// when enabled. The previous latest version is archived when it must be
+// kept; exclusive fails with filer.ErrExists when the key has a current
+// object. Unversioned buckets take exactly one filer call, as before.
+func (l *Layer) commitObject(ctx context.Context, bucket, key string, b *filer.Entry, e *filer.Entry, exclusive bool) (string, error) {
+	state := versioningOf(b)
+	if state == "" {
+		return "", l.ns.CreateEntry(ctx, e, filer.CreateOptions{Exclusive: exclusive})
+	}
+	if e.Xattrs == nil {
+		e.Xattrs = map[string][]byte{}
+	}
+	if exclusive {
+		if _, err := l.findObject(ctx, bucket, key); err == nil {
+			return "", fmt.Errorf("%w: %s", filer.ErrExists, e.Path)
+		} else if !errors.Is(err, ErrNoSuchKey) {
+			return "", err
+		}
+	}
+	if state == VersioningSuspended {
+		delete(e.Xattrs, xaVID)
+		cur, err := l.ns.FindEntry(ctx, e.Path)
+		switch {
+		case errors.Is(err, filer.ErrNotFound):
+		case err != nil:
+			return "", err
+		case cur.IsDir():
+			return "", fmt.Errorf("%w: %s", filer.ErrIsDir, e.Path)
+		case versionIDOf(cur) != NullVersion:
+			if err := l.archive(ctx, bucket, key, cur); err != nil {
+				return "", err
+			}
+		}
+		if err := l.dropArchivedNull(ctx, bucket, key); err != nil {
+			return "", err
+		}
+		// A current null version is replaced, its chunks collected.
+		return NullVersion, l.ns.CreateEntry(ctx, e, filer.CreateOptions{})
+	}
+	vid := l.newVersionID()
+	e.Xattrs[xaVID] = []byte(vid)
+	var err error
+	// A concurrent writer may create the key between archive and create:
+	// the create is exclusive, so its version is archived in turn, never
+	// overwritten.
+	for range 8 {
+		var cur *filer.Entry
+		cur, err = l.ns.FindEntry(ctx, e.Path)
+		switch {
+		case errors.Is(err, filer.ErrNotFound):
+		case err != nil:
+			return "", err
+		case cur.IsDir():
+			return "", fmt.Errorf("%w: %s", filer.ErrIsDir, e.Path)
+		default:
+			if err := l.archive(ctx, bucket, key, cur); err != nil && !errors.Is(err, filer.ErrNotFound) {
+				return "", err
+			}
+		}
+		err = l.ns.CreateEntry(ctx, e, filer.CreateOptions{Exclusive: true})
+		if !errors.Is(err, filer.ErrExists) {
+			return vid, err
+		}
+	}
+	return "", err
+}
+
+// findVersion returns version vid of key ("" the latest) and whether it
+// is the current one. A delete marker is returned as such; callers decide.
+func (l *Layer) findVersion(ctx context.Context, bucket, key, vid string) (*filer.Entry, bool, error) {
+	if vid == "" {
+		e, err := l.findObject(ctx, bucket, key)
+		return e, true, err
+	}
+	if !validVersionID(vid) {
+		return nil, false, errorf(ErrInvalidArgument, "invalid version id %q", vid)
+	}
+	p, dirKey, err := l.objectPath(bucket, key)
+	if err != nil {
+		if errors.Is(err, ErrUnsupportedKey) {
+			return nil, false, errorf(ErrNoSuchVersion, "%q version %s", key, vid)
+		}
+		return nil, false, err
+	}
+	if _, err := l.bucketEntry(ctx, bucket); err != nil {
+		return nil, false, err
+	}
+	cur, err := l.ns.FindEntry(ctx, p)
+	switch {
+	case err == nil && dirKey:
+		if isDirObject(cur) && vid == NullVersion {
+			return cur, true, nil
+		}
+	case err == nil && !cur.IsDir() && versionIDOf(cur) == vid:
+		return cur, true, nil
+	case err != nil && !errors.Is(err, filer.ErrNotFound) && !errors.Is(err, filer.ErrNotDir):
+		return nil, false, err
+	}
+	if !dirKey {
+		e, err := l.findArchived(ctx, bucket, key, vid)
+		if err != nil || e != nil {
+			return e, false, err
+		}
+	}
+	return nil, false, errorf(ErrNoSuchVersion, "%q version %s", key, vid)
+}
+
+// readableVersion resolves a read of version vid ("" latest): a delete
+// marker is a DeleteMarkerError.
+func (l *Layer) readableVersion(ctx context.Context, bucket, key, vid string) (ObjectInfo, *filer.Entry, error) {
+	e, _, err := l.findVersion(ctx, bucket, key, vid)
+	if err != nil {
+		return ObjectInfo{}, nil, err
+	}
+	if isDeleteMarker(e) {
+		return ObjectInfo{}, nil, &DeleteMarkerError{VersionID: versionIDOf(e),
+			Kind: errorf(ErrMethodNotAllowed, "version %s of %q is a delete marker", vid, key)}
+	}
+	oi := l.versionInfo(bucket, key, e)
+	if vid == NullVersion {
+		oi.VersionID = NullVersion
+	}
+	return oi, e, nil
+}
+
+// versionInfo describes a version of key stored anywhere.
+func (l *Layer) versionInfo(bucket, key string, e *filer.Entry) ObjectInfo {
+	oi := l.info(bucket, e)
+	oi.Key = key
+	return oi
+}
