@@ -1,9 +1,15 @@
 package cli
 
 import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/kelpfs/kelp/internal/benchmark"
+	"github.com/kelpfs/kelp/internal/benchmark/s3bench"
 )
 
 func newBenchmarkCommand(g *globalFlags) *cobra.Command {
@@ -31,5 +37,83 @@ func newBenchmarkCommand(g *globalFlags) *cobra.Command {
 	fl.StringVar(&cfg.Collection, "collection", "", "collection to write into")
 	fl.StringVar(&cfg.Replication, "replication", "", "replication code XYZ (default: the cluster's)")
 	fl.BoolVar(&cfg.JSON, "json", false, "print one JSON object with the results as the last line")
+	cmd.AddCommand(newS3BenchmarkCommand(g))
 	return cmd
+}
+
+// newS3BenchmarkCommand is `kelp benchmark s3`: PUT then GET objects through
+// an S3 endpoint with the AWS SDK for Go v2.
+func newS3BenchmarkCommand(g *globalFlags) *cobra.Command {
+	cfg := s3bench.Config{}
+	size, part := byteSize(1024), byteSize(s3bench.DefaultPartSize)
+	cmd := &cobra.Command{
+		Use:   "s3",
+		Short: "Put N objects through an S3 endpoint, then get them back in random order",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cfg.AccessKey == "" && cfg.SecretKey == "" {
+				cfg.AccessKey, cfg.SecretKey = os.Getenv("KELP_ACCESS_KEY"), os.Getenv("KELP_SECRET_KEY")
+			}
+			cfg.Size, cfg.PartSize = int64(size), int64(part)
+			cfg.Out = cmd.OutOrStdout()
+			cfg.Progress = cmd.ErrOrStderr()
+			if log, err := g.logger(); err == nil {
+				cfg.Logger = log
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			rep, err := s3bench.Run(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			if n := rep.Failed(); n > 0 {
+				return fmt.Errorf("s3bench: %d requests failed", n)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&cfg.Endpoint, "endpoint", "http://127.0.0.1:8333", "S3 endpoint URL")
+	fl.StringVar(&cfg.AccessKey, "access-key", "", "access key (or env KELP_ACCESS_KEY)")
+	fl.StringVar(&cfg.SecretKey, "secret-key", "", "secret key (or env KELP_SECRET_KEY)")
+	fl.StringVar(&cfg.Region, "region", "us-east-1", "region to sign requests for")
+	fl.StringVar(&cfg.Bucket, "bucket", "kelp-benchmark", "bucket to write into (created when missing)")
+	fl.StringVar(&cfg.Prefix, "prefix", "", "key prefix of the run's objects")
+	fl.Var(&size, "size", "size of each object in bytes (suffixes KiB, MiB, GiB, k, M, G)")
+	fl.IntVar(&cfg.Count, "count", 1000, "number of objects")
+	fl.IntVar(&cfg.Concurrency, "concurrency", s3bench.DefaultConcurrency, "objects in flight")
+	fl.Var(&part, "part-size", "objects above this size use multipart upload and ranged gets of this size")
+	fl.IntVar(&cfg.PartConcurrency, "part-concurrency", s3bench.DefaultPartConcurrency, "parts or ranges of one large object in flight")
+	fl.BoolVar(&cfg.SignPayload, "sign-payload", false, "sign bodies' SHA-256 instead of sending UNSIGNED-PAYLOAD")
+	fl.BoolVar(&cfg.Checksums, "checksums", false, "let the SDK send and check CRC32 checksums (its default)")
+	fl.BoolVar(&cfg.Cleanup, "cleanup", false, "delete the objects after the GET phase")
+	fl.Uint64Var(&cfg.Seed, "seed", 0, "seed of contents and read order (0: random)")
+	fl.BoolVar(&cfg.JSON, "json", false, `print {"put":{...},"get":{...}} as the last line`)
+	return cmd
+}
+
+// byteSize is a flag value in bytes that accepts binary and decimal suffixes.
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+func (b *byteSize) Type() string   { return "bytes" }
+
+func (b *byteSize) Set(s string) error {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"k", 1e3}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("not a size in bytes: %q", s)
+	}
+	*b = byteSize(n * mult)
+	return nil
 }
