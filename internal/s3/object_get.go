@@ -150,4 +150,3 @@ func (s *Server) objectHeaders(h http.Header, oi objectapi.ObjectInfo, checksums
 		h.Set("x-amz-checksum-type", oi.Checksum.Type)
 	}
 }
-
