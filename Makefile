@@ -1,10 +1,14 @@
 GO ?= go
 BIN := bin/kelp
 
-.PHONY: build test unit blackbox proto bench vet fmt deps clean
+.PHONY: build image test unit proto bench vet deps clean
 
+# build: one static binary (no cgo), the same that deploy/Dockerfile wraps.
 build:
-	$(GO) build -o $(BIN) ./cmd/kelp
+	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/kelp
+
+image: build
+	cp $(BIN) deploy/kelp && docker build -t kelp deploy
 
 # test: everything CI runs. Installs what the tests need on a fresh machine first.
 test: deps vet build

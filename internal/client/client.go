@@ -58,6 +58,9 @@ type Config struct {
 	LookupTTL time.Duration
 	// Now is the clock for the lookup cache; nil means time.Now.
 	Now func() time.Time
+	// AnswerTimeout is how long a volume server may take to begin answering
+	// a request without a body; 0 means 10 s. See doVolume.
+	AnswerTimeout time.Duration
 }
 
 // Client is a Kelp cluster client. It is safe for concurrent use.
@@ -70,6 +73,8 @@ type Client struct {
 	maxRetries int
 	lookupTTL  time.Duration
 	now        func() time.Time
+	// answerTimeout bounds the wait for a volume server's answer to begin.
+	answerTimeout time.Duration
 
 	mu    sync.RWMutex
 	cache map[uint32]cacheEntry
@@ -127,6 +132,10 @@ func New(cfg Config) (*Client, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	c.answerTimeout = cfg.AnswerTimeout
+	if c.answerTimeout <= 0 {
+		c.answerTimeout = 10 * time.Second
+	}
 	c.current.Store(&c.masters[0])
 	c.bufs.New = func() any { return new(bytes.Buffer) }
 	return c, nil
@@ -166,11 +175,56 @@ func baseURL(addr string) string {
 }
 
 // doVolume sends a request to a volume server.
+//
+// A volume server behind a cut network, or a frozen one, never answers and
+// its kept-alive connection never breaks, so the answer must begin within
+// Config.AnswerTimeout plus 1 s per MiB of body to send (generous for a slow
+// link, short next to TCP's own patience with a dead peer); otherwise the request
+// fails with ErrNoAnswer, which Put retries on another assignment and reads
+// fail over from. Once the answer begins, its body may take as long as it
+// needs.
 func (c *Client) doVolume(req *http.Request) (*http.Response, error) {
+	parent := req.Context()
+	ctx, cancel := context.WithCancel(parent)
+	deadline := c.answerTimeout + time.Duration(max(req.ContentLength, 0)>>20)*time.Second
+	timer := time.AfterFunc(deadline, cancel)
+	req = req.WithContext(ctx)
+	var resp *http.Response
+	var err error
 	if c.rt != nil {
-		return c.rt.RoundTrip(req)
+		resp, err = c.rt.RoundTrip(req)
+	} else {
+		resp, err = c.hc.Do(req)
 	}
-	return c.hc.Do(req)
+	if !timer.Stop() && parent.Err() == nil {
+		if err == nil {
+			resp.Body.Close()
+		}
+		cancel()
+		return nil, fmt.Errorf("%w from %s within %v", ErrNoAnswer, req.URL.Host, deadline)
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// ErrNoAnswer is returned (wrapped) when a volume server did not begin to
+// answer in time.
+var ErrNoAnswer = errors.New("client: no answer")
+
+// cancelOnClose releases a request's context when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 // getBuf and putBuf recycle the buffers that hold small JSON answers, so a

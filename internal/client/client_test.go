@@ -406,3 +406,38 @@ func TestUploadClosesBody(t *testing.T) {
 		}
 	}
 }
+
+// A volume server that accepts the connection but never answers (frozen, or
+// behind a cut network) must not hang the client: reads fail over to the
+// next copy and writes go to a new assignment once AnswerTimeout passes.
+func TestSilentVolumeServerDoesNotHang(t *testing.T) {
+	cl := clienttest.NewCluster(t, clienttest.Options{Servers: 2, Replicas: 2})
+	c := newClient(t, client.Config{Masters: []string{cl.Master.URL}, AnswerTimeout: 200 * time.Millisecond})
+	id, _, err := c.PutBytes(context.Background(), client.AssignRequest{}, []byte("kept"), client.UploadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	defer close(release)
+	silent := func(w http.ResponseWriter, r *http.Request) bool { <-release; return true }
+	cl.Servers[0].SetHook(silent)
+
+	start := time.Now()
+	rc, _, err := c.Get(context.Background(), id, nil)
+	if err != nil {
+		t.Fatalf("Get with one silent copy: %v", err)
+	}
+	got, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(got) != "kept" {
+		t.Fatalf("read %q", got)
+	}
+	cl.Servers[1].SetHook(silent)
+	_, _, err = c.PutBytes(context.Background(), client.AssignRequest{}, []byte("x"), client.UploadOptions{})
+	if !errors.Is(err, client.ErrNoAnswer) {
+		t.Fatalf("Put with every server silent = %v, want ErrNoAnswer", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("took %v", d)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/filer"
 )
 
@@ -34,12 +35,27 @@ var errorCodes = []struct {
 	{filer.ErrNotDir, http.StatusConflict, codes.FailedPrecondition},
 	{context.Canceled, 499, codes.Canceled}, // the client went away
 	{context.DeadlineExceeded, http.StatusGatewayTimeout, codes.DeadlineExceeded},
+	// The cluster cannot take the write now (no master, a silent volume
+	// server): the request may succeed later, so 503 rather than 500.
+	{client.ErrNoMaster, http.StatusServiceUnavailable, codes.Unavailable},
+	{client.ErrNoAnswer, http.StatusServiceUnavailable, codes.Unavailable},
 }
 
 func classify(err error) (int, codes.Code, bool) {
 	for _, c := range errorCodes {
 		if errors.Is(err, c.err) {
 			return c.http, c.grpc, true
+		}
+	}
+	// A master or volume server said it cannot place or store the data
+	// ("replication 100 needs 2 data centers ..."): pass that on as it is.
+	var he *client.HTTPError
+	if errors.As(err, &he) {
+		switch he.Status {
+		case http.StatusServiceUnavailable:
+			return he.Status, codes.Unavailable, true
+		case http.StatusInsufficientStorage:
+			return he.Status, codes.ResourceExhausted, true
 		}
 	}
 	return http.StatusInternalServerError, codes.Internal, false
