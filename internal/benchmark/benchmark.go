@@ -12,9 +12,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/fid"
@@ -83,10 +80,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	b := &bench{c: c, cfg: cfg, crc: crc32.MakeTable(crc32.Castagnoli)}
 	rep := &Report{}
 	files := make([]written, cfg.N)
-	rep.Write = runPhase(ctx, cfg, "write", cfg.N, func(w *worker, i int) (int, error) {
-		return w.write(ctx, b, i, &files[i])
+	workers := make([]worker, cfg.Concurrency)
+	for i := range workers {
+		workers[i].id = i
+	}
+	phase := func(name string) PhaseOptions {
+		return PhaseOptions{Name: name, Unit: "req", Concurrency: cfg.Concurrency, Progress: cfg.Progress, Logger: cfg.Logger}
+	}
+	rep.Write = RunPhase(ctx, phase("write"), cfg.N, func(w, i int) (int64, error) {
+		n, err := workers[w].write(ctx, b, i, &files[i])
+		return int64(n), err
 	})
-	printPhase(cfg.Out, "write", rep.Write)
+	PrintPhase(cfg.Out, "write", "requests", rep.Write)
 	if err := ctx.Err(); err != nil {
 		return rep, fmt.Errorf("benchmark: %w", err)
 	}
@@ -98,10 +103,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	rand.New(rand.NewPCG(cfg.Seed, 1)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	rep.Read = runPhase(ctx, cfg, "read", len(order), func(w *worker, i int) (int, error) {
-		return w.read(ctx, b, &files[order[i]])
+	rep.Read = RunPhase(ctx, phase("read"), len(order), func(w, i int) (int64, error) {
+		n, err := workers[w].read(ctx, b, &files[order[i]])
+		return int64(n), err
 	})
-	printPhase(cfg.Out, "read", rep.Read)
+	PrintPhase(cfg.Out, "read", "requests", rep.Read)
 	if cfg.JSON {
 		if err := rep.writeJSON(cfg.Out); err != nil {
 			return rep, err
@@ -241,51 +247,4 @@ func readFull(r io.Reader, buf []byte) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// runPhase runs do for items 0..n-1 on cfg.Concurrency workers and measures.
-// do returns the bytes moved by a successful request.
-func runPhase(ctx context.Context, cfg Config, name string, n int, do func(w *worker, i int) (int, error)) Phase {
-	lat := make([]int64, n) // nanoseconds; -1 marks a failure
-	// next is the next item to claim; every claimed item below n is finished
-	// by the time the workers return, even when ctx ends the phase early.
-	var next, done, failed, moved atomic.Int64
-	var firstErr atomic.Pointer[error]
-	bar := startProgress(cfg.Progress, name, int64(n), &done)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for id := 0; id < min(cfg.Concurrency, max(n, 1)); id++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w := &worker{id: id}
-			for ctx.Err() == nil {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				t0 := time.Now()
-				moves, err := do(w, i)
-				lat[i] = int64(time.Since(t0))
-				if err != nil {
-					lat[i] = -1
-					if failed.Add(1) <= 3 {
-						cfg.Logger.Warn("benchmark: request failed", "phase", name, "err", err)
-					}
-					firstErr.CompareAndSwap(nil, &err)
-				} else {
-					moved.Add(int64(moves))
-				}
-				done.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	bar.stop()
-	p := summarize(lat[:min(int(next.Load()), n)], int(failed.Load()), moved.Load(), elapsed)
-	if e := firstErr.Load(); e != nil {
-		p.FirstError = (*e).Error()
-	}
-	return p
 }

@@ -21,7 +21,7 @@ type progress struct {
 
 // startProgress starts the bar's goroutine, which stop ends; with no
 // writer, or a file that is not a terminal, it draws nothing.
-func startProgress(w io.Writer, name string, total int64, count *atomic.Int64) *progress {
+func startProgress(w io.Writer, name, unit string, total int64, count *atomic.Int64) *progress {
 	if w == nil || total <= 0 {
 		return nil
 	}
@@ -33,7 +33,7 @@ func startProgress(w io.Writer, name string, total int64, count *atomic.Int64) *
 		progressbar.OptionSetDescription(name),
 		progressbar.OptionShowCount(),
 		progressbar.OptionShowIts(),
-		progressbar.OptionSetItsString("req"),
+		progressbar.OptionSetItsString(unit),
 		progressbar.OptionSetWidth(30),
 		progressbar.OptionClearOnFinish(),
 		progressbar.OptionSetRenderBlankState(true), // show the phase has begun

@@ -69,17 +69,6 @@ func percentileMs(sorted []int64, q float64) float64 {
 
 func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
 
-func printPhase(out io.Writer, name string, p Phase) {
-	fmt.Fprintf(out, "%-7s %d requests, %d failed, %.3f s, %.1f requests/s, %.2f MB/s\n",
-		name+":", p.Requests, p.Failed, p.Seconds, p.RequestsPerSec, p.MBPerSec)
-	fmt.Fprintf(out, "        latency ms: p50 %.3f, p90 %.3f, p99 %.3f, max %.3f\n",
-		p.P50Ms, p.P90Ms, p.P99Ms, p.MaxMs)
-	if p.FirstError != "" {
-		fmt.Fprintf(out, "        first error: %s\n", p.FirstError)
-	}
-	fmt.Fprintln(out)
-}
-
 // writeJSON prints the report as one line, the last of the output.
 func (r *Report) writeJSON(out io.Writer) error {
 	b, err := json.Marshal(r)

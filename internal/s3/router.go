@@ -56,13 +56,19 @@ func (s *Server) bucketAndKey(r *http.Request) (string, string) {
 
 // ServeHTTP routes, authenticates, authorises and runs one request.
 func (s *Server) ServeHTTP(hw http.ResponseWriter, r *http.Request) {
-	if strings.EqualFold(r.Header.Get("Expect"), "100-continue") && r.ContentLength != 0 {
-		// Answer "100 Continue" now rather than when the handler first reads
-		// the body, which may be after slow work: botocore gives up waiting
-		// after a second, sends the body anyway, then misreads the late
-		// interim answer and hangs until its read timeout. A zero-byte read
-		// makes net/http send it.
-		r.Body.Read(nil)
+	if strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		// Answer "100 Continue" at once, as S3 does, also for an empty body
+		// (net/http sends none then): botocore reads a final answer where it
+		// waits for the interim one as the end of the exchange and leaves
+		// bytes on the connection that break the next request on it, which
+		// then hangs until the client's read timeout. Sending it here rather
+		// than on the handler's first read also keeps botocore's one-second
+		// wait from running out while the gateway does slow work.
+		if r.ContentLength == 0 {
+			hw.WriteHeader(http.StatusContinue)
+		} else {
+			r.Body.Read(nil) // net/http sends 100 Continue on the first read
+		}
 	}
 	if r.Method == http.MethodGet && r.URL.Path == "/healthz" && r.Header.Get("Authorization") == "" && r.URL.RawQuery == "" {
 		// Liveness for load balancers and scripts, like every Kelp server.

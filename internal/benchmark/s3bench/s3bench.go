@@ -118,7 +118,7 @@ func (cfg *Config) normalize() error {
 		cfg.Out = io.Discard
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = discardLogger()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Seed == 0 {
 		cfg.Seed = rand.Uint64()
@@ -163,14 +163,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	rep := &Report{}
 	stored := make([]bool, cfg.Count)
-	rep.Put = runPhase(ctx, &cfg, "put", cfg.Count, cfg.Concurrency, func(w *worker, i int) (int64, error) {
+	workers := make([]worker, cfg.Concurrency)
+	phase := func(name string) benchmark.PhaseOptions {
+		return benchmark.PhaseOptions{Name: name, Unit: "obj", Concurrency: cfg.Concurrency, Progress: cfg.Progress, Logger: cfg.Logger}
+	}
+	rep.Put = benchmark.RunPhase(ctx, phase("put"), cfg.Count, func(_, i int) (int64, error) {
 		if err := b.put(ctx, i); err != nil {
 			return 0, err
 		}
 		stored[i] = true
 		return cfg.Size, nil
 	})
-	printPhase(cfg.Out, "put", rep.Put)
+	benchmark.PrintPhase(cfg.Out, "put", "objects", rep.Put)
 	if err := ctx.Err(); err != nil {
 		return rep, fmt.Errorf("s3bench: %w", err)
 	}
@@ -182,13 +186,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	rand.New(rand.NewPCG(cfg.Seed, 1)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	rep.Get = runPhase(ctx, &cfg, "get", len(order), cfg.Concurrency, func(w *worker, i int) (int64, error) {
+	rep.Get = benchmark.RunPhase(ctx, phase("get"), len(order), func(wi, i int) (int64, error) {
+		w := &workers[wi]
 		if w.buf == nil {
 			w.buf = make([]byte, verifyBuffer)
 		}
 		return cfg.Size, b.get(ctx, w, order[i])
 	})
-	printPhase(cfg.Out, "get", rep.Get)
+	benchmark.PrintPhase(cfg.Out, "get", "objects", rep.Get)
 	if cfg.Cleanup {
 		if err := b.cleanup(ctx, order); err != nil {
 			fmt.Fprintf(cfg.Out, "cleanup: %v\n\n", err)
