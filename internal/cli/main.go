@@ -85,6 +85,12 @@ type runnable interface {
 	Run(ctx context.Context) error
 }
 
+// service is a runnable that can be closed before it ran.
+type service interface {
+	runnable
+	Close() error
+}
+
 // runAll runs services until ctx ends or one of them fails, then stops the rest.
 func runAll(ctx context.Context, services ...runnable) error {
 	ctx, cancel := context.WithCancel(ctx)

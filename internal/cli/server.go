@@ -16,7 +16,7 @@ import (
 )
 
 // newServerCommand is `kelp server`: a whole cluster in one process (master,
-// volume server, filer), on one directory.
+// volume server, filer, S3 gateway), on one directory.
 func newServerCommand(g *globalFlags) *cobra.Command {
 	var dir, ip string
 	mf := &masterFlags{}
@@ -25,7 +25,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 	sf := &s3Flags{}
 	cmd := &cobra.Command{
 		Use:   "server",
-		Short: "Run a master and a volume server in one process (a one-machine cluster)",
+		Short: "Run a master, a volume server, a filer and the S3 gateway in one process (a one-machine cluster)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, err := g.logger()
@@ -43,56 +43,61 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 					return err
 				}
 			}
+			// Start in dependency order; on failure close what already started.
+			var started []service
+			fail := func(err error) error {
+				for i := len(started) - 1; i >= 0; i-- {
+					started[i].Close()
+				}
+				return err
+			}
 			m, err := master.New(mf.config(log))
 			if err != nil {
 				return err
 			}
+			started = append(started, m)
 			vcfg, err := vf.config(log)
 			if err != nil {
-				m.Close()
-				return err
+				return fail(err)
 			}
 			v, err := volumeserver.New(vcfg)
 			if err != nil {
-				m.Close()
-				return err
+				return fail(err)
 			}
+			started = append(started, v)
 			fcfg, err := ff.config(log)
 			if err != nil {
-				v.Close()
-				m.Close()
-				return err
+				return fail(err)
 			}
 			f, err := filerserver.New(fcfg)
 			if err != nil {
-				v.Close()
-				m.Close()
-				return err
+				return fail(err)
 			}
-			services := []runnable{m, v, f}
+			started = append(started, f)
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "kelp server: data in %s\n", dir)
-			scfg, err := sf.config(log, f.Filer(), dir, out)
-			if err == nil {
-				var gw *s3.Server
-				if gw, err = s3.New(scfg); err == nil {
-					defer gw.Close()
-					fmt.Fprintf(out, "  s3      %s\n", gw.URL())
-					services = append(services, gw)
-				}
-			}
+			scfg, err := sf.config(log, f.Filer(), dir, out) // prints generated credentials
 			if err != nil {
-				f.Close()
-				v.Close()
-				m.Close()
-				return err
+				return fail(err)
 			}
+			gw, err := s3.New(scfg)
+			if err != nil {
+				return fail(err)
+			}
+			started = append(started, gw)
 			fmt.Fprintf(out, "  master  http://%s\n", m.HTTPAddr())
 			fmt.Fprintf(out, "  volume  http://%s\n", v.URL())
 			fmt.Fprintf(out, "  filer   http://%s\n", f.Addr())
+			fmt.Fprintf(out, "  s3      %s\n", gw.URL())
+			services := make([]runnable, len(started))
+			for i, s := range started {
+				services[i] = s
+			}
 			ctx, stop := signalContext()
 			defer stop()
-			return runAll(ctx, services...)
+			err = runAll(ctx, services...)
+			fail(nil) // every Close is idempotent; this covers services whose Run does not close
+			return err
 		},
 	}
 	fl := cmd.Flags()
