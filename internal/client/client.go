@@ -61,6 +61,9 @@ type Config struct {
 	// AnswerTimeout is how long a volume server may take to begin answering
 	// a request without a body; 0 means 10 s. See doVolume.
 	AnswerTimeout time.Duration
+	// AssignBatch > 1 makes Put reserve that many keys per assign and use
+	// them for later Puts (see keyblock.go); 0 or 1 is one assign per file.
+	AssignBatch int
 }
 
 // Client is a Kelp cluster client. It is safe for concurrent use.
@@ -75,6 +78,8 @@ type Client struct {
 	now        func() time.Time
 	// answerTimeout bounds the wait for a volume server's answer to begin.
 	answerTimeout time.Duration
+	assignBatch   int
+	keys          keyBlocks
 
 	mu    sync.RWMutex
 	cache map[uint32]cacheEntry
@@ -132,6 +137,7 @@ func New(cfg Config) (*Client, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	c.assignBatch = cfg.AssignBatch
 	c.answerTimeout = cfg.AnswerTimeout
 	if c.answerTimeout <= 0 {
 		c.answerTimeout = 10 * time.Second

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -439,5 +440,40 @@ func TestSilentVolumeServerDoesNotHang(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("took %v", d)
+	}
+}
+
+// With AssignBatch, Puts share one assign per block of keys, yet every file
+// gets its own key and a fresh cookie, and a failed upload drops the block.
+func TestAssignBatchReusesKeysWithFreshCookies(t *testing.T) {
+	cl := clienttest.NewCluster(t, clienttest.Options{Servers: 1})
+	c := newClient(t, client.Config{Masters: []string{cl.Master.URL}, AssignBatch: 8})
+	seen := map[fid.FileID]bool{}
+	cookies := map[uint32]bool{}
+	for i := 0; i < 20; i++ {
+		id, _, err := c.PutBytes(context.Background(), client.AssignRequest{}, []byte(fmt.Sprint(i)), client.UploadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[id] {
+			t.Fatalf("file id %s handed out twice", id)
+		}
+		seen[id] = true
+		cookies[id.Cookie] = true
+		rc, _, err := c.Get(context.Background(), id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(rc)
+		rc.Close()
+		if string(got) != fmt.Sprint(i) {
+			t.Fatalf("file %d reads %q", i, got)
+		}
+	}
+	if n := cl.Master.Assigns.Load(); n != 3 {
+		t.Fatalf("20 puts with blocks of 8 made %d assigns, want 3", n)
+	}
+	if len(cookies) < 19 {
+		t.Fatalf("only %d distinct cookies for 20 files", len(cookies))
 	}
 }

@@ -45,7 +45,7 @@ func (c *Client) put(ctx context.Context, req AssignRequest, reopen func() io.Re
 				return fid.FileID{}, UploadResult{}, fmt.Errorf("client: put: %w (last error: %w)", err, lastErr)
 			}
 		}
-		a, err := c.Assign(ctx, req)
+		a, err := c.assignOne(ctx, req)
 		if err != nil {
 			lastErr = err
 			if !retryableAssign(ctx, err) {
@@ -58,6 +58,7 @@ func (c *Client) put(ctx context.Context, req AssignRequest, reopen func() io.Re
 		if err == nil {
 			return a.FID, res, nil
 		}
+		c.keys.drop(req, a.FID.Volume)
 		lastErr = fmt.Errorf("client: put %s on %s: %w", a.FID, a.URL, err)
 		if !retryable(ctx, err) {
 			return fid.FileID{}, UploadResult{}, lastErr

@@ -88,7 +88,10 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger.With("service", "filer")}
 	var blobs chunk.Blobs = cfg.Blobs
 	if len(cfg.Masters) > 0 {
-		c, err := client.New(client.Config{Masters: cfg.Masters, Logger: s.log})
+		// Chunks take their file ids from blocks of keys: one assign round
+		// trip per 64 chunks instead of one per chunk (small S3 PUTs, small
+		// files), with a fresh cookie per chunk.
+		c, err := client.New(client.Config{Masters: cfg.Masters, Logger: s.log, AssignBatch: 64})
 		if err != nil {
 			return nil, fmt.Errorf("filerserver: %w", err)
 		}
