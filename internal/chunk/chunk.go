@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/kelpfs/kelp/internal/varenc"
 	"io"
 )
 
@@ -65,11 +66,11 @@ func AppendList(b []byte, cs []Chunk) []byte {
 	b = append(b, listVersion)
 	b = binary.AppendUvarint(b, uint64(len(cs)))
 	for _, c := range cs {
-		b = appendString(b, c.FID)
+		b = varenc.AppendString(b, c.FID)
 		b = binary.AppendVarint(b, c.Offset)
 		b = binary.AppendUvarint(b, uint64(c.Size))
 		b = binary.AppendVarint(b, c.Mtime)
-		b = appendString(b, c.ETag)
+		b = varenc.AppendString(b, c.ETag)
 		var flags byte
 		if c.Manifest {
 			flags |= 1
@@ -88,92 +89,32 @@ func ReadList(b []byte) ([]Chunk, []byte, error) {
 	if b[0] != listVersion {
 		return nil, nil, fmt.Errorf("%w: version %d", ErrCorrupt, b[0])
 	}
-	d := decoder{b: b[1:]}
-	n := d.uvarint()
+	d := varenc.NewDecoder(b[1:], ErrCorrupt)
+	n := d.Uvarint()
 	// Each chunk takes at least 6 bytes: refuse counts the input cannot hold
 	// before allocating for them.
-	if d.err == nil && n > uint64(len(d.b))/6 {
-		return nil, nil, fmt.Errorf("%w: %d chunks in %d bytes", ErrCorrupt, n, len(d.b))
+	if d.Err() == nil && n > uint64(len(d.Rest()))/6 {
+		return nil, nil, fmt.Errorf("%w: %d chunks in %d bytes", ErrCorrupt, n, len(d.Rest()))
 	}
 	var cs []Chunk
 	if n > 0 {
 		cs = make([]Chunk, 0, n)
 	}
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		c := Chunk{FID: d.string(), Offset: d.varint()}
-		size := d.uvarint()
-		c.Mtime = d.varint()
-		c.ETag = d.string()
-		flags := d.byte()
+	for i := uint64(0); i < n && d.Err() == nil; i++ {
+		c := Chunk{FID: d.String(), Offset: d.Varint()}
+		size := d.Uvarint()
+		c.Mtime = d.Varint()
+		c.ETag = d.String()
+		flags := d.Byte()
 		if size > 1<<62 || c.Offset < 0 || flags&^1 != 0 {
-			d.fail("bad chunk")
+			d.Fail(fmt.Errorf("%w: bad chunk", ErrCorrupt))
 		}
 		c.Size = int64(size)
 		c.Manifest = flags&1 != 0
 		cs = append(cs, c)
 	}
-	if d.err != nil {
-		return nil, nil, d.err
+	if d.Err() != nil {
+		return nil, nil, d.Err()
 	}
-	return cs, d.b, nil
-}
-
-func appendString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
-// decoder reads varints and strings, remembering the first error so that
-// callers check once.
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) fail(what string) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: %s", ErrCorrupt, what)
-	}
-	d.b = nil
-}
-
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("truncated uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("truncated varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) string() string {
-	n := d.uvarint()
-	if n > uint64(len(d.b)) {
-		d.fail("truncated string")
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
-}
-
-func (d *decoder) byte() byte {
-	if len(d.b) == 0 {
-		d.fail("truncated")
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
+	return cs, d.Rest(), nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/chunk"
+	"github.com/kelpfs/kelp/internal/varenc"
 )
 
 // Entry is a directory, file or symlink. Entries returned by the Filer are
@@ -92,19 +93,19 @@ func encodeEntry(e *Entry) []byte {
 	b = binary.AppendVarint(b, unixNano(e.Mtime))
 	b = binary.AppendVarint(b, unixNano(e.Ctime))
 	b = binary.AppendVarint(b, unixNano(e.Crtime))
-	b = appendBytes(b, []byte(e.Mime))
+	b = varenc.AppendBytes(b, []byte(e.Mime))
 	b = binary.AppendUvarint(b, uint64(e.Size))
-	b = appendBytes(b, e.MD5)
-	b = appendBytes(b, []byte(e.Target))
+	b = varenc.AppendBytes(b, e.MD5)
+	b = varenc.AppendBytes(b, []byte(e.Target))
 	b = binary.AppendUvarint(b, uint64(len(e.Meta)))
 	for _, k := range slices.Sorted(maps.Keys(e.Meta)) {
-		b = appendBytes(b, []byte(k))
-		b = appendBytes(b, []byte(e.Meta[k]))
+		b = varenc.AppendBytes(b, []byte(k))
+		b = varenc.AppendBytes(b, []byte(e.Meta[k]))
 	}
 	b = binary.AppendUvarint(b, uint64(len(e.Xattrs)))
 	for _, k := range slices.Sorted(maps.Keys(e.Xattrs)) {
-		b = appendBytes(b, []byte(k))
-		b = appendBytes(b, e.Xattrs[k])
+		b = varenc.AppendBytes(b, []byte(k))
+		b = varenc.AppendBytes(b, e.Xattrs[k])
 	}
 	return chunk.AppendList(b, e.Chunks)
 }
@@ -114,41 +115,41 @@ func decodeEntry(p string, b []byte) (*Entry, error) {
 	if len(b) == 0 || b[0] != entryVersion {
 		return nil, fmt.Errorf("%w: entry %s: unknown version", ErrCorrupt, p)
 	}
-	d := decoder{b: b[1:]}
+	d := varenc.NewDecoder(b[1:], ErrCorrupt)
 	e := &Entry{Path: p}
-	e.Mode = os.FileMode(d.uvarint())
-	e.UID = uint32(d.uvarint())
-	e.GID = uint32(d.uvarint())
-	e.Mtime = fromNano(d.varint())
-	e.Ctime = fromNano(d.varint())
-	e.Crtime = fromNano(d.varint())
-	e.Mime = string(d.bytes())
-	e.Size = int64(d.uvarint())
-	if md := d.bytes(); len(md) > 0 {
+	e.Mode = os.FileMode(d.Uvarint())
+	e.UID = uint32(d.Uvarint())
+	e.GID = uint32(d.Uvarint())
+	e.Mtime = fromNano(d.Varint())
+	e.Ctime = fromNano(d.Varint())
+	e.Crtime = fromNano(d.Varint())
+	e.Mime = string(d.Bytes())
+	e.Size = int64(d.Uvarint())
+	if md := d.Bytes(); len(md) > 0 {
 		e.MD5 = md
 	}
-	e.Target = string(d.bytes())
-	if n := d.count(); n > 0 {
+	e.Target = string(d.Bytes())
+	if n := d.Count(2); n > 0 {
 		e.Meta = make(map[string]string, n)
-		for i := 0; i < n && d.err == nil; i++ {
-			k := string(d.bytes())
-			e.Meta[k] = string(d.bytes())
+		for i := 0; i < n && d.Err() == nil; i++ {
+			k := string(d.Bytes())
+			e.Meta[k] = string(d.Bytes())
 		}
 	}
-	if n := d.count(); n > 0 {
+	if n := d.Count(2); n > 0 {
 		e.Xattrs = make(map[string][]byte, n)
-		for i := 0; i < n && d.err == nil; i++ {
-			k := string(d.bytes())
-			e.Xattrs[k] = d.bytes()
+		for i := 0; i < n && d.Err() == nil; i++ {
+			k := string(d.Bytes())
+			e.Xattrs[k] = d.Bytes()
 		}
 	}
-	if d.err != nil {
-		return nil, fmt.Errorf("entry %s: %w", p, d.err)
+	if d.Err() != nil {
+		return nil, fmt.Errorf("entry %s: %w", p, d.Err())
 	}
 	if e.Size < 0 {
 		return nil, fmt.Errorf("%w: entry %s: negative size", ErrCorrupt, p)
 	}
-	cs, rest, err := chunk.ReadList(d.b)
+	cs, rest, err := chunk.ReadList(d.Rest())
 	if err != nil {
 		return nil, fmt.Errorf("%w: entry %s: %v", ErrCorrupt, p, err)
 	}
@@ -171,72 +172,4 @@ func fromNano(n int64) time.Time {
 		return time.Time{}
 	}
 	return time.Unix(0, n)
-}
-
-func appendBytes(b, v []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(len(v)))
-	return append(b, v...)
-}
-
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) fail(what string) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: %s", ErrCorrupt, what)
-	}
-	d.b = nil
-}
-
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("truncated uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("truncated varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// count reads a map size, refusing sizes the remaining input cannot hold.
-func (d *decoder) count() int {
-	n := d.uvarint()
-	if n > uint64(len(d.b))/2 {
-		d.fail("bad count")
-		return 0
-	}
-	return int(n)
-}
-
-func (d *decoder) bytes() []byte {
-	n := d.uvarint()
-	if n > uint64(len(d.b)) {
-		d.fail("truncated bytes")
-		return nil
-	}
-	v := slices.Clone(d.b[:n])
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) byte() byte {
-	if len(d.b) == 0 {
-		d.fail("truncated")
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
 }

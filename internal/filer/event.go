@@ -3,6 +3,7 @@ package filer
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/kelpfs/kelp/internal/varenc"
 	"time"
 )
 
@@ -57,8 +58,8 @@ func encodeEvent(ev *Event) []byte {
 	b = append(b, flags)
 	for _, e := range []*Entry{ev.Old, ev.New} {
 		if e != nil {
-			b = appendBytes(b, []byte(e.Path))
-			b = appendBytes(b, encodeEntry(e))
+			b = varenc.AppendBytes(b, []byte(e.Path))
+			b = varenc.AppendBytes(b, encodeEntry(e))
 		}
 	}
 	return b
@@ -72,18 +73,18 @@ func decodeEvent(seq uint64, b []byte) (*Event, error) {
 	if ev.Type < EventCreate || ev.Type > EventRename {
 		return nil, fmt.Errorf("%w: event %d: type %d", ErrCorrupt, seq, b[1])
 	}
-	d := decoder{b: b[2:]}
-	ev.Time = fromNano(d.varint())
-	flags := d.byte()
+	d := varenc.NewDecoder(b[2:], ErrCorrupt)
+	ev.Time = fromNano(d.Varint())
+	flags := d.Byte()
 	read := func() *Entry {
-		p := string(d.bytes())
-		raw := d.bytes()
-		if d.err != nil {
+		p := string(d.Bytes())
+		raw := d.Bytes()
+		if d.Err() != nil {
 			return nil
 		}
 		e, err := decodeEntry(p, raw)
 		if err != nil {
-			d.err = err
+			d.Fail(err)
 			return nil
 		}
 		return e
@@ -94,8 +95,8 @@ func decodeEvent(seq uint64, b []byte) (*Event, error) {
 	if flags&2 != 0 {
 		ev.New = read()
 	}
-	if d.err != nil {
-		return nil, fmt.Errorf("event %d: %w", seq, d.err)
+	if d.Err() != nil {
+		return nil, fmt.Errorf("event %d: %w", seq, d.Err())
 	}
 	return ev, nil
 }
