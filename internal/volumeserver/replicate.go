@@ -34,6 +34,9 @@ type errReplica struct {
 	err error
 }
 
+func (e *errReplica) Error() string { return fmt.Sprintf("replica %s: %v", e.url, e.err) }
+func (e *errReplica) Unwrap() error { return e.err }
+
 // errReplicaAnswer is a replica's non-success HTTP answer: it was reachable.
 type errReplicaAnswer struct {
 	status string
@@ -55,9 +58,6 @@ func (e *errReplica) unreachable() bool {
 func forwardTimeout(size int64) time.Duration {
 	return 5*time.Second + time.Duration(size/(10<<20))*time.Second
 }
-
-func (e *errReplica) Error() string { return fmt.Sprintf("replica %s: %v", e.url, e.err) }
-func (e *errReplica) Unwrap() error { return e.err }
 
 // isReplicaRequest reports whether r was forwarded by another copy's primary.
 func isReplicaRequest(r *http.Request) bool {
