@@ -15,6 +15,7 @@ type Bucket struct {
 	Name    string
 	Created time.Time
 	ACL     string // canned ACL: "private" (default), "public-read", "public-read-write"
+	Policy  []byte // bucket policy document (nil: none); ParsePolicy reads it
 }
 
 // Canned ACLs the gateway understands.
@@ -42,12 +43,16 @@ const (
 	xaObject   = "s3.object"
 	xaKey      = "s3.key"
 	xaChunks   = "s3.chunks"
+	xaPolicy   = "s3.policy"
 )
 
 func bucketOf(e *filer.Entry) Bucket {
 	b := Bucket{Name: e.Name(), Created: e.Crtime, ACL: ACLPrivate}
 	if a := string(e.Xattrs[xaACL]); a != "" {
 		b.ACL = a
+	}
+	if p := e.Xattrs[xaPolicy]; len(p) > 0 {
+		b.Policy = slices.Clone(p)
 	}
 	return b
 }

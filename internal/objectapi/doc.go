@@ -77,6 +77,8 @@
 //	Xattrs["s3.object"]           "1" on a directory that is also an object
 //	Xattrs["s3.acl"]              canned ACL of a bucket (private, public-read, ...)
 //	Xattrs["s3.cors"]             a bucket's CORS configuration (JSON, see cors.go)
+//	Xattrs["s3.policy"]           a bucket's policy document (JSON as sent, checked
+//	                              by ParsePolicy in policy.go)
 //	Xattrs["s3.key"], ["s3.chunks"] an upload's key / a part's chunk list;
 //	                              s3.key also on a key's versions directory
 //	Xattrs["s3.versioning"]       a bucket's versioning state

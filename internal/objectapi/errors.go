@@ -35,4 +35,6 @@ var (
 	ErrMissingContentLength = errors.New("objectapi: missing content length")
 	ErrNoSuchVersion        = errors.New("objectapi: no such version")
 	ErrMethodNotAllowed     = errors.New("objectapi: method not allowed on a delete marker")
+	ErrMalformedPolicy      = errors.New("objectapi: malformed bucket policy")
+	ErrNoSuchBucketPolicy   = errors.New("objectapi: no bucket policy")
 )

@@ -212,30 +212,64 @@ func (s *Server) reload() error {
 }
 
 // authorize decides whether the request's identity (nil: anonymous) may
-// perform action on bucket. Anonymous requests are allowed only by a
-// bucket's canned ACL: public-read allows Read and List, public-read-write
-// also Write.
-func (s *Server) authorize(ctx context.Context, id *Identity, action Action, bucket string) error {
-	if id != nil {
+// perform operation op, which needs action, on bucket and key ("" for
+// bucket operations). The bucket's policy is evaluated first: an explicit
+// Deny matching the requester wins over everything, except that an
+// identity with Admin on the bucket may always put or delete the policy
+// (so that a bad policy can be repaired). Then an identity may do what its
+// actions allow; a matching Allow adds rights, to anonymous requests
+// (Principal "*") and to identities named in it by access key or name.
+// Last, anonymous requests are allowed by a bucket's canned ACL:
+// public-read allows Read and List, public-read-write also Write.
+func (s *Server) authorize(rq *request, op string, action Action, bucket, key string) error {
+	id := rq.id
+	if bucket == "" {
 		// ListBuckets (no action) is open to every identity; it shows
 		// only the buckets the identity may use.
-		if action == "" || id.allowed(action, bucket) {
+		if id != nil && (action == "" || id.allowed(action, bucket)) {
 			return nil
 		}
 		return errAccessDenied
 	}
-	if bucket == "" {
+	a := s.loadAccess(rq, bucket)
+	admin := id != nil && id.allowed(ActionAdmin, bucket)
+	if a.broken && !admin {
 		return errAccessDenied
 	}
-	b, err := s.layer.GetBucket(ctx, bucket)
-	if err != nil {
-		return errAccessDenied // do not tell strangers which buckets exist
+	var allow, deny bool
+	if a.policy != nil {
+		principals := rq.principals()
+		pa := policyAction(op, key != "" && rq.q.Get("versionId") != "")
+		if op == "DeleteObjects" {
+			// The keys are in the body: deleteObjects checks each one
+			// (allowedKey); here it is enough that some key could be.
+			allow = a.policy.AllowsAction(principals, pa)
+		} else {
+			allow, deny = a.policy.Evaluate(principals, pa, resourceARN(bucket, key))
+		}
 	}
 	switch {
-	case b.ACL == objectapi.ACLPublicRead && (action == ActionRead || action == ActionList):
+	case deny && !(admin && (op == "PutBucketPolicy" || op == "DeleteBucketPolicy")):
+		return errAccessDenied
+	case id != nil && id.allowed(action, bucket):
 		return nil
-	case b.ACL == objectapi.ACLPublicReadWrite && (action == ActionRead || action == ActionList || action == ActionWrite):
+	case allow && !isPolicyOp(op):
+		return nil
+	case id != nil || !a.exists:
+		return errAccessDenied // do not tell strangers which buckets exist
+	case a.acl == objectapi.ACLPublicRead && (action == ActionRead || action == ActionList):
+		return nil
+	case a.acl == objectapi.ACLPublicReadWrite && (action == ActionRead || action == ActionList || action == ActionWrite):
 		return nil
 	}
 	return errAccessDenied
+}
+
+// principals are the names by which a bucket policy may grant the
+// requester rights: its access key and identity name (none if anonymous).
+func (rq *request) principals() []string {
+	if rq.id == nil {
+		return nil
+	}
+	return []string{rq.auth.AccessKey, rq.id.Name}
 }

@@ -22,9 +22,19 @@
 // Signature V2); the access key selects an Identity whose actions (Read,
 // Write, List, Tagging, Admin, optionally per bucket) must allow the
 // operation. A request with no signature is anonymous and is allowed only
-// by a bucket's canned ACL public-read (Read, List) or public-read-write
-// (also Write). CORS preflights (OPTIONS) are answered from the bucket's
-// CORS rules without authentication.
+// by the bucket's policy or by its canned ACL public-read (Read, List) or
+// public-read-write (also Write). CORS preflights (OPTIONS) are answered
+// from the bucket's CORS rules without authentication.
+//
+// # Bucket policies (policy.go; parsed and stored by objectapi)
+//
+// A subset of the IAM language: Allow/Deny, Principal "*" or AWS names
+// (access keys or identity names), s3: actions and resources of the bucket
+// with wildcards, no conditions. authorize evaluates an operation as its
+// IAM action (policyAction) on the bucket or object ARN: a matching Deny
+// wins (except for an Admin putting or deleting the policy), then the
+// identity's own actions, then a matching Allow, then the canned ACL.
+// The bucket entry (ACL and policy) is read once per request.
 //
 // Errors are S3 XML bodies (no body for HEAD) with the code and status of
 // errors.go; what the table does not know is a 500 InternalError and is
@@ -43,6 +53,6 @@
 //
 // # Not implemented
 //
-// Bucket policies, ACL grant documents (only canned ACLs), lifecycle,
+// Policy conditions, ACL grant documents (only canned ACLs), lifecycle,
 // object lock, SSE, POST uploads from browsers, SigV4a.
 package s3

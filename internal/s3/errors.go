@@ -42,6 +42,7 @@ var (
 	errInternal         = newErr("InternalError", http.StatusInternalServerError, "We encountered an internal error. Please try again.")
 	errSlowDown         = newErr("RequestTimeout", http.StatusBadRequest, "Your socket connection to the server was not read from or written to within the timeout period.")
 	errBucketOwned      = newErr("BucketAlreadyOwnedByYou", http.StatusConflict, "Your previous request to create the named bucket succeeded and you already own it.")
+	errPolicyTooLarge   = newErr("MalformedPolicy", http.StatusBadRequest, "Policies must be no more than 20 KB")
 	errNoSuchPolicy     = newErr("NoSuchBucketPolicy", http.StatusNotFound, "The bucket policy does not exist")
 	errNoSuchLifecycle  = newErr("NoSuchLifecycleConfiguration", http.StatusNotFound, "The lifecycle configuration does not exist")
 	errNoSuchEncryption = newErr("ServerSideEncryptionConfigurationNotFoundError", http.StatusNotFound, "The server side encryption configuration was not found")
@@ -77,6 +78,8 @@ var objectErrors = []struct {
 	{objectapi.ErrInvalidPartOrder, newErr("InvalidPartOrder", 400, "The list of parts was not in ascending order.")},
 	{objectapi.ErrEntityTooSmall, newErr("EntityTooSmall", 400, "Your proposed upload is smaller than the minimum allowed object size.")},
 	{objectapi.ErrMalformedInput, errMalformedXML},
+	{objectapi.ErrMalformedPolicy, newErr("MalformedPolicy", 400, "The policy is not valid.")},
+	{objectapi.ErrNoSuchBucketPolicy, errNoSuchPolicy},
 	{objectapi.ErrNoSuchCORS, newErr("NoSuchCORSConfiguration", 404, "The CORS configuration does not exist")},
 	{objectapi.ErrNoSuchTagSet, newErr("NoSuchTagSet", 404, "The TagSet does not exist")},
 	{objectapi.ErrInvalidTag, newErr("InvalidTag", 400, "The tag provided was not a valid tag.")},

@@ -100,7 +100,7 @@ func (s *Server) uploadPartCopy(rq *request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.authorize(rq.ctx, rq.id, ActionRead, sb); err != nil {
+	if err := s.authorize(rq, copySourceOp(sv), ActionRead, sb, sk); err != nil {
 		return err
 	}
 	var rng *objectapi.Range

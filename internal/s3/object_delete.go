@@ -65,15 +65,28 @@ func (s *Server) deleteObjects(rq *request) error {
 	if len(req.Objects) == 0 || len(req.Objects) > maxDeleteKeys {
 		return errMalformedXML
 	}
-	objs := make([]objectapi.ObjectToDelete, len(req.Objects))
-	for i, o := range req.Objects {
-		objs[i] = objectapi.ObjectToDelete{Key: o.Key, VersionID: o.VersionID}
+	// Each key is authorised on its own (a bucket policy may allow or
+	// deny some keys only); the refused ones are reported as AccessDenied.
+	var objs []objectapi.ObjectToDelete
+	out := deleteResult{Xmlns: s3NS}
+	for _, o := range req.Objects {
+		op := "DeleteObject"
+		if o.VersionID != "" {
+			op = "DeleteObjectVersion"
+		}
+		if o.Key != "" { // an empty key is the layer's InvalidArgument
+			if err := s.authorize(rq, op, ActionWrite, rq.bucket, o.Key); err != nil {
+				ae := toAPIError(err)
+				out.Errors = append(out.Errors, deleteErrXML{Key: o.Key, VersionID: o.VersionID, Code: ae.Code, Message: ae.Message})
+				continue
+			}
+		}
+		objs = append(objs, objectapi.ObjectToDelete{Key: o.Key, VersionID: o.VersionID})
 	}
 	res, err := s.layer.DeleteObjects(rq.ctx, rq.bucket, objs)
 	if err != nil {
 		return err
 	}
-	out := deleteResult{Xmlns: s3NS}
 	for i, r := range res {
 		if r.Err != nil {
 			ae := toAPIError(r.Err)

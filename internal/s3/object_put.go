@@ -214,7 +214,7 @@ func (s *Server) copyObject(rq *request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.authorize(rq.ctx, rq.id, ActionRead, sb); err != nil {
+	if err := s.authorize(rq, copySourceOp(sv), ActionRead, sb, sk); err != nil {
 		return err
 	}
 	opts := objectapi.CopyOptions{SourceConditions: conditions(rq.r.Header, "x-amz-copy-source-"), SourceVersionID: sv}

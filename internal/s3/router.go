@@ -19,7 +19,8 @@ type request struct {
 	bucket string
 	key    string
 	auth   *sigv4.Result
-	id     *Identity // nil: anonymous
+	id     *Identity     // nil: anonymous
+	access *bucketAccess // the bucket's ACL and policy, loaded by authorize
 }
 
 // operation is what a request asks for and the permission it needs.
@@ -110,7 +111,7 @@ func (s *Server) ServeHTTP(hw http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := s.authorize(rq.ctx, rq.id, op.action, bucket); err != nil {
+	if err := s.authorize(rq, op.name, op.action, bucket, key); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -189,7 +190,7 @@ func routeBucket(m string, q url.Values) (*operation, error) {
 		case has(q, "versions"):
 			return &operation{"ListObjectVersions", ActionList, (*Server).listObjectVersions}, nil
 		case has(q, "policy"):
-			return &operation{"GetBucketPolicy", ActionList, fail(errNoSuchPolicy)}, nil
+			return &operation{"GetBucketPolicy", ActionAdmin, (*Server).getBucketPolicy}, nil
 		case has(q, "lifecycle"):
 			return &operation{"GetBucketLifecycle", ActionList, fail(errNoSuchLifecycle)}, nil
 		case has(q, "encryption"):
@@ -218,6 +219,8 @@ func routeBucket(m string, q url.Values) (*operation, error) {
 			return &operation{"PutBucketCors", ActionAdmin, (*Server).putBucketCORS}, nil
 		case has(q, "acl"):
 			return &operation{"PutBucketAcl", ActionAdmin, (*Server).putBucketACL}, nil
+		case has(q, "policy"):
+			return &operation{"PutBucketPolicy", ActionAdmin, (*Server).putBucketPolicy}, nil
 		case len(q) > 0 && !onlyIgnorable(q):
 			return &operation{"PutBucketConfiguration", ActionAdmin, fail(errNotImplemented)}, nil
 		}
@@ -228,6 +231,8 @@ func routeBucket(m string, q url.Values) (*operation, error) {
 			return &operation{"DeleteBucketTagging", ActionTagging, (*Server).deleteBucketTagging}, nil
 		case has(q, "cors"):
 			return &operation{"DeleteBucketCors", ActionAdmin, (*Server).deleteBucketCORS}, nil
+		case has(q, "policy"):
+			return &operation{"DeleteBucketPolicy", ActionAdmin, (*Server).deleteBucketPolicy}, nil
 		case len(q) > 0 && !onlyIgnorable(q):
 			return &operation{"DeleteBucketConfiguration", ActionAdmin, fail(errNotImplemented)}, nil
 		}
