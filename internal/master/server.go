@@ -69,6 +69,7 @@ type Server struct {
 	httpAddr string
 
 	settings    atomic.Pointer[consensus.Settings] // last committed settings
+	settingsMu  sync.Mutex                         // serialises refreshSettings
 	settingsGen atomic.Uint64                      // consensus.SettingsGeneration of settings
 	leaderSince atomic.Int64                       // unix nanos this master last became leader
 	maxVID      atomic.Uint32                      // highest volume id known committed
@@ -341,6 +342,11 @@ func (s *Server) syncSettings(ctx context.Context) error {
 }
 
 func (s *Server) refreshSettings() {
+	// One refresh at a time: two interleaved ones could leave an older
+	// snapshot stored under the newer generation, and the stale settings
+	// would then stick until the next change.
+	s.settingsMu.Lock()
+	defer s.settingsMu.Unlock()
 	gen := s.cons.SettingsGeneration()
 	st := s.cons.State()
 	set := st.Settings
