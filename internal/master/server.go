@@ -29,7 +29,7 @@ type Config struct {
 	IP       string // address to bind and advertise; default 127.0.0.1
 	Port     int    // HTTP port; 0 picks a free port (single-node only)
 	GRPCPort int    // 0 => Port+10000 (a free port when Port is 0)
-	// RaftAddr is the raft TCP address; "" => IP:Port+20000 with peers, a free port without.
+	// RaftAddr is the raft TCP address; "" => IP:Port+20000 (see pb.DerivedPort; a free port when Port is 0).
 	RaftAddr string
 	MetaDir  string
 	// Peers are the HTTP host:port of every master, this one included,
@@ -137,12 +137,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	raftAddr := cfg.RaftAddr
 	if raftAddr == "" {
-		// A single master talks to no one over raft, so its transport takes any
-		// free port.
-		raftPort := 0
-		if len(peers) > 0 {
-			raftPort = pb.DerivedPort(cfg.Port, pb.RaftPortOffset)
-		}
+		// Port+20000 (or -20000 above 45535), also for a single master: a
+		// port picked by the kernel may be one another server of the same
+		// process derives for itself a moment later.
+		raftPort := pb.DerivedPort(cfg.Port, pb.RaftPortOffset)
 		raftAddr = net.JoinHostPort(cfg.IP, strconv.Itoa(raftPort))
 	}
 	s.cons, err = consensus.Open(consensus.Config{

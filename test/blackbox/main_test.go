@@ -75,19 +75,29 @@ func (p *process) kill() {
 	}
 }
 
-// freePortPair returns a port p with p and p+10000 free on 127.0.0.1.
+// freePortPair returns a port p such that p, its gRPC port p+10000 and a
+// master's Raft port (p+20000, or p-20000 above 45535) are free on 127.0.0.1.
 func freePortPair(t *testing.T) int {
 	t.Helper()
+	free := func(port int) bool {
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err == nil {
+			ln.Close()
+		}
+		return err == nil
+	}
 	for i := 0; i < 100; i++ {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		p := ln.Addr().(*net.TCPAddr).Port
-		ln2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+10000))
 		ln.Close()
-		if err == nil && p+10000 <= 65535 {
-			ln2.Close()
+		raft := p + 20000
+		if raft > 65535 {
+			raft = p - 20000
+		}
+		if p+10000 <= 65535 && free(p+10000) && free(raft) {
 			return p
 		}
 	}
