@@ -439,7 +439,7 @@ func testAWSOddKeys(t *testing.T, s *s3Server) {
 	}
 }
 
-// testAWSBigObject: a 64 MiB object (1 GiB with KELP_TEST_LARGE=1) by the
+// testAWSBigObject: a 1 GiB object (64 MiB with -short or KELP_TEST_LARGE=0) by the
 // CLI's default multipart upload, downloaded and compared.
 func testAWSBigObject(t *testing.T, s *s3Server) {
 	a := awsCLI(t, s, s3SecretKey)
