@@ -79,9 +79,6 @@ func New(cfg Config) (*Server, error) {
 	if cfg.IP == "" {
 		cfg.IP = "127.0.0.1"
 	}
-	if cfg.GRPCPort == 0 && cfg.Port != 0 {
-		cfg.GRPCPort = pb.GRPCPort(cfg.Port)
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -165,19 +162,10 @@ func (s *Server) closeStore() error {
 
 func (s *Server) listen() error {
 	var err error
-	s.httpLn, err = net.Listen("tcp", net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.cfg.Port)))
-	if err != nil {
-		return fmt.Errorf("filerserver: listen: %w", err)
+	if s.httpLn, s.grpcLn, err = pb.Listen(s.cfg.IP, s.cfg.Port, s.cfg.GRPCPort); err != nil {
+		return fmt.Errorf("filerserver: %w", err)
 	}
-	if s.cfg.Port == 0 {
-		s.cfg.Port = s.httpLn.Addr().(*net.TCPAddr).Port
-	}
-	s.grpcLn, err = net.Listen("tcp", net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.cfg.GRPCPort)))
-	if err != nil {
-		s.httpLn.Close()
-		return fmt.Errorf("filerserver: listen gRPC: %w", err)
-	}
-	s.cfg.GRPCPort = s.grpcLn.Addr().(*net.TCPAddr).Port
+	s.cfg.Port, s.cfg.GRPCPort = pb.Port(s.httpLn), pb.Port(s.grpcLn)
 	return nil
 }
 

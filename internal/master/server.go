@@ -177,19 +177,10 @@ func New(cfg Config) (*Server, error) {
 
 func (s *Server) listen() error {
 	var err error
-	s.httpLn, err = net.Listen("tcp", net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.cfg.Port)))
-	if err != nil {
-		return fmt.Errorf("master: http listen: %w", err)
+	if s.httpLn, s.grpcLn, err = pb.Listen(s.cfg.IP, s.cfg.Port, s.cfg.GRPCPort); err != nil {
+		return fmt.Errorf("master: %w", err)
 	}
-	s.httpAddr = net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.httpLn.Addr().(*net.TCPAddr).Port))
-	gport := s.cfg.GRPCPort
-	if gport == 0 {
-		gport = pb.GRPCPort(s.cfg.Port)
-	}
-	s.grpcLn, err = net.Listen("tcp", net.JoinHostPort(s.cfg.IP, strconv.Itoa(gport)))
-	if err != nil {
-		return fmt.Errorf("master: grpc listen: %w", err)
-	}
+	s.httpAddr = net.JoinHostPort(s.cfg.IP, strconv.Itoa(pb.Port(s.httpLn)))
 	return nil
 }
 
@@ -223,7 +214,7 @@ func (s *Server) HTTPAddr() string { return s.httpAddr }
 
 // GRPCAddr is the gRPC host:port.
 func (s *Server) GRPCAddr() string {
-	return net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.grpcLn.Addr().(*net.TCPAddr).Port))
+	return net.JoinHostPort(s.cfg.IP, strconv.Itoa(pb.Port(s.grpcLn)))
 }
 
 // Run serves until ctx is cancelled or a listener fails, then closes the

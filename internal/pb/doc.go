@@ -5,6 +5,7 @@
 package pb
 
 import (
+	"fmt"
 	"net"
 	"strconv"
 	"time"
@@ -75,3 +76,26 @@ func DialOptions() []grpc.DialOption {
 func ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.KeepaliveEnforcementPolicy(ServerKeepalive)}
 }
+
+// Listen opens a server's HTTP and gRPC listeners on ip. grpcPort 0 means
+// GRPCPort(httpPort); httpPort 0 picks a free port (and then any free gRPC
+// port). The real ports are the listeners' addresses. On error nothing is
+// left open.
+func Listen(ip string, httpPort, grpcPort int) (httpLn, grpcLn net.Listener, err error) {
+	if grpcPort == 0 {
+		grpcPort = GRPCPort(httpPort)
+	}
+	httpLn, err = net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(httpPort)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen HTTP: %w", err)
+	}
+	grpcLn, err = net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(grpcPort)))
+	if err != nil {
+		httpLn.Close()
+		return nil, nil, fmt.Errorf("listen gRPC: %w", err)
+	}
+	return httpLn, grpcLn, nil
+}
+
+// Port is the TCP port a listener is bound to.
+func Port(ln net.Listener) int { return ln.Addr().(*net.TCPAddr).Port }
