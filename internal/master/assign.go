@@ -179,11 +179,12 @@ func (s *Server) grow(ctx context.Context, key topology.LayoutKey, dc string, co
 func (s *Server) allocate(ctx context.Context, vid uint32, key topology.LayoutKey, p topology.Plan) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(p.Locations))
+	copies := make([]topology.NewCopy, len(p.Locations))
 	for i, loc := range p.Locations {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.volumeClients.allocate(ctx, loc, vid, key)
+			copies[i], errs[i] = s.volumeClients.allocate(ctx, loc, vid, key)
 		}()
 	}
 	wg.Wait()
@@ -194,7 +195,7 @@ func (s *Server) allocate(ctx context.Context, vid uint32, key topology.LayoutKe
 	}
 	return s.topo.RegisterVolume(topology.Volume{
 		ID: vid, Collection: key.Collection, Replication: key.Replication, TTL: key.TTL,
-	}, p.URLs())
+	}, copies)
 }
 
 // raiseKnownMax records a committed volume id so that heartbeats reporting it

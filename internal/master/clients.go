@@ -60,24 +60,26 @@ func grpcAddr(loc topology.Location) (string, error) {
 	return net.JoinHostPort(host, strconv.Itoa(gp)), nil
 }
 
-func (c *volumeClients) allocate(ctx context.Context, loc topology.Location, vid uint32, key topology.LayoutKey) error {
+// allocate creates a volume on one server and returns the copy for
+// topology.RegisterVolume.
+func (c *volumeClients) allocate(ctx context.Context, loc topology.Location, vid uint32, key topology.LayoutKey) (topology.NewCopy, error) {
 	addr, err := grpcAddr(loc)
 	if err != nil {
-		return err
+		return topology.NewCopy{}, err
 	}
 	cc, err := c.conn(addr)
 	if err != nil {
-		return err
+		return topology.NewCopy{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, allocateTimeout)
 	defer cancel()
-	_, err = volumepb.NewVolumeServerClient(cc).AllocateVolume(ctx, &volumepb.AllocateVolumeRequest{
+	resp, err := volumepb.NewVolumeServerClient(cc).AllocateVolume(ctx, &volumepb.AllocateVolumeRequest{
 		VolumeId: vid, Collection: key.Collection, Replication: key.Replication.String(), Ttl: key.TTL.String(),
 	})
 	if err != nil {
-		return fmt.Errorf("allocate on %s: %w", loc.URL, err)
+		return topology.NewCopy{}, fmt.Errorf("allocate on %s: %w", loc.URL, err)
 	}
-	return nil
+	return topology.NewCopy{URL: loc.URL, HeartbeatSequence: resp.GetHeartbeatSequence()}, nil
 }
 
 func (c *volumeClients) close() error {

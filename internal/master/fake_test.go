@@ -28,6 +28,7 @@ type fakeVolumeServer struct {
 	pulse      time.Duration
 
 	mu      sync.Mutex
+	seq     uint64 // heartbeat sequence, as a real volume server numbers them
 	volumes []*masterpb.VolumeInfo
 	calls   []*volumepb.AllocateVolumeRequest
 	changed chan struct{}
@@ -65,12 +66,13 @@ func (f *fakeVolumeServer) AllocateVolume(ctx context.Context, req *volumepb.All
 	f.volumes = append(f.volumes, &masterpb.VolumeInfo{
 		Id: req.VolumeId, Collection: req.Collection, Replication: req.Replication, Ttl: req.Ttl, Version: 3,
 	})
+	seq := f.seq
 	f.mu.Unlock()
 	select {
 	case f.changed <- struct{}{}:
 	default:
 	}
-	return &volumepb.AllocateVolumeResponse{}, nil
+	return &volumepb.AllocateVolumeResponse{HeartbeatSequence: seq}, nil
 }
 
 func (f *fakeVolumeServer) allocations() []uint32 {
@@ -88,8 +90,10 @@ func (f *fakeVolumeServer) state() *masterpb.HeartbeatRequest {
 	defer f.mu.Unlock()
 	vols := make([]*masterpb.VolumeInfo, len(f.volumes))
 	copy(vols, f.volumes)
+	f.seq++
 	return &masterpb.HeartbeatRequest{
-		Ip: "127.0.0.1", Port: uint32(f.port), GrpcPort: uint32(f.grpcPort), DataCenter: f.dc, Rack: f.rack,
+		Sequence: f.seq,
+		Ip:       "127.0.0.1", Port: uint32(f.port), GrpcPort: uint32(f.grpcPort), DataCenter: f.dc, Rack: f.rack,
 		Disks: []*masterpb.DiskInfo{{Dir: "/data", MaxVolumes: uint32(f.maxVolumes), Volumes: vols}},
 	}
 }

@@ -113,6 +113,7 @@ func nodeInfoFromPB(req *masterpb.HeartbeatRequest) topology.NodeInfo {
 		DataCenter: req.GetDataCenter(),
 		Rack:       req.GetRack(),
 		Disks:      disksFromPB(req.GetDisks()),
+		Sequence:   req.GetSequence(),
 	}
 }
 

@@ -64,6 +64,8 @@ type NodeInfo struct {
 	DataCenter string
 	Rack       string
 	Disks      []Disk
+	// Sequence numbers the heartbeat this state came from (0: unnumbered).
+	Sequence uint64
 }
 
 // Location is where one copy of a volume lives.
@@ -116,21 +118,31 @@ type node struct {
 	info     NodeInfo
 	lastSeen time.Time
 	// pending are volumes registered by growth that the node's heartbeats have
-	// not shown yet. A heartbeat sent before the allocation finished may arrive
-	// after it; without this it would briefly drop the new copy and make the
-	// volume look under-replicated.
+	// not shown yet. Heartbeats built before the allocation finished may
+	// arrive after it (several of them when the master is slow to read the
+	// stream); without this they would drop the new copy and make the volume
+	// look under-replicated.
 	pending map[uint32]pendingVolume
 }
 
-// pendingVolume is a registered volume and how many heartbeats missed it.
+// pendingVolume is a registered volume, the heartbeat sequence after which
+// the node's heartbeats show it, and how many heartbeats missed it.
 type pendingVolume struct {
 	v      Volume
+	after  uint64
 	misses int
 }
 
-// pendingHeartbeats is how many heartbeats may miss a registered volume
-// before the node's own word wins.
+// pendingHeartbeats is how many unnumbered heartbeats may miss a registered
+// volume before the node's own word wins.
 const pendingHeartbeats = 3
+
+// NewCopy is one copy of a freshly allocated volume: the node and the
+// heartbeat sequence its allocation answered with (0 if unknown).
+type NewCopy struct {
+	URL               string
+	HeartbeatSequence uint64
+}
 
 func (n *node) location() Location {
 	return Location{URL: n.info.URL, PublicURL: n.info.PublicURL, DataCenter: n.info.DataCenter, Rack: n.info.Rack, GRPCPort: n.info.GRPCPort}
@@ -204,7 +216,7 @@ func (t *Topology) UpdateNode(info NodeInfo, now time.Time) (maxVolumeID uint32)
 	n := &node{info: info, lastSeen: now}
 	if old := t.nodes[info.URL]; old != nil {
 		t.detach(old, affected)
-		n.keepPending(old.pending)
+		n.keepPending(old.pending, info.Sequence)
 	}
 	t.nodes[info.URL] = n
 	var vids []uint32
@@ -224,11 +236,19 @@ func (t *Topology) UpdateNode(info NodeInfo, now time.Time) (maxVolumeID uint32)
 	return maxVolumeID
 }
 
-// keepPending carries registered volumes that this heartbeat does not show yet
-// into n's state, for a few heartbeats.
-func (n *node) keepPending(prev map[uint32]pendingVolume) {
+// keepPending carries registered volumes that this heartbeat (numbered seq)
+// does not show yet into n's state: until a heartbeat numbered after the
+// allocation, or for a few heartbeats when either side is unnumbered.
+func (n *node) keepPending(prev map[uint32]pendingVolume, seq uint64) {
 	for id, p := range prev {
-		if n.hasVolume(id) || p.misses+1 >= pendingHeartbeats || len(n.info.Disks) == 0 {
+		if n.hasVolume(id) || len(n.info.Disks) == 0 {
+			continue
+		}
+		if seq != 0 && p.after != 0 {
+			if seq > p.after {
+				continue // built after the allocation: the node's word wins
+			}
+		} else if p.misses+1 >= pendingHeartbeats {
 			continue
 		}
 		p.misses++
@@ -369,17 +389,17 @@ func (t *Topology) Lookup(volumeID uint32) ([]Location, error) {
 // RegisterVolume records a volume just allocated on the given nodes, without
 // waiting for their next heartbeat. The copy goes to the disk with the most
 // free slots; the next heartbeat replaces the guess with the truth.
-func (t *Topology) RegisterVolume(v Volume, urls []string) error {
+func (t *Topology) RegisterVolume(v Volume, copies []NewCopy) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, url := range urls {
-		if t.nodes[url] == nil {
-			return fmt.Errorf("%w %s", ErrUnknownNode, url)
+	for _, c := range copies {
+		if t.nodes[c.URL] == nil {
+			return fmt.Errorf("%w %s", ErrUnknownNode, c.URL)
 		}
 	}
 	affected := map[LayoutKey]bool{}
-	for _, url := range urls {
-		n := t.nodes[url]
+	for _, c := range copies {
+		n := t.nodes[c.URL]
 		if len(n.info.Disks) == 0 {
 			n.info.Disks = []Disk{{}}
 		}
@@ -398,7 +418,7 @@ func (t *Topology) RegisterVolume(v Volume, urls []string) error {
 		if n.pending == nil {
 			n.pending = map[uint32]pendingVolume{}
 		}
-		n.pending[v.ID] = pendingVolume{v: v}
+		n.pending[v.ID] = pendingVolume{v: v, after: c.HeartbeatSequence}
 	}
 	for k := range affected {
 		t.refreshLayout(k)

@@ -7,14 +7,41 @@ import (
 	"github.com/kelpfs/kelp/internal/replication"
 )
 
-// A heartbeat sent before an allocation finished must not drop the copy the
-// growth just registered; a node that keeps not reporting it wins after a few.
+// Numbered heartbeats built before the allocation, however many, keep the
+// registered copy; the first one built after it decides.
+func TestRegisteredVolumeSurvivesNumberedStaleHeartbeats(t *testing.T) {
+	topo := New(Options{VolumeSizeLimit: 1 << 30})
+	now := time.Unix(1_700_000_000, 0)
+	node := NodeInfo{URL: "127.0.0.1:8080", DataCenter: "dc1", Rack: "r1", Disks: []Disk{{MaxVolumes: 8}}, Sequence: 100}
+	topo.UpdateNode(node, now)
+	if err := topo.RegisterVolume(Volume{ID: 7}, []NewCopy{{URL: node.URL, HeartbeatSequence: 110}}); err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(101); seq <= 110; seq++ {
+		stale := node
+		stale.Sequence = seq
+		topo.UpdateNode(stale, now)
+		if locs, err := topo.Lookup(7); err != nil || len(locs) != 1 {
+			t.Fatalf("after stale heartbeat %d: %v %v", seq, locs, err)
+		}
+	}
+	after := node
+	after.Sequence = 111
+	topo.UpdateNode(after, now)
+	if locs, err := topo.Lookup(7); err == nil && len(locs) > 0 {
+		t.Fatalf("volume 7 still located after a heartbeat built after its allocation left it out: %v", locs)
+	}
+}
+
+// An unnumbered heartbeat sent before an allocation finished must not drop the
+// copy the growth just registered; a node that keeps not reporting it wins
+// after a few.
 func TestRegisteredVolumeSurvivesAStaleHeartbeat(t *testing.T) {
 	topo := New(Options{VolumeSizeLimit: 1 << 30})
 	now := time.Unix(1_700_000_000, 0)
 	node := NodeInfo{URL: "127.0.0.1:8080", DataCenter: "dc1", Rack: "r1", Disks: []Disk{{MaxVolumes: 8}}}
 	topo.UpdateNode(node, now)
-	if err := topo.RegisterVolume(Volume{ID: 7}, []string{node.URL}); err != nil {
+	if err := topo.RegisterVolume(Volume{ID: 7}, []NewCopy{{URL: node.URL}}); err != nil {
 		t.Fatal(err)
 	}
 	for beat := 1; beat < pendingHeartbeats; beat++ {
@@ -29,7 +56,7 @@ func TestRegisteredVolumeSurvivesAStaleHeartbeat(t *testing.T) {
 	}
 
 	// Once a heartbeat shows the volume it is no longer pending.
-	if err := topo.RegisterVolume(Volume{ID: 8}, []string{node.URL}); err != nil {
+	if err := topo.RegisterVolume(Volume{ID: 8}, []NewCopy{{URL: node.URL}}); err != nil {
 		t.Fatal(err)
 	}
 	withIt := node

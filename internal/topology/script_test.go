@@ -144,7 +144,7 @@ func runCommand(t *testing.T, topo *Topology, line string) string {
 		return strings.Join(s, "\n")
 	case "register":
 		k := key()
-		err := topo.RegisterVolume(Volume{ID: uint32(num("vid")), Collection: k.Collection, Replication: k.Replication, TTL: k.TTL}, strings.Split(args["urls"], ","))
+		err := topo.RegisterVolume(Volume{ID: uint32(num("vid")), Collection: k.Collection, Replication: k.Replication, TTL: k.TTL}, newCopies(strings.Split(args["urls"], ",")))
 		if err != nil {
 			return "error: " + err.Error()
 		}
@@ -175,4 +175,12 @@ func runCommand(t *testing.T, topo *Topology, line string) string {
 	}
 	t.Fatalf("unknown command %q", line)
 	return ""
+}
+
+func newCopies(urls []string) []NewCopy {
+	out := make([]NewCopy, len(urls))
+	for i, u := range urls {
+		out[i] = NewCopy{URL: u}
+	}
+	return out
 }

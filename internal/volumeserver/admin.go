@@ -34,7 +34,7 @@ func (a *adminServer) AllocateVolume(ctx context.Context, req *volumepb.Allocate
 	if err := a.s.store.Allocate(req.VolumeId, req.Collection, code, t); err != nil {
 		return nil, grpcError(err)
 	}
-	return &volumepb.AllocateVolumeResponse{}, nil
+	return &volumepb.AllocateVolumeResponse{HeartbeatSequence: a.s.heartbeatSeq.Load()}, nil
 }
 
 func (a *adminServer) DeleteVolume(ctx context.Context, req *volumepb.DeleteVolumeRequest) (*volumepb.DeleteVolumeResponse, error) {

@@ -122,9 +122,13 @@ func (s *Server) heartbeatTo(ctx context.Context, master string) (leader string,
 	}
 }
 
-// heartbeat is this server's full state as the master wants it.
+// heartbeat is this server's full state as the master wants it. The
+// sequence is taken before the state is read, so that a volume allocated
+// before a sequence number was handed out (see AllocateVolume) is in every
+// heartbeat numbered above it.
 func (s *Server) heartbeat() *masterpb.HeartbeatRequest {
 	hb := &masterpb.HeartbeatRequest{
+		Sequence:   s.heartbeatSeq.Add(1),
 		Ip:         s.cfg.IP,
 		Port:       uint32(s.cfg.Port),
 		GrpcPort:   uint32(s.cfg.GRPCPort),

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -56,6 +57,8 @@ type Server struct {
 	grpcSrv *grpc.Server
 
 	changed chan struct{} // store changes that deserve an immediate heartbeat
+	// heartbeatSeq numbers heartbeats; see masterpb.HeartbeatRequest.sequence.
+	heartbeatSeq atomic.Uint64
 
 	client *client.Client // locates the other copies of replicated volumes
 	http   *http.Client   // forwards replicated writes
@@ -89,6 +92,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("volumeserver: no disk directory given")
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("service", "volume"), changed: make(chan struct{}, 1)}
+	s.heartbeatSeq.Store(uint64(time.Now().UnixNano()))
 	if len(cfg.Masters) > 0 {
 		// Copies move rarely, but when they do a stale location fails the write
 		// (and the client retries), so the cache is kept short.

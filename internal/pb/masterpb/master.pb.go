@@ -727,14 +727,19 @@ func (*ReportVolumeFailureResponse) Descriptor() ([]byte, []int) {
 }
 
 type HeartbeatRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ip            string                 `protobuf:"bytes,1,opt,name=ip,proto3" json:"ip,omitempty"`
-	Port          uint32                 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`                           // HTTP data port
-	GrpcPort      uint32                 `protobuf:"varint,3,opt,name=grpc_port,json=grpcPort,proto3" json:"grpc_port,omitempty"`   // gRPC admin port
-	PublicUrl     string                 `protobuf:"bytes,4,opt,name=public_url,json=publicUrl,proto3" json:"public_url,omitempty"` // host:port clients use; defaults to ip:port
-	DataCenter    string                 `protobuf:"bytes,5,opt,name=data_center,json=dataCenter,proto3" json:"data_center,omitempty"`
-	Rack          string                 `protobuf:"bytes,6,opt,name=rack,proto3" json:"rack,omitempty"`
-	Disks         []*DiskInfo            `protobuf:"bytes,7,rep,name=disks,proto3" json:"disks,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Ip         string                 `protobuf:"bytes,1,opt,name=ip,proto3" json:"ip,omitempty"`
+	Port       uint32                 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`                           // HTTP data port
+	GrpcPort   uint32                 `protobuf:"varint,3,opt,name=grpc_port,json=grpcPort,proto3" json:"grpc_port,omitempty"`   // gRPC admin port
+	PublicUrl  string                 `protobuf:"bytes,4,opt,name=public_url,json=publicUrl,proto3" json:"public_url,omitempty"` // host:port clients use; defaults to ip:port
+	DataCenter string                 `protobuf:"bytes,5,opt,name=data_center,json=dataCenter,proto3" json:"data_center,omitempty"`
+	Rack       string                 `protobuf:"bytes,6,opt,name=rack,proto3" json:"rack,omitempty"`
+	Disks      []*DiskInfo            `protobuf:"bytes,7,rep,name=disks,proto3" json:"disks,omitempty"`
+	// sequence grows with every heartbeat a volume server builds, across
+	// restarts too (it starts at the process's start time in nanoseconds).
+	// The master uses it to tell a heartbeat built before an allocation from
+	// one built after. 0 means the sender does not number its heartbeats.
+	Sequence      uint64 `protobuf:"varint,8,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -816,6 +821,13 @@ func (x *HeartbeatRequest) GetDisks() []*DiskInfo {
 		return x.Disks
 	}
 	return nil
+}
+
+func (x *HeartbeatRequest) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
 }
 
 type DiskInfo struct {
@@ -1577,7 +1589,7 @@ const file_master_proto_rawDesc = "" +
 	"failed_url\x18\x02 \x01(\tR\tfailedUrl\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12 \n" +
 	"\vunreachable\x18\x04 \x01(\bR\vunreachable\"\x1d\n" +
-	"\x1bReportVolumeFailureResponse\"\xd4\x01\n" +
+	"\x1bReportVolumeFailureResponse\"\xf0\x01\n" +
 	"\x10HeartbeatRequest\x12\x0e\n" +
 	"\x02ip\x18\x01 \x01(\tR\x02ip\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x1b\n" +
@@ -1587,7 +1599,8 @@ const file_master_proto_rawDesc = "" +
 	"\vdata_center\x18\x05 \x01(\tR\n" +
 	"dataCenter\x12\x12\n" +
 	"\x04rack\x18\x06 \x01(\tR\x04rack\x12+\n" +
-	"\x05disks\x18\a \x03(\v2\x15.kelp.master.DiskInfoR\x05disks\"\x8f\x01\n" +
+	"\x05disks\x18\a \x03(\v2\x15.kelp.master.DiskInfoR\x05disks\x12\x1a\n" +
+	"\bsequence\x18\b \x01(\x04R\bsequence\"\x8f\x01\n" +
 	"\bDiskInfo\x12\x10\n" +
 	"\x03dir\x18\x01 \x01(\tR\x03dir\x12\x1f\n" +
 	"\vmax_volumes\x18\x02 \x01(\rR\n" +

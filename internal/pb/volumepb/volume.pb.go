@@ -410,9 +410,11 @@ func (x *AllocateVolumeRequest) GetTtl() string {
 }
 
 type AllocateVolumeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every heartbeat with a higher sequence shows the new volume.
+	HeartbeatSequence uint64 `protobuf:"varint,1,opt,name=heartbeat_sequence,json=heartbeatSequence,proto3" json:"heartbeat_sequence,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *AllocateVolumeResponse) Reset() {
@@ -443,6 +445,13 @@ func (x *AllocateVolumeResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use AllocateVolumeResponse.ProtoReflect.Descriptor instead.
 func (*AllocateVolumeResponse) Descriptor() ([]byte, []int) {
 	return file_volume_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AllocateVolumeResponse) GetHeartbeatSequence() uint64 {
+	if x != nil {
+		return x.HeartbeatSequence
+	}
+	return 0
 }
 
 type DeleteVolumeRequest struct {
@@ -895,8 +904,9 @@ const file_volume_proto_rawDesc = "" +
 	"collection\x18\x02 \x01(\tR\n" +
 	"collection\x12 \n" +
 	"\vreplication\x18\x03 \x01(\tR\vreplication\x12\x10\n" +
-	"\x03ttl\x18\x04 \x01(\tR\x03ttl\"\x18\n" +
-	"\x16AllocateVolumeResponse\"2\n" +
+	"\x03ttl\x18\x04 \x01(\tR\x03ttl\"G\n" +
+	"\x16AllocateVolumeResponse\x12-\n" +
+	"\x12heartbeat_sequence\x18\x01 \x01(\x04R\x11heartbeatSequence\"2\n" +
 	"\x13DeleteVolumeRequest\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\rR\bvolumeId\"\x16\n" +
 	"\x14DeleteVolumeResponse\"M\n" +
