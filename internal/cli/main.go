@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -31,7 +32,9 @@ func Main(args []string) int {
 
 // globalFlags are shared by every sub-command.
 type globalFlags struct {
-	logLevel string
+	logLevel   string
+	cpuProfile string
+	stopCPU    func()
 }
 
 func newRootCommand() *cobra.Command {
@@ -43,6 +46,9 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	root.PersistentFlags().StringVar(&g.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the whole run to this file (for go tool pprof)")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return g.startProfile() }
+	root.PersistentPostRun = func(*cobra.Command, []string) { g.stopProfile() }
 	root.AddCommand(
 		newServerCommand(g),
 		newMasterCommand(g),
@@ -54,6 +60,33 @@ func newRootCommand() *cobra.Command {
 		newVersionCommand(),
 	)
 	return root
+}
+
+// startProfile starts the CPU profile asked for with --cpuprofile.
+func (g *globalFlags) startProfile() error {
+	if g.cpuProfile == "" {
+		return nil
+	}
+	f, err := os.Create(g.cpuProfile)
+	if err != nil {
+		return fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("--cpuprofile: %w", err)
+	}
+	g.stopCPU = func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+	return nil
+}
+
+func (g *globalFlags) stopProfile() {
+	if g.stopCPU != nil {
+		g.stopCPU()
+		g.stopCPU = nil
+	}
 }
 
 func (g *globalFlags) logger() (*slog.Logger, error) {
