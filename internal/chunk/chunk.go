@@ -18,12 +18,16 @@ var ErrNotFound = errors.New("chunk: blob not found")
 
 // Chunk is one blob of a file's content, placed at Offset in the file.
 type Chunk struct {
-	FID      string // blob id, e.g. "3,01637037d6"
-	Offset   int64  // position of the blob's first byte in the file
-	Size     int64  // bytes in the blob (for a manifest: the span it covers)
-	Mtime    int64  // unix nanoseconds when written
-	ETag     string // hex MD5 of the blob's bytes
-	Manifest bool   // the blob is an encoded chunk list (see Pack)
+	FID    string // blob id, e.g. "3,01637037d6"
+	Offset int64  // position of the blob's first byte in the file
+	Size   int64  // bytes in the blob (for a manifest: the span it covers)
+	Mtime  int64  // unix nanoseconds when written
+	// ETag is the hex MD5 of the blob's bytes when it was computed anyway
+	// (a file of one chunk, whose MD5 is the file's); "" otherwise, since
+	// hashing every chunk of a large stream a second time would double the
+	// MD5 work of a large upload. The blob's FID identifies it as well.
+	ETag     string
+	Manifest bool // the blob is an encoded chunk list (see Pack)
 }
 
 // End is the file position just past the chunk.

@@ -112,6 +112,8 @@ func Split(ctx context.Context, p Putter, r io.Reader, base int64, opts SplitOpt
 			break
 		}
 		// A stream of one chunk is hashed once: its chunk ETag is its MD5.
+		// The chunks of a longer stream get no ETag of their own (see
+		// Chunk.ETag): the stream's MD5 is the one that matters.
 		var single []byte
 		if eof && pos == 0 {
 			sum := md5.Sum(buf[:n])
@@ -140,17 +142,17 @@ func Split(ctx context.Context, p Putter, r io.Reader, base int64, opts SplitOpt
 				}
 				<-slots
 			}()
-			if sum == nil {
-				s := md5.Sum(data)
-				sum = s[:]
-			}
 			fid, err := p.Put(ctx, data)
 			if err != nil {
 				fail(fmt.Errorf("chunk: store chunk at %d: %w", off, err))
 				return
 			}
 			mu.Lock()
-			stored = append(stored, Chunk{FID: fid, Offset: off, Size: int64(len(data)), Mtime: now().UnixNano(), ETag: hex.EncodeToString(sum[:])})
+			c := Chunk{FID: fid, Offset: off, Size: int64(len(data)), Mtime: now().UnixNano()}
+			if sum != nil {
+				c.ETag = hex.EncodeToString(sum)
+			}
+			stored = append(stored, c)
 			mu.Unlock()
 		}(buf[:n], buf, single)
 		if eof {

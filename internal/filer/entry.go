@@ -46,18 +46,23 @@ func (e *Entry) Name() string {
 // ETag is the entity tag of a file's content, without quotes: the hex MD5
 // of the content when known (every whole-file write; S3 clients expect
 // it), else, for content assembled by range writes or appends, the hex MD5
-// of the chunks' ETags concatenated, followed by "-" and the chunk count,
-// as S3 does for multipart objects.
+// of the chunks' ETags (their FIDs where they have none) concatenated,
+// followed by "-" and the chunk count, as S3 does for multipart objects.
+// Every write stores new blobs under new FIDs, so it changes with the content.
 func (e *Entry) ETag() string {
 	if len(e.MD5) > 0 {
 		return hex.EncodeToString(e.MD5)
 	}
-	if len(e.Chunks) == 1 && e.Chunks[0].Offset == 0 && e.Chunks[0].Size == e.Size && !e.Chunks[0].Manifest {
+	if len(e.Chunks) == 1 && e.Chunks[0].Offset == 0 && e.Chunks[0].Size == e.Size && !e.Chunks[0].Manifest && e.Chunks[0].ETag != "" {
 		return e.Chunks[0].ETag
 	}
 	h := md5.New()
 	for _, c := range e.Chunks {
-		h.Write([]byte(c.ETag))
+		if c.ETag != "" {
+			h.Write([]byte(c.ETag))
+		} else {
+			h.Write([]byte(c.FID))
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil)) + "-" + strconv.Itoa(len(e.Chunks))
 }
