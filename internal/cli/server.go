@@ -3,12 +3,14 @@ package cli
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
+	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/filerserver"
 	"github.com/kelpfs/kelp/internal/master"
 	"github.com/kelpfs/kelp/internal/s3"
@@ -69,6 +71,12 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return fail(err)
 			}
+			// The filer (and the S3 gateway on it) reaches this process's
+			// volume server without going through the network stack.
+			fcfg.HTTPClient = &http.Client{Transport: &client.Loopback{
+				Handlers: map[string]http.Handler{v.URL(): v.Handler(), v.PublicURL(): v.Handler()},
+				Next:     client.NewHTTPClient().Transport,
+			}}
 			f, err := filerserver.New(fcfg)
 			if err != nil {
 				return fail(err)

@@ -51,8 +51,12 @@ type Config struct {
 	// process that shares one store); the server does not close it.
 	MetaStore store.Store
 	// Blobs, when set, replaces the cluster client as the blob layer (tests).
-	Blobs  chunk.Blobs
-	Logger *slog.Logger
+	Blobs chunk.Blobs
+	// HTTPClient carries requests to masters and volume servers; nil means
+	// client.NewHTTPClient(). `kelp server` passes one whose transport serves
+	// its own volume server in process (client.Loopback).
+	HTTPClient *http.Client
+	Logger     *slog.Logger
 }
 
 // Server is a running filer.
@@ -88,7 +92,7 @@ func New(cfg Config) (*Server, error) {
 		// Chunks take their file ids from blocks of keys: one assign round
 		// trip per 64 chunks instead of one per chunk (small S3 PUTs, small
 		// files), with a fresh cookie per chunk.
-		c, err := client.New(client.Config{Masters: cfg.Masters, Logger: s.log, AssignBatch: 64})
+		c, err := client.New(client.Config{Masters: cfg.Masters, HTTPClient: cfg.HTTPClient, Logger: s.log, AssignBatch: 64})
 		if err != nil {
 			return nil, fmt.Errorf("filerserver: %w", err)
 		}

@@ -142,6 +142,13 @@ func (s *Server) listen() error {
 	return nil
 }
 
+// Handler is the HTTP data path, for serving it in process as well
+// (client.Loopback).
+func (s *Server) Handler() http.Handler { return s.httpSrv.Handler }
+
+// PublicURL is the host:port clients are told to use.
+func (s *Server) PublicURL() string { return s.cfg.PublicURL }
+
 // URL is the host:port of the HTTP data path.
 func (s *Server) URL() string { return net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.cfg.Port)) }
 

@@ -1,0 +1,149 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+)
+
+// Loopback is an http.RoundTripper that serves requests for some hosts by
+// calling their handlers in this process, and sends the rest to Next.
+//
+// `kelp server` runs the volume server, filer and S3 gateway in one process;
+// without this, every chunk the filer stores or reads crosses the loopback
+// interface twice (a socket write and a socket read, each a copy through the
+// kernel, plus HTTP framing on both sides). Through Loopback the handler reads
+// the caller's request body directly and its response reaches the caller
+// through an io.Pipe: one copy, no system call. The handler sees the same
+// request it would over TCP, so nothing else changes: replication fan-out,
+// errors and timeouts behave as with a remote volume server.
+type Loopback struct {
+	// Handlers maps "host:port", as it appears in request URLs, to the
+	// handler that serves it.
+	Handlers map[string]http.Handler
+	// Next carries requests for every other host; nil means
+	// http.DefaultTransport.
+	Next http.RoundTripper
+}
+
+// ErrHandlerPanic is returned (or ends the response body) when an in-process
+// handler panics.
+var ErrHandlerPanic = errors.New("client: in-process handler panicked")
+
+// RoundTrip implements http.RoundTripper.
+func (l *Loopback) RoundTrip(req *http.Request) (*http.Response, error) {
+	h, ok := l.Handlers[req.URL.Host]
+	if !ok {
+		next := l.Next
+		if next == nil {
+			next = http.DefaultTransport
+		}
+		return next.RoundTrip(req)
+	}
+	return serveInProcess(h, req)
+}
+
+// serveInProcess runs h on a server-side copy of req in a new goroutine and
+// returns the response as soon as h has decided its status and headers.
+func serveInProcess(h http.Handler, req *http.Request) (*http.Response, error) {
+	body := req.Body
+	if body == nil {
+		body = http.NoBody
+	}
+	sreq := req.Clone(req.Context())
+	sreq.Body = body
+	sreq.RequestURI = req.URL.RequestURI()
+	sreq.RemoteAddr = "127.0.0.1:0" // the same process
+	sreq.Host = req.URL.Host
+	sreq.Proto, sreq.ProtoMajor, sreq.ProtoMinor = "HTTP/1.1", 1, 1
+	pr, pw := io.Pipe()
+	w := &pipeResponse{header: http.Header{}, pw: pw, head: req.Method == http.MethodHead, ready: make(chan struct{})}
+	go func() {
+		defer body.Close()
+		defer func() {
+			if p := recover(); p != nil {
+				w.fail(fmt.Errorf("%w: %v", ErrHandlerPanic, p))
+				return
+			}
+			w.WriteHeader(http.StatusOK) // no-op when the handler wrote one
+			pw.Close()
+		}()
+		h.ServeHTTP(w, sreq)
+	}()
+	<-w.ready
+	if w.err != nil {
+		return nil, w.err
+	}
+	resp := &http.Response{
+		Status:        strconv.Itoa(w.code) + " " + http.StatusText(w.code),
+		StatusCode:    w.code,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        w.sent,
+		Body:          pr,
+		ContentLength: -1,
+		Request:       req,
+	}
+	if n, err := strconv.ParseInt(w.sent.Get("Content-Length"), 10, 64); err == nil && n >= 0 {
+		resp.ContentLength = n
+	}
+	if w.head || w.code == http.StatusNoContent || w.code == http.StatusNotModified {
+		pr.Close()
+		resp.Body = http.NoBody
+		if w.code != http.StatusOK {
+			resp.ContentLength = 0
+		}
+	}
+	return resp, nil
+}
+
+// pipeResponse is the http.ResponseWriter of an in-process request: the
+// status and a snapshot of the headers are handed over when the handler
+// first writes, the body streams through the pipe.
+type pipeResponse struct {
+	header http.Header
+	pw     *io.PipeWriter
+	head   bool // a HEAD request: the body is dropped, as net/http does
+
+	once  sync.Once
+	ready chan struct{}
+	code  int
+	sent  http.Header
+	err   error // the handler panicked before sending a status
+}
+
+func (w *pipeResponse) Header() http.Header { return w.header }
+
+func (w *pipeResponse) WriteHeader(code int) {
+	if code >= 100 && code < 200 {
+		return // informational answers (100 Continue) mean nothing here
+	}
+	w.once.Do(func() {
+		w.code = code
+		w.sent = w.header.Clone()
+		close(w.ready)
+	})
+}
+
+func (w *pipeResponse) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	if w.head {
+		return len(p), nil
+	}
+	return w.pw.Write(p)
+}
+
+// Flush implements http.Flusher: the pipe has no buffer to flush.
+func (w *pipeResponse) Flush() {}
+
+func (w *pipeResponse) fail(err error) {
+	w.once.Do(func() {
+		w.err = err
+		close(w.ready)
+	})
+	w.pw.CloseWithError(err)
+}

@@ -1,0 +1,106 @@
+package client_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/kelpfs/kelp/internal/client"
+)
+
+// echo answers a PUT with the body it read and its length as a header, and a
+// GET with size bytes of a pattern, written in pieces as a volume server does.
+func echoHandler(t *testing.T) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("PUT /echo", func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Error(err)
+		}
+		if r.RequestURI != "/echo?x=1" || r.Host != "vol:8080" || r.RemoteAddr == "" {
+			t.Errorf("server-side request: uri %q host %q remote %q", r.RequestURI, r.Host, r.RemoteAddr)
+		}
+		w.Header().Set("X-Len", strconv.Itoa(len(b)))
+		w.WriteHeader(http.StatusCreated)
+		w.Write(b)
+	})
+	mux.HandleFunc("GET /big", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(3<<20))
+		for i := 0; i < 3<<20; i += 32 << 10 {
+			if _, err := w.Write(bytes.Repeat([]byte{byte(i >> 15)}, 32<<10)); err != nil {
+				return // the caller went away
+			}
+		}
+	})
+	mux.HandleFunc("HEAD /big", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "5")
+		w.Write([]byte("dropped"))
+	})
+	mux.HandleFunc("GET /panic", func(w http.ResponseWriter, r *http.Request) { panic("boom") })
+	mux.HandleFunc("GET /nothing", func(w http.ResponseWriter, r *http.Request) {})
+	return mux
+}
+
+func TestLoopbackServesInProcess(t *testing.T) {
+	remote := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("remote")) }))
+	defer remote.Close()
+	hc := &http.Client{Transport: &client.Loopback{Handlers: map[string]http.Handler{"vol:8080": echoHandler(t)}}}
+
+	req, _ := http.NewRequest("PUT", "http://vol:8080/echo?x=1", strings.NewReader("hello"))
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp.Body); resp.StatusCode != 201 || string(got) != "hello" || resp.Header.Get("X-Len") != "5" {
+		t.Fatalf("PUT: %d %q %v", resp.StatusCode, got, resp.Header)
+	}
+
+	resp, err = hc.Get("http://vol:8080/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp.Body); len(got) != 3<<20 || resp.ContentLength != 3<<20 || got[len(got)-1] != byte((3<<20-1)>>15) {
+		t.Fatalf("GET big: %d bytes, length %d", len(got), resp.ContentLength)
+	}
+
+	// A caller that stops reading ends the handler instead of blocking it.
+	resp, err = hc.Get("http://vol:8080/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Read(make([]byte, 10))
+	resp.Body.Close()
+
+	resp, err = hc.Head("http://vol:8080/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp.Body); len(got) != 0 || resp.ContentLength != 5 {
+		t.Fatalf("HEAD: %q, length %d", got, resp.ContentLength)
+	}
+
+	resp, err = hc.Get("http://vol:8080/nothing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp.Body); resp.StatusCode != 200 || len(got) != 0 {
+		t.Fatalf("empty answer: %d %q", resp.StatusCode, got)
+	}
+
+	if _, err := hc.Get("http://vol:8080/panic"); !errors.Is(err, client.ErrHandlerPanic) {
+		t.Fatalf("panicking handler: %v", err)
+	}
+
+	resp, err = hc.Get(remote.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp.Body); string(got) != "remote" {
+		t.Fatalf("other hosts go over the network: %q", got)
+	}
+}
