@@ -154,6 +154,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	b.uploader = manager.NewUploader(b.client, func(u *manager.Uploader) {
 		u.PartSize = cfg.PartSize
 		u.Concurrency = cfg.PartConcurrency
+		// The upload manager has its own checksum default (CRC32 on every
+		// part, which over plain HTTP also makes the SDK sign each part's
+		// SHA-256); follow --checksums like single PUTs do.
+		u.RequestChecksumCalculation = b.client.Options().RequestChecksumCalculation
 	})
 	if err := b.ensureBucket(ctx); err != nil {
 		return nil, err
