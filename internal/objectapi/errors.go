@@ -20,6 +20,7 @@ var (
 	ErrBadDigest            = errors.New("objectapi: content does not match its digest")
 	ErrInvalidDigest        = errors.New("objectapi: malformed digest")
 	ErrInvalidArgument      = errors.New("objectapi: invalid argument")
+	ErrInvalidRequest       = errors.New("objectapi: invalid request") // a valid argument that does not fit the request
 	ErrEntityTooLarge       = errors.New("objectapi: entity too large")
 	ErrNoSuchUpload         = errors.New("objectapi: no such upload")
 	ErrInvalidPart          = errors.New("objectapi: invalid part")

@@ -73,8 +73,9 @@ func (l *Layer) CreateMultipartUpload(ctx context.Context, bucket, key string, m
 	if checksumAlg != "" && newChecksumHash(checksumAlg) == nil {
 		return "", errorf(ErrInvalidArgument, "unknown checksum algorithm %q", checksumAlg)
 	}
-	if checksumType == "" {
-		checksumType = ChecksumComposite
+	checksumType, err := MultipartChecksumType(checksumAlg, checksumType)
+	if err != nil {
+		return "", err
 	}
 	var b [16]byte
 	rand.Read(b[:])
@@ -89,6 +90,32 @@ func (l *Layer) CreateMultipartUpload(ctx context.Context, bucket, key string, m
 		return "", err
 	}
 	return id, nil
+}
+
+// MultipartChecksumType checks and defaults an upload's checksum type: CRCs
+// can be combined into a FULL_OBJECT checksum, digests only into a COMPOSITE
+// one (a digest of the parts' digests); CRC64NVME is full-object only.
+func MultipartChecksumType(alg, typ string) (string, error) {
+	if alg == "" {
+		if typ != "" {
+			return "", errorf(ErrInvalidRequest, "x-amz-checksum-type needs x-amz-checksum-algorithm")
+		}
+		return "", nil
+	}
+	_, crc := combinable[alg]
+	switch {
+	case typ == "" && alg == ChecksumCRC64NVME:
+		return ChecksumFullObject, nil
+	case typ == "":
+		return ChecksumComposite, nil
+	case typ == ChecksumFullObject && !crc:
+		return "", errorf(ErrInvalidRequest, "the FULL_OBJECT checksum type is not supported with %s", alg)
+	case typ == ChecksumComposite && alg == ChecksumCRC64NVME:
+		return "", errorf(ErrInvalidRequest, "the COMPOSITE checksum type is not supported with %s", alg)
+	case typ != ChecksumFullObject && typ != ChecksumComposite:
+		return "", errorf(ErrInvalidArgument, "unknown checksum type %q", typ)
+	}
+	return typ, nil
 }
 
 // findUpload returns the directory of upload id of bucket/key.
@@ -253,8 +280,9 @@ func (l *Layer) CompleteMultipartUpload(ctx context.Context, bucket, key, id str
 		chunks  []chunk.Chunk
 		size    int64
 		md5s    = md5.New()
-		sums    []byte
+		sums    [][]byte
 		sizes   []string
+		lens    []int64
 		used    = map[int]bool{}
 		sumHash = newChecksumHash(want.Algorithm)
 	)
@@ -281,12 +309,13 @@ func (l *Layer) CompleteMultipartUpload(ctx context.Context, bucket, key, id str
 			if pc.Algorithm != want.Algorithm || err != nil {
 				sumHash = nil // a part without the checksum: none for the object
 			} else {
-				sums = append(sums, raw...)
+				sums = append(sums, raw)
 			}
 		}
 		md5s.Write(e.MD5)
 		size += e.Size
 		sizes = append(sizes, strconv.FormatInt(e.Size, 10))
+		lens = append(lens, e.Size)
 		used[p.Number] = true
 	}
 	etag := hex.EncodeToString(md5s.Sum(nil)) + "-" + strconv.Itoa(len(list))
@@ -304,10 +333,23 @@ func (l *Layer) CompleteMultipartUpload(ctx context.Context, bucket, key, id str
 		e.Xattrs[xaTags] = t
 	}
 	switch {
+	case want.Type == ChecksumFullObject && sumHash != nil:
+		full, err := combineCRCs(want.Algorithm, sums, lens)
+		if err != nil {
+			return ObjectInfo{}, errorf(ErrInvalidPart, "%v", err)
+		}
+		if opts.FullChecksum != "" && opts.FullChecksum != b64(full) {
+			return ObjectInfo{}, errorf(ErrBadDigest, "x-amz-checksum-%s %s does not match the parts' %s",
+				strings.ToLower(want.Algorithm), opts.FullChecksum, b64(full))
+		}
+		e.Xattrs[xaChecksum] = encodeChecksum(Checksum{Algorithm: want.Algorithm, Value: b64(full), Type: ChecksumFullObject})
 	case want.Type == ChecksumFullObject && opts.FullChecksum != "":
+		// Some part was sent with another algorithm: keep the client's word.
 		e.Xattrs[xaChecksum] = encodeChecksum(Checksum{Algorithm: want.Algorithm, Value: opts.FullChecksum, Type: ChecksumFullObject})
 	case sumHash != nil && want.Type == ChecksumComposite:
-		sumHash.Write(sums)
+		for _, s := range sums {
+			sumHash.Write(s)
+		}
 		v := b64(sumHash.Sum(nil)) + "-" + strconv.Itoa(len(list))
 		e.Xattrs[xaChecksum] = encodeChecksum(Checksum{Algorithm: want.Algorithm, Value: v, Type: ChecksumComposite})
 	}

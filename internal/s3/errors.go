@@ -87,6 +87,7 @@ var objectErrors = []struct {
 	{objectapi.ErrNotImplemented, errNotImplemented},
 	{objectapi.ErrMissingContentLength, errMissingLength},
 	{objectapi.ErrInvalidArgument, errInvalidArgument},
+	{objectapi.ErrInvalidRequest, errInvalidRequest},
 	{filer.ErrInvalidPath, newErr("InvalidArgument", 400, "The key cannot be stored.")},
 	{chunk.ErrNotFound, newErr("InternalError", 500, "Object data is missing on the volume servers.")},
 }

@@ -34,12 +34,17 @@ func (s *Server) createUpload(rq *request) error {
 	default:
 		return &apiError{Code: "InvalidRequest", Status: 400, Message: "The x-amz-checksum-type header is not valid."}
 	}
+	typ, err = objectapi.MultipartChecksumType(alg, typ)
+	if err != nil {
+		return err
+	}
 	id, err := s.layer.CreateMultipartUpload(rq.ctx, rq.bucket, rq.key, md, alg, typ)
 	if err != nil {
 		return err
 	}
 	if alg != "" {
 		rq.w.Header().Set("x-amz-checksum-algorithm", alg)
+		rq.w.Header().Set("x-amz-checksum-type", typ)
 	}
 	writeXML(rq.w, http.StatusOK, initiateResult{Xmlns: s3NS, Bucket: rq.bucket, Key: rq.key, UploadID: id})
 	return nil

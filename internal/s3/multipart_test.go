@@ -3,9 +3,12 @@ package s3
 import (
 	"bytes"
 	"crypto/md5"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"hash/crc64"
 	"io"
+	"math/bits"
 	"slices"
 	"testing"
 
@@ -189,4 +192,83 @@ func TestMultipartTooSmallCopyAndAbort(t *testing.T) {
 	e.wantCode(err, "NoSuchUpload")
 	_, err = e.c.HeadObject(e.ctx, &s3.HeadObjectInput{Bucket: b, Key: aws.String("aborted")})
 	e.wantCode(err, "NotFound")
+}
+
+// A FULL_OBJECT checksum (CRC64NVME's only type) is the CRC of the whole
+// object: Kelp combines the parts' CRCs, checks the client's value against it
+// and returns it.
+func TestMultipartFullObjectChecksum(t *testing.T) {
+	e := startEnv(t, nil)
+	e.mkBucket("mpfull")
+	b := aws.String("mpfull")
+	sizes := []int{150 << 10, 100<<10 + 3}
+	var whole []byte
+	upload := func(k string) (*string, []types.CompletedPart) {
+		t.Helper()
+		cr, err := e.c.CreateMultipartUpload(e.ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: aws.String(k),
+			ChecksumAlgorithm: types.ChecksumAlgorithmCrc64nvme})
+		if err != nil || cr.ChecksumType != types.ChecksumTypeFullObject {
+			t.Fatalf("create: %v, type %q", err, cr.ChecksumType)
+		}
+		whole = whole[:0]
+		var done []types.CompletedPart
+		for i, n := range sizes {
+			data := randBytes(n)
+			whole = append(whole, data...)
+			up, err := e.c.UploadPart(e.ctx, &s3.UploadPartInput{Bucket: b, Key: aws.String(k), UploadId: cr.UploadId,
+				PartNumber: aws.Int32(int32(i + 1)), Body: bytes.NewReader(data), ChecksumAlgorithm: types.ChecksumAlgorithmCrc64nvme})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done = append(done, types.CompletedPart{PartNumber: aws.Int32(int32(i + 1)), ETag: up.ETag, ChecksumCRC64NVME: up.ChecksumCRC64NVME})
+		}
+		return cr.UploadId, done
+	}
+	wholeCRC := func() string {
+		h := crc64.New(crc64.MakeTable(bits.Reverse64(0xAD93D23594C93659)))
+		h.Write(whole)
+		return base64.StdEncoding.EncodeToString(h.Sum(nil))
+	}
+
+	id, done := upload("right")
+	want := wholeCRC()
+	c, err := e.c.CompleteMultipartUpload(e.ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: aws.String("right"), UploadId: id,
+		ChecksumCRC64NVME: aws.String(want), ChecksumType: types.ChecksumTypeFullObject,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: done}})
+	if err != nil || aws.ToString(c.ChecksumCRC64NVME) != want {
+		t.Fatalf("complete: %v, checksum %q want %q", err, aws.ToString(c.ChecksumCRC64NVME), want)
+	}
+	h, err := e.c.HeadObject(e.ctx, &s3.HeadObjectInput{Bucket: b, Key: aws.String("right"), ChecksumMode: types.ChecksumModeEnabled})
+	if err != nil || aws.ToString(h.ChecksumCRC64NVME) != want || h.ChecksumType != types.ChecksumTypeFullObject {
+		t.Fatalf("head: %v, checksum %q type %q", err, aws.ToString(h.ChecksumCRC64NVME), h.ChecksumType)
+	}
+
+	// Without the client's value, the combined one is stored all the same.
+	id, done = upload("computed")
+	want = wholeCRC()
+	if _, err := e.c.CompleteMultipartUpload(e.ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: aws.String("computed"), UploadId: id,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: done}}); err != nil {
+		t.Fatal(err)
+	}
+	h, err = e.c.HeadObject(e.ctx, &s3.HeadObjectInput{Bucket: b, Key: aws.String("computed"), ChecksumMode: types.ChecksumModeEnabled})
+	if err != nil || aws.ToString(h.ChecksumCRC64NVME) != want {
+		t.Fatalf("computed: %v, checksum %q want %q", err, aws.ToString(h.ChecksumCRC64NVME), want)
+	}
+
+	// A wrong whole-object value is refused and the upload stays.
+	id, done = upload("wrong")
+	_, err = e.c.CompleteMultipartUpload(e.ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: aws.String("wrong"), UploadId: id,
+		ChecksumCRC64NVME: aws.String("AAAAAAAAAAA="), MultipartUpload: &types.CompletedMultipartUpload{Parts: done}})
+	e.wantCode(err, "BadDigest")
+	if _, err := e.c.ListParts(e.ctx, &s3.ListPartsInput{Bucket: b, Key: aws.String("wrong"), UploadId: id}); err != nil {
+		t.Fatalf("upload gone after a refused completion: %v", err)
+	}
+
+	// Digests cannot be combined; CRC64NVME has no composite form.
+	_, err = e.c.CreateMultipartUpload(e.ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: aws.String("x"),
+		ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumType: types.ChecksumTypeFullObject})
+	e.wantCode(err, "InvalidRequest")
+	_, err = e.c.CreateMultipartUpload(e.ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: aws.String("x"),
+		ChecksumAlgorithm: types.ChecksumAlgorithmCrc64nvme, ChecksumType: types.ChecksumTypeComposite})
+	e.wantCode(err, "InvalidRequest")
 }
