@@ -93,16 +93,23 @@ func (s *Server) assign(ctx context.Context, req assignRequest) (assignResult, e
 	}, nil
 }
 
-// growCount is how many volumes one automatic growth creates: more for fewer
-// copies, so that writes spread over several volumes and disks.
-func growCount(code replication.Code) int {
+// growCount is how many volumes one automatic growth creates, given how many
+// disks have room. Assigns spread writes over a layout's writable volumes,
+// which pays where the volumes sit on different disks (parallel I/O) and
+// costs where they share one: each volume syncs on its own, so concurrent
+// writers split into smaller group commits. Measured with kelp benchmark
+// (1 KiB, 16 writers) on one disk: 6,828 writes/s over seven volumes, 8,148/s
+// over one. So: one volume per `copies` disks, at most 7 (6 for two copies, 3
+// for more), at least 1.
+func growCount(code replication.Code, disks int) int {
+	most := 3
 	switch code.Copies() {
 	case 1:
-		return 7
+		most = 7
 	case 2:
-		return 6
+		most = 6
 	}
-	return 3
+	return min(most, max(1, disks/code.Copies()))
 }
 
 func (s *Server) growLock(key topology.LayoutKey, dc string) *sync.Mutex {
@@ -128,7 +135,7 @@ func (s *Server) grow(ctx context.Context, key topology.LayoutKey, dc string, co
 		if _, err := s.topo.PickForAssign(key, dc); err == nil {
 			return nil, nil
 		}
-		count = growCount(key.Replication)
+		count = growCount(key.Replication, s.topo.DisksWithRoom(dc))
 	}
 	plans, err := s.topo.PlanGrowth(key.Replication, count, topology.PlanOptions{DataCenter: dc})
 	if err != nil {

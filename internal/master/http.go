@@ -206,7 +206,7 @@ func (s *Server) handleGrow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if count == 0 {
-		count = growCount(key.Replication)
+		count = growCount(key.Replication, s.topo.DisksWithRoom(q.Get("dataCenter")))
 	}
 	ids, err := s.grow(r.Context(), key, q.Get("dataCenter"), count)
 	if err != nil {

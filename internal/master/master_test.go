@@ -18,6 +18,7 @@ import (
 
 	"github.com/kelpfs/kelp/internal/fid"
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
+	"github.com/kelpfs/kelp/internal/replication"
 )
 
 func startMaster(t testing.TB, dir string, mutate ...func(*Config)) *Server {
@@ -93,8 +94,8 @@ func TestAssignGrowsAndLooksUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(vs.allocations()); got != 7 {
-		t.Fatalf("growth allocated %d volumes, want 7", got)
+	if got := len(vs.allocations()); got != 1 {
+		t.Fatalf("growth allocated %d volumes, want 1 (the server has one disk)", got)
 	}
 	// Keys from count=N are consecutive and never reused.
 	b, _ := assignHTTP(t, s, "count=5")
@@ -123,7 +124,7 @@ func TestAssignGrowsAndLooksUp(t *testing.T) {
 	var cs ClusterStatus
 	getJSON(t, "GET", "http://"+s.HTTPAddr()+"/cluster/status", &cs)
 	if !cs.IsLeader || cs.Leader != s.HTTPAddr() || len(cs.Peers) != 1 || cs.Peers[0].Role != "leader" ||
-		len(cs.VolumeServers) != 1 || cs.VolumeServers[0].Volumes != 7 || cs.VolumeServers[0].FreeSlots != 3 {
+		len(cs.VolumeServers) != 1 || cs.VolumeServers[0].Volumes != 1 || cs.VolumeServers[0].FreeSlots != 9 {
 		t.Fatalf("cluster status = %+v", cs)
 	}
 	var ds struct {
@@ -163,8 +164,8 @@ func TestConcurrentAssignsGrowOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if got := len(vs.allocations()); got != 7 {
-		t.Fatalf("16 concurrent assigns allocated %d volumes, want one growth of 7", got)
+	if got := len(vs.allocations()); got != 1 {
+		t.Fatalf("16 concurrent assigns allocated %d volumes, want one growth of 1", got)
 	}
 	seen := map[uint64]bool{}
 	for _, f := range fids {
@@ -187,7 +188,7 @@ func TestReplicatedGrowthAndPlacementErrors(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("assign 001: %d %+v", code, r)
 	}
-	if len(a.allocations()) != 6 || len(b.allocations()) != 6 {
+	if len(a.allocations()) != 1 || len(b.allocations()) != 1 { // two disks, two copies: one volume
 		t.Fatalf("001 growth allocations: %v / %v", a.allocations(), b.allocations())
 	}
 	f, _ := fid.Parse(r.Fid)
@@ -213,8 +214,8 @@ func TestReplicatedGrowthAndPlacementErrors(t *testing.T) {
 	if code := getJSON(t, "POST", "http://"+s.HTTPAddr()+"/vol/grow?collection=c&replication=001&count=2", &grown); code != 200 || grown.Count != 2 {
 		t.Fatalf("vol/grow: %d %+v", code, grown)
 	}
-	if got := len(a.allocations()); got != 8 {
-		t.Fatalf("after manual growth a has %d volumes, want 8", got)
+	if got := len(a.allocations()); got != 3 {
+		t.Fatalf("after manual growth a has %d volumes, want 3", got)
 	}
 }
 
@@ -386,5 +387,22 @@ func TestGRPCAPI(t *testing.T) {
 func TestErrorTable(t *testing.T) {
 	if httpStatus(errors.New("x")) != 500 || httpStatus(ErrBadRequest) != 400 {
 		t.Fatal("error table")
+	}
+}
+
+func TestGrowCountFollowsDisks(t *testing.T) {
+	for _, c := range []struct {
+		code  string
+		disks int
+		want  int
+	}{
+		{"000", 0, 1}, {"000", 1, 1}, {"000", 3, 3}, {"000", 20, 7},
+		{"001", 1, 1}, {"001", 2, 1}, {"001", 5, 2}, {"001", 40, 6},
+		{"011", 3, 1}, {"011", 30, 3},
+	} {
+		code, _ := replication.Parse(c.code)
+		if got := growCount(code, c.disks); got != c.want {
+			t.Errorf("growCount(%s, %d disks) = %d, want %d", c.code, c.disks, got, c.want)
+		}
 	}
 }

@@ -44,6 +44,25 @@ func (t *Topology) PlanGrowth(code replication.Code, count int, opts PlanOptions
 	return planGrowth(cands, code, count, opts)
 }
 
+// DisksWithRoom counts the disks that can take a new volume, in data center
+// dc ("" for all).
+func (t *Topology) DisksWithRoom(dc string) int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	n := 0
+	for _, node := range t.nodes {
+		if dc != "" && node.info.DataCenter != dc {
+			continue
+		}
+		for i := range node.info.Disks {
+			if node.info.Disks[i].freeSlots() > 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // candidate is a server and its free volume slots, the only facts placement
 // looks at.
 type candidate struct {
