@@ -61,7 +61,9 @@ func serveInProcess(h http.Handler, req *http.Request) (*http.Response, error) {
 	sreq.Proto, sreq.ProtoMajor, sreq.ProtoMinor = "HTTP/1.1", 1, 1
 	pr, pw := io.Pipe()
 	w := &pipeResponse{header: http.Header{}, pw: pw, head: req.Method == http.MethodHead, ready: make(chan struct{})}
+	finished := make(chan struct{})
 	go func() {
+		defer close(finished)
 		defer body.Close()
 		defer func() {
 			if p := recover(); p != nil {
@@ -84,7 +86,7 @@ func serveInProcess(h http.Handler, req *http.Request) (*http.Response, error) {
 		ProtoMajor:    1,
 		ProtoMinor:    1,
 		Header:        w.sent,
-		Body:          pr,
+		Body:          &responseBody{pr, finished},
 		ContentLength: -1,
 		Request:       req,
 	}
@@ -92,13 +94,27 @@ func serveInProcess(h http.Handler, req *http.Request) (*http.Response, error) {
 		resp.ContentLength = n
 	}
 	if w.head || w.code == http.StatusNoContent || w.code == http.StatusNotModified {
-		pr.Close()
-		resp.Body = http.NoBody
 		if w.code != http.StatusOK {
 			resp.ContentLength = 0
 		}
 	}
 	return resp, nil
+}
+
+// responseBody is an in-process response body. Close waits for the handler
+// to return: a handler may go on reading the request body after it answered
+// (an early error), and the caller may reuse that body's buffer as soon as it
+// has closed the response, as it may with a network transport, which stops
+// sending the body when the answer arrives.
+type responseBody struct {
+	*io.PipeReader
+	finished chan struct{}
+}
+
+func (b *responseBody) Close() error {
+	err := b.PipeReader.Close() // a handler still writing fails and returns
+	<-b.finished
+	return err
 }
 
 // pipeResponse is the http.ResponseWriter of an in-process request: the

@@ -8,7 +8,9 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/kelpfs/kelp/internal/client"
 )
@@ -43,8 +45,16 @@ func echoHandler(t *testing.T) http.Handler {
 	})
 	mux.HandleFunc("GET /panic", func(w http.ResponseWriter, r *http.Request) { panic("boom") })
 	mux.HandleFunc("GET /nothing", func(w http.ResponseWriter, r *http.Request) {})
+	mux.HandleFunc("PUT /early", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		time.Sleep(50 * time.Millisecond)
+		io.Copy(io.Discard, r.Body)
+		earlyDone.Store(true)
+	})
 	return mux
 }
+
+var earlyDone atomic.Bool
 
 func TestLoopbackServesInProcess(t *testing.T) {
 	remote := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("remote")) }))
@@ -90,6 +100,18 @@ func TestLoopbackServesInProcess(t *testing.T) {
 	}
 	if got := readAll(t, resp.Body); resp.StatusCode != 200 || len(got) != 0 {
 		t.Fatalf("empty answer: %d %q", resp.StatusCode, got)
+	}
+
+	// A handler that answers before reading the body is done with it by
+	// the time the caller has closed the response.
+	req, _ = http.NewRequest("PUT", "http://vol:8080/early", strings.NewReader("body"))
+	resp, err = hc.Do(req)
+	if err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("early answer: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if !earlyDone.Load() {
+		t.Fatal("Close returned while the handler was still reading the request body")
 	}
 
 	if _, err := hc.Get("http://vol:8080/panic"); !errors.Is(err, client.ErrHandlerPanic) {
