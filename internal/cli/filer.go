@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -23,6 +24,7 @@ type filerFlags struct {
 	chunkMiB    int
 	collection  string
 	replication string
+	retention   time.Duration
 }
 
 func (f *filerFlags) addFlags(fl *pflag.FlagSet, prefix string) {
@@ -32,6 +34,7 @@ func (f *filerFlags) addFlags(fl *pflag.FlagSet, prefix string) {
 	fl.IntVar(&f.chunkMiB, prefix+"chunk-size", 8, "size in MiB of the chunks large files are cut into")
 	fl.StringVar(&f.collection, prefix+"collection", "", "collection of the chunks the filer writes")
 	fl.StringVar(&f.replication, prefix+"replication", "", "replication of the chunks the filer writes (default: the master's)")
+	fl.DurationVar(&f.retention, prefix+"event-retention", 7*24*time.Hour, "how long metadata events are kept for subscribers (0: forever)")
 }
 
 // config builds the filer server configuration.
@@ -51,21 +54,25 @@ func (f *filerFlags) config(log *slog.Logger) (filerserver.Config, error) {
 	default:
 		return filerserver.Config{}, fmt.Errorf("--store: %q is not embedded, postgres or redis", f.store)
 	}
+	if f.retention < 0 {
+		return filerserver.Config{}, fmt.Errorf("--event-retention: %v is negative", f.retention)
+	}
 	masters := splitList(f.masters)
 	if len(masters) == 0 {
 		return filerserver.Config{}, fmt.Errorf("--master is required")
 	}
 	return filerserver.Config{
-		IP:          f.ip,
-		Port:        f.port,
-		Masters:     masters,
-		Store:       f.store,
-		StoreDSN:    f.storeDSN,
-		Dir:         f.dir,
-		ChunkSize:   f.chunkMiB << 20,
-		Collection:  f.collection,
-		Replication: f.replication,
-		Logger:      log,
+		IP:             f.ip,
+		Port:           f.port,
+		Masters:        masters,
+		Store:          f.store,
+		StoreDSN:       f.storeDSN,
+		Dir:            f.dir,
+		ChunkSize:      f.chunkMiB << 20,
+		Collection:     f.collection,
+		Replication:    f.replication,
+		EventRetention: f.retention,
+		Logger:         log,
 	}, nil
 }
 

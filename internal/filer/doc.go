@@ -22,6 +22,7 @@
 //	"d" + parent + 0x00 + name   -> entry   (parent is "/" or "/a/b", name has no '/')
 //	"s"                          -> 8-byte big-endian last event sequence (store.NextSeq)
 //	"e" + seq (8 bytes BE)       -> event
+//	"t"                          -> 8-byte BE highest event sequence deleted by retention (retention.go)
 //	"g" + fid                    -> GC record: 1 flag byte (bit 0: manifest) + 8-byte BE unix ns
 //
 // The children of directory D are the keys with prefix "d"+D+0x00, in name

@@ -20,6 +20,9 @@ var (
 	ErrInvalid = errors.New("filer: invalid operation")
 	// ErrCorrupt: a stored entry or event does not decode.
 	ErrCorrupt = errors.New("filer: corrupt metadata")
+	// ErrEventsTrimmed: events a subscriber asked for were deleted after the
+	// retention period (Config.EventRetention).
+	ErrEventsTrimmed = errors.New("filer: events trimmed")
 	// ErrClosed: the Filer was closed.
 	ErrClosed = errors.New("filer: closed")
 )

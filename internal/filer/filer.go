@@ -34,8 +34,11 @@ type Config struct {
 	// GCInterval is how often the garbage worker looks at the queue when
 	// nothing woke it; 0 means 10s.
 	GCInterval time.Duration
-	Logger     *slog.Logger
-	Now        func() time.Time // nil means time.Now
+	// EventRetention is how long events stay in the metadata log; older
+	// ones are deleted in the background. 0 keeps them forever.
+	EventRetention time.Duration
+	Logger         *slog.Logger
+	Now            func() time.Time // nil means time.Now
 }
 
 // Filer is the namespace over one metadata store and one blob layer. It is
@@ -53,7 +56,7 @@ type Filer struct {
 
 	gcKick chan struct{}
 	cancel context.CancelFunc
-	done   chan struct{}
+	done   chan struct{} // closed when the background workers have stopped
 	closed sync.Once
 }
 
@@ -91,9 +94,22 @@ func New(cfg Config) (*Filer, error) {
 		cancel:  cancel,
 		done:    make(chan struct{}),
 	}
+	var wg sync.WaitGroup
+	wg.Add(1)
 	go func() {
-		defer close(f.done)
+		defer wg.Done()
 		f.gcLoop(ctx)
+	}()
+	if cfg.EventRetention > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.retentionLoop(ctx)
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(f.done)
 	}()
 	f.kickGC() // drain what a previous run left queued
 	return f, nil
@@ -150,7 +166,7 @@ func storeErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, e := range []error{ErrNotFound, ErrExists, ErrNotDir, ErrIsDir, ErrNotEmpty, ErrInvalidPath, ErrInvalid, ErrCorrupt} {
+	for _, e := range []error{ErrNotFound, ErrExists, ErrNotDir, ErrIsDir, ErrNotEmpty, ErrInvalidPath, ErrInvalid, ErrCorrupt, ErrEventsTrimmed} {
 		if errors.Is(err, e) {
 			return err
 		}

@@ -25,8 +25,22 @@ func (f *Filer) LastSeq(ctx context.Context) (uint64, error) {
 }
 
 // ReadEvents returns up to limit events with sequence numbers after since,
-// in order, stopping early at a gap (an event not yet visible).
+// in order, stopping early at a gap (an event not yet visible). Events
+// deleted after the retention period fail with ErrEventsTrimmed, except for
+// since 0, which reads from the oldest event kept.
 func (f *Filer) ReadEvents(ctx context.Context, since uint64, limit int) ([]*Event, error) {
+	out, err := f.scanEvents(ctx, since, limit)
+	if err != nil || len(out) > 0 {
+		return out, err
+	}
+	from, err := f.checkTrimmed(ctx, since)
+	if err != nil || from == since {
+		return nil, err
+	}
+	return f.scanEvents(ctx, from, limit)
+}
+
+func (f *Filer) scanEvents(ctx context.Context, since uint64, limit int) ([]*Event, error) {
 	prefix := []byte{prefixEvent}
 	var out []*Event
 	next := since + 1

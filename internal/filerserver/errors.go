@@ -33,6 +33,7 @@ var errorCodes = []struct {
 	{filer.ErrNotEmpty, http.StatusConflict, codes.FailedPrecondition},
 	{filer.ErrIsDir, http.StatusConflict, codes.FailedPrecondition},
 	{filer.ErrNotDir, http.StatusConflict, codes.FailedPrecondition},
+	{filer.ErrEventsTrimmed, http.StatusGone, codes.OutOfRange},
 	{context.Canceled, 499, codes.Canceled}, // the client went away
 	{context.DeadlineExceeded, http.StatusGatewayTimeout, codes.DeadlineExceeded},
 	// The cluster cannot take the write now (no master, a silent volume

@@ -47,6 +47,8 @@ type Config struct {
 	ChunkSize   int
 	Collection  string // collection and replication of the chunks written
 	Replication string
+	// EventRetention is how long metadata events are kept (0: forever).
+	EventRetention time.Duration
 	// MetaStore, when set, is used instead of opening Store (tests, or a
 	// process that shares one store); the server does not close it.
 	MetaStore store.Store
@@ -107,7 +109,7 @@ func New(cfg Config) (*Server, error) {
 	if err := s.openStore(); err != nil {
 		return nil, err
 	}
-	f, err := filer.New(filer.Config{Store: s.st, Blobs: blobs, ChunkSize: cfg.ChunkSize, Logger: s.log})
+	f, err := filer.New(filer.Config{Store: s.st, Blobs: blobs, ChunkSize: cfg.ChunkSize, EventRetention: cfg.EventRetention, Logger: s.log})
 	if err != nil {
 		s.closeStore()
 		return nil, fmt.Errorf("filerserver: %w", err)
