@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/master"
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/store"
@@ -85,6 +86,22 @@ type Node struct {
 type runner interface {
 	Run(ctx context.Context) error
 	Close() error
+}
+
+// InProcessHTTPClient returns an HTTP client that reaches the cluster's
+// running volume servers by calling their handlers in process, as the filer
+// of `kelp server` reaches its own volume server (client.Loopback). Servers
+// restarted later are reached over the network.
+func (c *Cluster) InProcessHTTPClient() *http.Client {
+	handlers := map[string]http.Handler{}
+	for _, n := range c.Volume {
+		n.mu.Lock()
+		if h, ok := n.srv.(interface{ Handler() http.Handler }); ok {
+			handlers[n.Addr] = h.Handler()
+		}
+		n.mu.Unlock()
+	}
+	return &http.Client{Transport: &client.Loopback{Handlers: handlers, Next: client.NewHTTPClient().Transport}}
 }
 
 // Start launches the masters and the volume servers and waits until a master
