@@ -28,6 +28,9 @@ type operation struct {
 	name   string
 	action Action
 	fn     func(s *Server, rq *request) error
+	// selfAuthorized: fn authorizes the request itself, because the
+	// credentials are in the body (browser form uploads).
+	selfAuthorized bool
 }
 
 // virtualBucket returns the bucket named by a virtual-hosted-style Host.
@@ -111,9 +114,11 @@ func (s *Server) ServeHTTP(hw http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := s.authorize(rq, op.name, op.action, bucket, key); err != nil {
-		s.writeError(w, r, err)
-		return
+	if !op.selfAuthorized {
+		if err := s.authorize(rq, op.name, op.action, bucket, key); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 	}
 	if r.Header.Get("Origin") != "" && bucket != "" {
 		s.corsHeaders(rq)
@@ -162,86 +167,89 @@ func route(rq *request) (*operation, error) {
 	switch {
 	case rq.bucket == "":
 		if m == http.MethodGet {
-			return &operation{"ListBuckets", "", (*Server).listBuckets}, nil
+			return &operation{name: "ListBuckets", action: "", fn: (*Server).listBuckets}, nil
 		}
 		return nil, errMethodNotAllowed
 	case rq.key == "":
-		return routeBucket(m, q)
+		return routeBucket(rq, m, q)
 	}
 	return routeObject(rq, m, q)
 }
 
-func routeBucket(m string, q url.Values) (*operation, error) {
+func routeBucket(rq *request, m string, q url.Values) (*operation, error) {
 	switch m {
 	case http.MethodGet:
 		switch {
 		case has(q, "location"):
-			return &operation{"GetBucketLocation", ActionList, (*Server).getBucketLocation}, nil
+			return &operation{name: "GetBucketLocation", action: ActionList, fn: (*Server).getBucketLocation}, nil
 		case has(q, "versioning"):
-			return &operation{"GetBucketVersioning", ActionList, (*Server).getBucketVersioning}, nil
+			return &operation{name: "GetBucketVersioning", action: ActionList, fn: (*Server).getBucketVersioning}, nil
 		case has(q, "tagging"):
-			return &operation{"GetBucketTagging", ActionTagging, (*Server).getBucketTagging}, nil
+			return &operation{name: "GetBucketTagging", action: ActionTagging, fn: (*Server).getBucketTagging}, nil
 		case has(q, "cors"):
-			return &operation{"GetBucketCors", ActionList, (*Server).getBucketCORS}, nil
+			return &operation{name: "GetBucketCors", action: ActionList, fn: (*Server).getBucketCORS}, nil
 		case has(q, "acl"):
-			return &operation{"GetBucketAcl", ActionList, (*Server).getBucketACL}, nil
+			return &operation{name: "GetBucketAcl", action: ActionList, fn: (*Server).getBucketACL}, nil
 		case has(q, "uploads"):
-			return &operation{"ListMultipartUploads", ActionList, (*Server).listUploads}, nil
+			return &operation{name: "ListMultipartUploads", action: ActionList, fn: (*Server).listUploads}, nil
 		case has(q, "versions"):
-			return &operation{"ListObjectVersions", ActionList, (*Server).listObjectVersions}, nil
+			return &operation{name: "ListObjectVersions", action: ActionList, fn: (*Server).listObjectVersions}, nil
 		case has(q, "policy"):
-			return &operation{"GetBucketPolicy", ActionAdmin, (*Server).getBucketPolicy}, nil
+			return &operation{name: "GetBucketPolicy", action: ActionAdmin, fn: (*Server).getBucketPolicy}, nil
 		case has(q, "lifecycle"):
-			return &operation{"GetBucketLifecycle", ActionList, fail(errNoSuchLifecycle)}, nil
+			return &operation{name: "GetBucketLifecycle", action: ActionList, fn: fail(errNoSuchLifecycle)}, nil
 		case has(q, "encryption"):
-			return &operation{"GetBucketEncryption", ActionList, fail(errNoSuchEncryption)}, nil
+			return &operation{name: "GetBucketEncryption", action: ActionList, fn: fail(errNoSuchEncryption)}, nil
 		case has(q, "object-lock"):
-			return &operation{"GetObjectLockConfiguration", ActionList, fail(errNoSuchObjectLock)}, nil
+			return &operation{name: "GetObjectLockConfiguration", action: ActionList, fn: fail(errNoSuchObjectLock)}, nil
 		case has(q, "website"):
-			return &operation{"GetBucketWebsite", ActionList, fail(errNoSuchWebsite)}, nil
+			return &operation{name: "GetBucketWebsite", action: ActionList, fn: fail(errNoSuchWebsite)}, nil
 		case has(q, "policyStatus"), has(q, "replication"), has(q, "logging"), has(q, "notification"),
 			has(q, "ownershipControls"), has(q, "requestPayment"), has(q, "accelerate"), has(q, "analytics"),
 			has(q, "inventory"), has(q, "metrics"), has(q, "intelligent-tiering"), has(q, "publicAccessBlock"):
-			return &operation{"GetBucketConfiguration", ActionList, fail(errNotImplemented)}, nil
+			return &operation{name: "GetBucketConfiguration", action: ActionList, fn: fail(errNotImplemented)}, nil
 		case q.Get("list-type") == "2":
-			return &operation{"ListObjectsV2", ActionList, (*Server).listObjectsV2}, nil
+			return &operation{name: "ListObjectsV2", action: ActionList, fn: (*Server).listObjectsV2}, nil
 		}
-		return &operation{"ListObjects", ActionList, (*Server).listObjectsV1}, nil
+		return &operation{name: "ListObjects", action: ActionList, fn: (*Server).listObjectsV1}, nil
 	case http.MethodHead:
-		return &operation{"HeadBucket", ActionList, (*Server).headBucket}, nil
+		return &operation{name: "HeadBucket", action: ActionList, fn: (*Server).headBucket}, nil
 	case http.MethodPut:
 		switch {
 		case has(q, "versioning"):
-			return &operation{"PutBucketVersioning", ActionAdmin, (*Server).putBucketVersioning}, nil
+			return &operation{name: "PutBucketVersioning", action: ActionAdmin, fn: (*Server).putBucketVersioning}, nil
 		case has(q, "tagging"):
-			return &operation{"PutBucketTagging", ActionTagging, (*Server).putBucketTagging}, nil
+			return &operation{name: "PutBucketTagging", action: ActionTagging, fn: (*Server).putBucketTagging}, nil
 		case has(q, "cors"):
-			return &operation{"PutBucketCors", ActionAdmin, (*Server).putBucketCORS}, nil
+			return &operation{name: "PutBucketCors", action: ActionAdmin, fn: (*Server).putBucketCORS}, nil
 		case has(q, "acl"):
-			return &operation{"PutBucketAcl", ActionAdmin, (*Server).putBucketACL}, nil
+			return &operation{name: "PutBucketAcl", action: ActionAdmin, fn: (*Server).putBucketACL}, nil
 		case has(q, "policy"):
-			return &operation{"PutBucketPolicy", ActionAdmin, (*Server).putBucketPolicy}, nil
+			return &operation{name: "PutBucketPolicy", action: ActionAdmin, fn: (*Server).putBucketPolicy}, nil
 		case len(q) > 0 && !onlyIgnorable(q):
-			return &operation{"PutBucketConfiguration", ActionAdmin, fail(errNotImplemented)}, nil
+			return &operation{name: "PutBucketConfiguration", action: ActionAdmin, fn: fail(errNotImplemented)}, nil
 		}
-		return &operation{"CreateBucket", ActionAdmin, (*Server).createBucket}, nil
+		return &operation{name: "CreateBucket", action: ActionAdmin, fn: (*Server).createBucket}, nil
 	case http.MethodDelete:
 		switch {
 		case has(q, "tagging"):
-			return &operation{"DeleteBucketTagging", ActionTagging, (*Server).deleteBucketTagging}, nil
+			return &operation{name: "DeleteBucketTagging", action: ActionTagging, fn: (*Server).deleteBucketTagging}, nil
 		case has(q, "cors"):
-			return &operation{"DeleteBucketCors", ActionAdmin, (*Server).deleteBucketCORS}, nil
+			return &operation{name: "DeleteBucketCors", action: ActionAdmin, fn: (*Server).deleteBucketCORS}, nil
 		case has(q, "policy"):
-			return &operation{"DeleteBucketPolicy", ActionAdmin, (*Server).deleteBucketPolicy}, nil
+			return &operation{name: "DeleteBucketPolicy", action: ActionAdmin, fn: (*Server).deleteBucketPolicy}, nil
 		case len(q) > 0 && !onlyIgnorable(q):
-			return &operation{"DeleteBucketConfiguration", ActionAdmin, fail(errNotImplemented)}, nil
+			return &operation{name: "DeleteBucketConfiguration", action: ActionAdmin, fn: fail(errNotImplemented)}, nil
 		}
-		return &operation{"DeleteBucket", ActionAdmin, (*Server).deleteBucket}, nil
+		return &operation{name: "DeleteBucket", action: ActionAdmin, fn: (*Server).deleteBucket}, nil
 	case http.MethodPost:
 		if has(q, "delete") {
-			return &operation{"DeleteObjects", ActionWrite, (*Server).deleteObjects}, nil
+			return &operation{name: "DeleteObjects", action: ActionWrite, fn: (*Server).deleteObjects}, nil
 		}
-		return nil, errNotImplemented // browser POST uploads
+		if isForm(rq.r) {
+			return &operation{name: "PostObject", action: ActionWrite, fn: (*Server).postObject, selfAuthorized: true}, nil
+		}
+		return nil, errMalformedPOST
 	}
 	return nil, errMethodNotAllowed
 }
@@ -262,50 +270,50 @@ func routeObject(rq *request, m string, q url.Values) (*operation, error) {
 	case http.MethodGet:
 		switch {
 		case has(q, "uploadId"):
-			return &operation{"ListParts", ActionWrite, (*Server).listParts}, nil
+			return &operation{name: "ListParts", action: ActionWrite, fn: (*Server).listParts}, nil
 		case has(q, "tagging"):
-			return &operation{"GetObjectTagging", ActionTagging, (*Server).getObjectTagging}, nil
+			return &operation{name: "GetObjectTagging", action: ActionTagging, fn: (*Server).getObjectTagging}, nil
 		case has(q, "acl"):
-			return &operation{"GetObjectAcl", ActionRead, (*Server).getObjectACL}, nil
+			return &operation{name: "GetObjectAcl", action: ActionRead, fn: (*Server).getObjectACL}, nil
 		case has(q, "attributes"), has(q, "retention"), has(q, "legal-hold"), has(q, "torrent"):
-			return &operation{"GetObjectConfiguration", ActionRead, fail(errNotImplemented)}, nil
+			return &operation{name: "GetObjectConfiguration", action: ActionRead, fn: fail(errNotImplemented)}, nil
 		}
-		return &operation{"GetObject", ActionRead, (*Server).getObject}, nil
+		return &operation{name: "GetObject", action: ActionRead, fn: (*Server).getObject}, nil
 	case http.MethodHead:
-		return &operation{"HeadObject", ActionRead, (*Server).headObject}, nil
+		return &operation{name: "HeadObject", action: ActionRead, fn: (*Server).headObject}, nil
 	case http.MethodPut:
 		switch {
 		case has(q, "uploadId") && has(q, "partNumber"):
 			if rq.r.Header.Get("x-amz-copy-source") != "" {
-				return &operation{"UploadPartCopy", ActionWrite, (*Server).uploadPartCopy}, nil
+				return &operation{name: "UploadPartCopy", action: ActionWrite, fn: (*Server).uploadPartCopy}, nil
 			}
-			return &operation{"UploadPart", ActionWrite, (*Server).uploadPart}, nil
+			return &operation{name: "UploadPart", action: ActionWrite, fn: (*Server).uploadPart}, nil
 		case has(q, "tagging"):
-			return &operation{"PutObjectTagging", ActionTagging, (*Server).putObjectTagging}, nil
+			return &operation{name: "PutObjectTagging", action: ActionTagging, fn: (*Server).putObjectTagging}, nil
 		case has(q, "acl"):
-			return &operation{"PutObjectAcl", ActionWrite, (*Server).putObjectACL}, nil
+			return &operation{name: "PutObjectAcl", action: ActionWrite, fn: (*Server).putObjectACL}, nil
 		case has(q, "retention"), has(q, "legal-hold"):
-			return &operation{"PutObjectConfiguration", ActionWrite, fail(errNotImplemented)}, nil
+			return &operation{name: "PutObjectConfiguration", action: ActionWrite, fn: fail(errNotImplemented)}, nil
 		case rq.r.Header.Get("x-amz-copy-source") != "":
-			return &operation{"CopyObject", ActionWrite, (*Server).copyObject}, nil
+			return &operation{name: "CopyObject", action: ActionWrite, fn: (*Server).copyObject}, nil
 		}
-		return &operation{"PutObject", ActionWrite, (*Server).putObject}, nil
+		return &operation{name: "PutObject", action: ActionWrite, fn: (*Server).putObject}, nil
 	case http.MethodPost:
 		switch {
 		case has(q, "uploads"):
-			return &operation{"CreateMultipartUpload", ActionWrite, (*Server).createUpload}, nil
+			return &operation{name: "CreateMultipartUpload", action: ActionWrite, fn: (*Server).createUpload}, nil
 		case has(q, "uploadId"):
-			return &operation{"CompleteMultipartUpload", ActionWrite, (*Server).completeUpload}, nil
+			return &operation{name: "CompleteMultipartUpload", action: ActionWrite, fn: (*Server).completeUpload}, nil
 		}
 		return nil, errNotImplemented
 	case http.MethodDelete:
 		switch {
 		case has(q, "uploadId"):
-			return &operation{"AbortMultipartUpload", ActionWrite, (*Server).abortUpload}, nil
+			return &operation{name: "AbortMultipartUpload", action: ActionWrite, fn: (*Server).abortUpload}, nil
 		case has(q, "tagging"):
-			return &operation{"DeleteObjectTagging", ActionTagging, (*Server).deleteObjectTagging}, nil
+			return &operation{name: "DeleteObjectTagging", action: ActionTagging, fn: (*Server).deleteObjectTagging}, nil
 		}
-		return &operation{"DeleteObject", ActionWrite, (*Server).deleteObject}, nil
+		return &operation{name: "DeleteObject", action: ActionWrite, fn: (*Server).deleteObject}, nil
 	}
 	return nil, errMethodNotAllowed
 }

@@ -22,6 +22,7 @@ func TestS3RealClients(t *testing.T) {
 	t.Run("aws-s3api", func(t *testing.T) { testAWSAPI(t, s) })
 	t.Run("aws-multipart-api", func(t *testing.T) { testAWSMultipartAPI(t, s) })
 	t.Run("aws-presign", func(t *testing.T) { testAWSPresign(t, s) })
+	t.Run("boto3-presigned-post", func(t *testing.T) { testBoto3PresignedPost(t, s) })
 	t.Run("aws-auth-and-errors", func(t *testing.T) { testAWSErrors(t, s) })
 	t.Run("aws-odd-keys", func(t *testing.T) { testAWSOddKeys(t, s) })
 	t.Run("aws-big-object", func(t *testing.T) { testAWSBigObject(t, s) })
@@ -464,4 +465,50 @@ func testAWSBigObject(t *testing.T, s *s3Server) {
 	os.Remove(got)
 	t.Logf("aws s3 cp of %d MiB: up %.1f s (%.0f MB/s), down %.1f s (%.0f MB/s)", size>>20,
 		up.Seconds(), float64(size)/1e6/up.Seconds(), down.Seconds(), float64(size)/1e6/down.Seconds())
+}
+
+// boto3PostScript makes a bucket, has boto3 sign a browser upload form
+// (generate_presigned_post, the SDK's Signature Version 4 form) limited to
+// a key prefix and a size, posts a file with it as a browser would (curl's
+// -F), then reads the object back and checks a post outside the policy is
+// refused. argv: endpoint, access key, secret key, file.
+const boto3PostScript = `
+import boto3, botocore, hashlib, json, subprocess, sys
+endpoint, ak, sk, path = sys.argv[1:5]
+s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ak, aws_secret_access_key=sk,
+                  region_name="us-east-1", config=botocore.config.Config(s3={"addressing_style": "path"}))
+s3.create_bucket(Bucket="browser-uploads")
+def post(key, limit):
+    p = s3.generate_presigned_post("browser-uploads", "incoming/${filename}",
+        Fields={"success_action_status": "201"},
+        Conditions=[["starts-with", "$key", "incoming/"], {"success_action_status": "201"},
+                    ["content-length-range", 1, limit]], ExpiresIn=300)
+    args = ["curl", "-s", "-o", "/dev/stdout", "-w", "\\n%{http_code}"]
+    for k, v in p["fields"].items():
+        args += ["-F", k + "=" + (key if k == "key" else v)]
+    args += ["-F", "file=@" + path, p["url"]]
+    return subprocess.run(args, capture_output=True, text=True, check=True).stdout
+out = post("incoming/${filename}", 10 << 20)
+if not out.endswith("\n201") or "<Key>incoming/" not in out:
+    sys.exit("upload: " + out)
+name = path.rsplit("/", 1)[-1]
+got = s3.get_object(Bucket="browser-uploads", Key="incoming/" + name)["Body"].read()
+want = open(path, "rb").read()
+if hashlib.sha256(got).digest() != hashlib.sha256(want).digest():
+    sys.exit("content differs")
+out = post("incoming/${filename}", 10)
+if not out.endswith("\n400") or "EntityTooLarge" not in out:
+    sys.exit("oversized upload not refused: " + out)
+print("ok")
+`
+
+// testBoto3PresignedPost: a browser-style form upload signed by boto3.
+func testBoto3PresignedPost(t *testing.T, s *s3Server) {
+	needTool(t, "curl")
+	py := &tool{t: t, bin: needTool(t, "python3"), env: baseEnv(t.TempDir())}
+	src := filepath.Join(t.TempDir(), "photo.jpg")
+	writeRandomFile(t, src, 200_000, 9)
+	if out := strings.TrimSpace(py.run("-c", boto3PostScript, s.endpoint, s3AccessKey, s3SecretKey, src)); out != "ok" {
+		t.Fatalf("boto3 presigned post: %s", out)
+	}
 }
