@@ -13,8 +13,8 @@ import (
 const maxPolicySize = 20 << 10
 
 // Policy is a parsed bucket policy: the subset of the IAM policy language
-// the gateway evaluates (Effect, Principal, Action, Resource; no
-// conditions, no Not* elements).
+// the gateway evaluates (Effect, Principal, Action, Resource, Condition;
+// no Not* elements).
 type Policy struct {
 	Statements []PolicyStatement
 }
@@ -27,10 +27,11 @@ type PolicyStatement struct {
 	Principals []string
 	Actions    []string // lower case, "s3:getobject"
 	Resources  []string // "arn:aws:s3:::bucket" or "arn:aws:s3:::bucket/keypattern"
+	conditions []policyCondition
 }
 
-// policyJSON is the wire form; the Not* elements and Condition are
-// decoded only to refuse them with a clear message.
+// policyJSON is the wire form; the Not* elements are decoded only to
+// refuse them with a clear message.
 type policyJSON struct {
 	Version   string          `json:"Version"`
 	ID        string          `json:"Id"`
@@ -101,11 +102,14 @@ func strictJSON(b []byte, v any) error {
 
 func parseStatement(bucket string, sj *statementJSON) (PolicyStatement, error) {
 	var st PolicyStatement
-	switch {
-	case sj.Condition != nil:
-		return st, errors.New("Condition blocks are not supported")
-	case sj.NotPrincipal != nil || sj.NotAction != nil || sj.NotResource != nil:
+	if sj.NotPrincipal != nil || sj.NotAction != nil || sj.NotResource != nil {
 		return st, errors.New("NotPrincipal, NotAction and NotResource are not supported")
+	}
+	if sj.Condition != nil {
+		var err error
+		if st.conditions, err = parseConditions(sj.Condition); err != nil {
+			return st, err
+		}
 	}
 	switch sj.Effect {
 	case "Allow":
@@ -193,11 +197,12 @@ func stringOrList(raw json.RawMessage, what string) ([]string, error) {
 // Evaluate reports whether a statement allows and whether one denies
 // action (such as "s3:GetObject", any case) on resource (an ARN) for a
 // requester known by principals (none for anonymous; "*" statements
-// match everybody).
-func (p *Policy) Evaluate(principals []string, action, resource string) (allow, deny bool) {
+// match everybody) whose request has the condition values ctx.
+func (p *Policy) Evaluate(principals []string, action, resource string, ctx ConditionValues) (allow, deny bool) {
 	action = strings.ToLower(action)
 	for _, st := range p.Statements {
-		if !st.matchesPrincipal(principals) || !anyGlob(st.Actions, action) || !anyGlob(st.Resources, resource) {
+		if !st.matchesPrincipal(principals) || !anyGlob(st.Actions, action) || !anyGlob(st.Resources, resource) ||
+			!st.conditionsHold(ctx) {
 			continue
 		}
 		if st.Deny {
@@ -212,14 +217,23 @@ func (p *Policy) Evaluate(principals []string, action, resource string) (allow, 
 // AllowsAction reports whether an Allow statement grants action to the
 // requester on some resource (for requests that name their objects in
 // the body, which are then checked one by one).
-func (p *Policy) AllowsAction(principals []string, action string) bool {
+func (p *Policy) AllowsAction(principals []string, action string, ctx ConditionValues) bool {
 	action = strings.ToLower(action)
 	for _, st := range p.Statements {
-		if !st.Deny && st.matchesPrincipal(principals) && anyGlob(st.Actions, action) {
+		if !st.Deny && st.matchesPrincipal(principals) && anyGlob(st.Actions, action) && st.conditionsHold(ctx) {
 			return true
 		}
 	}
 	return false
+}
+
+func (st *PolicyStatement) conditionsHold(ctx ConditionValues) bool {
+	for i := range st.conditions {
+		if !st.conditions[i].holds(ctx) {
+			return false
+		}
+	}
+	return true
 }
 
 func (st *PolicyStatement) matchesPrincipal(principals []string) bool {

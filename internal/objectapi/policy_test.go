@@ -55,12 +55,12 @@ func TestParseAndEvaluatePolicy(t *testing.T) {
 		{[]string{"AK1"}, "s3:DeleteObject", "arn:aws:s3:::b/pub/secret2", false, true},
 	}
 	for _, c := range cases {
-		allow, deny := p.Evaluate(c.who, c.action, c.resource)
+		allow, deny := p.Evaluate(c.who, c.action, c.resource, nil)
 		if allow != c.allow || deny != c.deny {
 			t.Errorf("Evaluate(%v, %s, %s) = %v, %v; want %v, %v", c.who, c.action, c.resource, allow, deny, c.allow, c.deny)
 		}
 	}
-	if !p.AllowsAction([]string{"bob"}, "s3:PutObject") || p.AllowsAction(nil, "s3:PutObject") {
+	if !p.AllowsAction([]string{"bob"}, "s3:PutObject", nil) || p.AllowsAction(nil, "s3:PutObject", nil) {
 		t.Error("AllowsAction does not follow the Allow statements")
 	}
 	for _, bad := range []string{

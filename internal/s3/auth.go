@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -239,13 +242,14 @@ func (s *Server) authorize(rq *request, op string, action Action, bucket, key st
 	var allow, deny bool
 	if a.policy != nil {
 		principals := rq.principals()
+		ctx := rq.conditionValues()
 		pa := policyAction(op, key != "" && rq.q.Get("versionId") != "")
 		if op == "DeleteObjects" {
 			// The keys are in the body: deleteObjects checks each one
 			// (allowedKey); here it is enough that some key could be.
-			allow = a.policy.AllowsAction(principals, pa)
+			allow = a.policy.AllowsAction(principals, pa, ctx)
 		} else {
-			allow, deny = a.policy.Evaluate(principals, pa, resourceARN(bucket, key))
+			allow, deny = a.policy.Evaluate(principals, pa, resourceARN(bucket, key), ctx)
 		}
 	}
 	switch {
@@ -263,6 +267,59 @@ func (s *Server) authorize(rq *request, op string, action Action, bucket, key st
 		return nil
 	}
 	return errAccessDenied
+}
+
+// conditionValues are the request's policy condition keys (see
+// objectapi.ConditionValues).
+func (rq *request) conditionValues() objectapi.ConditionValues {
+	r := rq.r
+	now := time.Now().UTC()
+	v := objectapi.ConditionValues{
+		"aws:securetransport": {strconv.FormatBool(r.TLS != nil)},
+		"aws:currenttime":     {now.Format(time.RFC3339)},
+		"aws:epochtime":       {strconv.FormatInt(now.Unix(), 10)},
+		"aws:principaltype":   {"Anonymous"},
+	}
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		v["aws:sourceip"] = []string{host}
+	}
+	set := func(key, val string) {
+		if val != "" {
+			v[key] = []string{val}
+		}
+	}
+	set("aws:referer", r.Header.Get("Referer"))
+	set("aws:useragent", r.Header.Get("User-Agent"))
+	if rq.id != nil {
+		v["aws:principaltype"] = []string{"User"}
+		set("aws:username", rq.id.Name)
+		set("aws:userid", rq.auth.AccessKey)
+		sig, auth := "AWS4-HMAC-SHA256", "REST-HEADER"
+		if rq.auth.SignatureV2 {
+			sig = "AWS"
+		}
+		if rq.auth.Presigned {
+			auth = "REST-QUERY-STRING"
+		}
+		set("s3:signatureversion", sig)
+		set("s3:authtype", auth)
+	}
+	for _, q := range []string{"prefix", "delimiter", "max-keys", "versionId"} {
+		if vals, ok := rq.q[q]; ok && len(vals) > 0 {
+			v["s3:"+strings.ToLower(q)] = vals[:1]
+		}
+	}
+	for _, h := range []string{"x-amz-acl", "x-amz-copy-source", "x-amz-metadata-directive", "x-amz-server-side-encryption",
+		"x-amz-storage-class", "x-amz-content-sha256"} {
+		set("s3:"+h, r.Header.Get(h))
+	}
+	if tags, err := url.ParseQuery(r.Header.Get("x-amz-tagging")); err == nil && len(tags) > 0 {
+		for k, vals := range tags {
+			v["s3:requestobjecttagkeys"] = append(v["s3:requestobjecttagkeys"], k)
+			v["s3:requestobjecttag/"+strings.ToLower(k)] = vals
+		}
+	}
+	return v
 }
 
 // principals are the names by which a bucket policy may grant the

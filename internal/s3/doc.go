@@ -30,7 +30,7 @@
 //
 // A subset of the IAM language: Allow/Deny, Principal "*" or AWS names
 // (access keys or identity names), s3: actions and resources of the bucket
-// with wildcards, no conditions. authorize evaluates an operation as its
+// with wildcards, IAM conditions on the request (conditionValues). authorize evaluates an operation as its
 // IAM action (policyAction) on the bucket or object ARN: a matching Deny
 // wins (except for an Admin putting or deleting the policy), then the
 // identity's own actions, then a matching Allow, then the canned ACL.
@@ -53,6 +53,6 @@
 //
 // # Not implemented
 //
-// Policy conditions, ACL grant documents (only canned ACLs), lifecycle,
-// object lock, SSE, POST uploads from browsers, SigV4a.
+// ACL grant documents (only canned ACLs), lifecycle, object lock, SSE,
+// SigV4a.
 package s3

@@ -86,7 +86,7 @@ func TestBucketPolicyMalformed(t *testing.T) {
 		"not an arn":       stmt(`{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"*"}`),
 		"no principal":     stmt(`{"Effect":"Allow","Action":"s3:GetObject","Resource":"arn:aws:s3:::pol/*"}`),
 		"service":          stmt(`{"Effect":"Allow","Principal":{"Service":"x"},"Action":"s3:GetObject","Resource":"arn:aws:s3:::pol/*"}`),
-		"condition":        stmt(`{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::pol/*","Condition":{"Bool":{"aws:SecureTransport":"true"}}}`),
+		"condition":        stmt(`{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::pol/*","Condition":{"StringSounds":{"aws:Referer":"x"}}}`),
 		"not action":       stmt(`{"Effect":"Allow","Principal":"*","NotAction":"s3:GetObject","Resource":"arn:aws:s3:::pol/*"}`),
 		"unknown field":    stmt(`{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::pol/*","Extra":1}`),
 		"bad version":      `{"Version":"2020-01-01","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::pol/*"}]}`,
@@ -98,7 +98,7 @@ func TestBucketPolicyMalformed(t *testing.T) {
 		if code(err) != "MalformedPolicy" {
 			t.Errorf("%s: error %v, want MalformedPolicy", name, err)
 		}
-		if name == "condition" && !strings.Contains(err.Error(), "Condition blocks are not supported") {
+		if name == "condition" && !strings.Contains(err.Error(), "unknown Condition operator") {
 			t.Errorf("condition: message %v does not say conditions are unsupported", err)
 		}
 	}
@@ -254,4 +254,59 @@ func TestBucketPolicyIdentities(t *testing.T) {
 	e.wantCode(err, "AccessDenied")
 	// Only an admin manages policies.
 	e.wantCode(e.putPolicy(w, "data", doc), "AccessDenied")
+}
+
+// Conditions see the request: its source address, transport, identity and
+// list parameters.
+func TestBucketPolicyConditions(t *testing.T) {
+	e := startEnv(t, func(c *Config) {
+		c.Identities = append(c.Identities,
+			Identity{Name: "alice", Credentials: []Credential{{"AKALICE", "alice-secret"}}, Actions: []string{"Read:other"}})
+	})
+	e.mkBucket("cond")
+	for _, k := range []string{"pub/a", "home/alice/1", "home/bob/1"} {
+		if err := e.put(e.c, "cond", k, "data"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alice := e.client("AKALICE", "alice-secret")
+	doc := `{"Version":"2012-10-17","Statement":[` +
+		`{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::cond/pub/*",` +
+		`"Condition":{"IpAddress":{"aws:SourceIp":"127.0.0.0/8"}}},` +
+		`{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::cond/home/*",` +
+		`"Condition":{"IpAddress":{"aws:SourceIp":"10.0.0.0/8"}}},` +
+		`{"Effect":"Allow","Principal":{"AWS":"alice"},"Action":"s3:ListBucket","Resource":"arn:aws:s3:::cond",` +
+		`"Condition":{"StringLike":{"s3:prefix":"home/${aws:username}/*"}}}]}`
+	if err := e.putPolicy(e.c, "cond", doc); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := e.anon("GET", "/cond/pub/a", ""); st != http.StatusOK {
+		t.Fatalf("anonymous get from 127.0.0.1, allowed for 127.0.0.0/8: %d", st)
+	}
+	if st, _ := e.anon("GET", "/cond/home/bob/1", ""); st != http.StatusForbidden {
+		t.Fatalf("anonymous get from 127.0.0.1, allowed only for 10.0.0.0/8: %d", st)
+	}
+	if _, err := alice.ListObjectsV2(e.ctx, &s3.ListObjectsV2Input{Bucket: aws.String("cond"), Prefix: aws.String("home/alice/")}); err != nil {
+		t.Fatalf("alice lists her prefix: %v", err)
+	}
+	_, err := alice.ListObjectsV2(e.ctx, &s3.ListObjectsV2Input{Bucket: aws.String("cond"), Prefix: aws.String("home/bob/")})
+	e.wantCode(err, "AccessDenied")
+	_, err = alice.ListObjectsV2(e.ctx, &s3.ListObjectsV2Input{Bucket: aws.String("cond")})
+	e.wantCode(err, "AccessDenied")
+
+	// Deny plain HTTP for everybody: even the admin's reads stop, and the
+	// admin can still replace the policy.
+	deny := `{"Statement":[{"Effect":"Deny","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::cond/*",` +
+		`"Condition":{"Bool":{"aws:SecureTransport":"false"}}}]}`
+	if err := e.putPolicy(e.c, "cond", deny); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.c.GetObject(e.ctx, &s3.GetObjectInput{Bucket: aws.String("cond"), Key: aws.String("pub/a")})
+	e.wantCode(err, "AccessDenied")
+	if _, err := e.c.DeleteBucketPolicy(e.ctx, &s3.DeleteBucketPolicyInput{Bucket: aws.String("cond")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.GetObject(e.ctx, &s3.GetObjectInput{Bucket: aws.String("cond"), Key: aws.String("pub/a")}); err != nil {
+		t.Fatal(err)
+	}
 }
