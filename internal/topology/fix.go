@@ -379,12 +379,14 @@ func (s *fixSnapshot) fixDiagnose(code replication.Code, tree map[string]map[str
 }
 
 // PlanBalance plans moves (a copy, then the delete of the copy it replaces)
-// that even out the number of volumes per node. A volume moves from a node
-// with at least two more volumes than the receiving node, only to a node with
-// a free slot that does not hold it yet, and only when its placement stays
-// valid; volumes whose placement is already wrong are left to
-// PlanReplicationFix. Smaller volumes move first, since they are cheaper.
-// Every move strictly lowers the sum of squared counts, so planning ends.
+// that even out how full the nodes are: volumes relative to volume slots,
+// so that a server with twice the slots ends up with about twice the
+// volumes. A volume moves only when that lowers the sum over nodes of
+// count²/slots (with equal slots: from a node with at least two more
+// volumes), only to a node with a free slot that does not hold it yet, and
+// only when its placement stays valid; volumes whose placement is already
+// wrong are left to PlanReplicationFix. Smaller volumes move first, since
+// they are cheaper. Every move strictly lowers that sum, so planning ends.
 func PlanBalance(nodes []NodeInfo) []Step {
 	s := newFixSnapshot(nodes)
 	count := map[string]int{}
@@ -392,6 +394,20 @@ func PlanBalance(nodes []NodeInfo) []Step {
 		for _, u := range s.volumes[id].copies {
 			count[u]++
 		}
+	}
+	slots := map[string]int{}
+	for _, u := range s.urls {
+		slots[u] = count[u] + s.nodes[u].free
+	}
+	// fuller orders nodes from the fullest; a cross-multiplied comparison of
+	// count/slots, so that no rounding decides.
+	fuller := func(a, b string) int {
+		return cmp.Or(cmp.Compare(count[b]*slots[a], count[a]*slots[b]), cmp.Compare(a, b))
+	}
+	// worthMoving: moving one volume from one node to another lowers the
+	// sum of count²/slots, i.e. (2·to+1)/slots[to] < (2·from-1)/slots[from].
+	worthMoving := func(from, to string) bool {
+		return slots[to] > 0 && slots[from] > 0 && (2*count[to]+1)*slots[from] < (2*count[from]-1)*slots[to]
 	}
 	// Candidate volumes per node, smallest first.
 	byNode := map[string][]*fixVolume{}
@@ -407,14 +423,14 @@ func PlanBalance(nodes []NodeInfo) []Step {
 	var steps []Step
 	for {
 		order := slices.Clone(s.urls)
-		slices.SortFunc(order, func(a, b string) int { return cmp.Or(cmp.Compare(count[b], count[a]), cmp.Compare(a, b)) })
+		slices.SortFunc(order, fuller)
 		moved := false
 	search:
 		for _, from := range order {
 			for i := len(order) - 1; i >= 0; i-- {
 				to := order[i]
-				if count[from]-count[to] < 2 {
-					break
+				if !worthMoving(from, to) {
+					continue
 				}
 				if s.nodes[to].free <= 0 {
 					continue
@@ -423,7 +439,8 @@ func PlanBalance(nodes []NodeInfo) []Step {
 				if v == nil {
 					continue
 				}
-				reason := fmt.Sprintf("balance: %s has %d volumes, %s has %d", from, count[from], to, count[to])
+				reason := fmt.Sprintf("balance: %s has %d volumes in %d slots, %s has %d in %d",
+					from, count[from], slots[from], to, count[to], slots[to])
 				steps = append(steps,
 					Step{Action: StepCopy, VolumeID: v.id, Collection: v.collection, Source: from, Node: to, Reason: reason},
 					Step{Action: StepDelete, VolumeID: v.id, Collection: v.collection, Node: from, Reason: reason})

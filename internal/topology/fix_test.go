@@ -410,18 +410,23 @@ func TestPlanBalance(t *testing.T) {
 			id++
 		}
 		w := newFixWorld(nodes)
-		spread := func() int {
-			lo, hi := 1<<30, 0
-			for _, vs := range w.has {
-				lo, hi = min(lo, len(vs)), max(hi, len(vs))
+		slots := map[string]int{}
+		for _, n := range nodes {
+			slots[n.URL] = n.Disks[0].MaxVolumes
+		}
+		// imbalance is what balancing lowers: the sum of count²/slots.
+		imbalance := func() float64 {
+			sum := 0.0
+			for u, vs := range w.has {
+				sum += float64(len(vs)*len(vs)) / float64(slots[u])
 			}
-			return hi - lo
+			return sum
 		}
 		validBefore := map[uint32]bool{}
 		for vid, code := range w.codes {
 			validBefore[vid] = CheckPlacement(code, w.copiesOf(vid)) == nil
 		}
-		before := spread()
+		before := imbalance()
 		steps := PlanBalance(nodes)
 		for i := 0; i < len(steps); i += 2 {
 			c, d := steps[i], steps[i+1]
@@ -437,8 +442,9 @@ func TestPlanBalance(t *testing.T) {
 				}
 			}
 		}
-		if after := spread(); after > before {
-			t.Fatalf("iter %d: spread %d -> %d", iter, before, after)
+		const eps = 1e-9 // sums over a map: the order, hence rounding, varies
+		if after := imbalance(); after > before+eps || (len(steps) > 0 && after > before-eps) {
+			t.Fatalf("iter %d: imbalance %.3f -> %.3f after %d moves", iter, before, after, len(steps)/2)
 		}
 		if len(PlanBalance(w.snapshot())) != 0 {
 			t.Fatalf("iter %d: balance is not idempotent", iter)
@@ -447,6 +453,23 @@ func TestPlanBalance(t *testing.T) {
 	}
 	if moves < 100 {
 		t.Fatalf("only %d moves in all cases", moves)
+	}
+}
+
+// A node with three times the slots ends with about three times the volumes.
+func TestPlanBalanceFollowsSlots(t *testing.T) {
+	nodes := fixCluster(4, "dc1/r1/a", "dc1/r1/b", "dc1/r1/c")
+	nodes[2].Disks[0].MaxVolumes = 12 // c
+	for id := uint32(1); id <= 10; id++ {
+		fixAdd(nodes, "a", Volume{ID: id})
+	}
+	nodes[0].Disks[0].MaxVolumes = 10 // a holds 10 of 10; b has 4 slots
+	w := newFixWorld(nodes)
+	w.apply(t, PlanBalance(nodes))
+	a, b, c := len(w.has["a"]), len(w.has["b"]), len(w.has["c"])
+	// 10 volumes over 10 + 4 + 12 slots: about 3.8, 1.5 and 4.6.
+	if a+b+c != 10 || a < 3 || a > 5 || b < 1 || b > 2 || c < 4 || c > 6 {
+		t.Fatalf("a %d/10, b %d/4, c %d/12", a, b, c)
 	}
 }
 
