@@ -129,6 +129,27 @@ type bucketAccess struct {
 	broken bool              // a stored policy that no longer parses
 }
 
+// parsedPolicy is a bucket's policy document and its parse.
+type parsedPolicy struct {
+	doc    string
+	policy *objectapi.Policy
+	err    error
+}
+
+// parsedPolicy parses doc, or returns the parse of the same document kept
+// from an earlier request: every request to a bucket with a policy needs
+// it, and documents change rarely. One entry per bucket.
+func (s *Server) parsedPolicy(bucket string, doc []byte) (*objectapi.Policy, error) {
+	if v, ok := s.policies.Load(bucket); ok {
+		if pp := v.(*parsedPolicy); pp.doc == string(doc) {
+			return pp.policy, pp.err
+		}
+	}
+	p, err := objectapi.ParsePolicy(bucket, doc)
+	s.policies.Store(bucket, &parsedPolicy{doc: string(doc), policy: p, err: err})
+	return p, err
+}
+
 func (s *Server) loadAccess(rq *request, bucket string) *bucketAccess {
 	if rq.access != nil && bucket == rq.bucket {
 		return rq.access
@@ -137,7 +158,7 @@ func (s *Server) loadAccess(rq *request, bucket string) *bucketAccess {
 	if b, err := s.layer.GetBucket(rq.ctx, bucket); err == nil {
 		a.exists, a.acl = true, b.ACL
 		if b.Policy != nil {
-			p, err := objectapi.ParsePolicy(bucket, b.Policy)
+			p, err := s.parsedPolicy(bucket, b.Policy)
 			if err != nil {
 				// Fail closed: its Deny statements may matter.
 				s.log.Error("s3: stored bucket policy does not parse; only admins may use the bucket", "bucket", bucket, "err", err)

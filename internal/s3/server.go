@@ -59,6 +59,7 @@ type Server struct {
 	reqPrefix string
 	reqSeq    atomic.Uint64
 	bufs      sync.Pool // *[]byte copy buffers for GET
+	policies  sync.Map  // bucket -> parsedPolicy, the last policy parsed for it
 
 	ln        net.Listener
 	srv       *http.Server
