@@ -38,4 +38,5 @@ var (
 	ErrMethodNotAllowed     = errors.New("objectapi: method not allowed on a delete marker")
 	ErrMalformedPolicy      = errors.New("objectapi: malformed bucket policy")
 	ErrNoSuchBucketPolicy   = errors.New("objectapi: no bucket policy")
+	ErrNoSuchLifecycle      = errors.New("objectapi: no lifecycle configuration")
 )

@@ -53,6 +53,6 @@
 //
 // # Not implemented
 //
-// ACL grant documents (only canned ACLs), lifecycle, object lock, SSE,
-// SigV4a.
+// ACL grant documents (only canned ACLs), lifecycle transitions, object
+// lock, SSE, SigV4a.
 package s3

@@ -80,6 +80,7 @@ var objectErrors = []struct {
 	{objectapi.ErrMalformedInput, errMalformedXML},
 	{objectapi.ErrMalformedPolicy, newErr("MalformedPolicy", 400, "The policy is not valid.")},
 	{objectapi.ErrNoSuchBucketPolicy, errNoSuchPolicy},
+	{objectapi.ErrNoSuchLifecycle, errNoSuchLifecycle},
 	{objectapi.ErrNoSuchCORS, newErr("NoSuchCORSConfiguration", 404, "The CORS configuration does not exist")},
 	{objectapi.ErrNoSuchTagSet, newErr("NoSuchTagSet", 404, "The TagSet does not exist")},
 	{objectapi.ErrInvalidTag, newErr("InvalidTag", 400, "The tag provided was not a valid tag.")},

@@ -71,6 +71,8 @@ var policyActions = map[string]string{
 	"DeleteBucketCors":        "s3:PutBucketCORS",
 	"DeleteBucketTagging":     "s3:PutBucketTagging",
 	"GetBucketLifecycle":      "s3:GetLifecycleConfiguration",
+	"PutBucketLifecycle":      "s3:PutLifecycleConfiguration",
+	"DeleteBucketLifecycle":   "s3:PutLifecycleConfiguration",
 	"GetBucketEncryption":     "s3:GetEncryptionConfiguration",
 	"GetBucketWebsite":        "s3:GetBucketWebsite",
 }

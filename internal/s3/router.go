@@ -197,7 +197,7 @@ func routeBucket(rq *request, m string, q url.Values) (*operation, error) {
 		case has(q, "policy"):
 			return &operation{name: "GetBucketPolicy", action: ActionAdmin, fn: (*Server).getBucketPolicy}, nil
 		case has(q, "lifecycle"):
-			return &operation{name: "GetBucketLifecycle", action: ActionList, fn: fail(errNoSuchLifecycle)}, nil
+			return &operation{name: "GetBucketLifecycle", action: ActionList, fn: (*Server).getBucketLifecycle}, nil
 		case has(q, "encryption"):
 			return &operation{name: "GetBucketEncryption", action: ActionList, fn: fail(errNoSuchEncryption)}, nil
 		case has(q, "object-lock"):
@@ -226,6 +226,8 @@ func routeBucket(rq *request, m string, q url.Values) (*operation, error) {
 			return &operation{name: "PutBucketAcl", action: ActionAdmin, fn: (*Server).putBucketACL}, nil
 		case has(q, "policy"):
 			return &operation{name: "PutBucketPolicy", action: ActionAdmin, fn: (*Server).putBucketPolicy}, nil
+		case has(q, "lifecycle"):
+			return &operation{name: "PutBucketLifecycle", action: ActionAdmin, fn: (*Server).putBucketLifecycle}, nil
 		case len(q) > 0 && !onlyIgnorable(q):
 			return &operation{name: "PutBucketConfiguration", action: ActionAdmin, fn: fail(errNotImplemented)}, nil
 		}
@@ -238,6 +240,8 @@ func routeBucket(rq *request, m string, q url.Values) (*operation, error) {
 			return &operation{name: "DeleteBucketCors", action: ActionAdmin, fn: (*Server).deleteBucketCORS}, nil
 		case has(q, "policy"):
 			return &operation{name: "DeleteBucketPolicy", action: ActionAdmin, fn: (*Server).deleteBucketPolicy}, nil
+		case has(q, "lifecycle"):
+			return &operation{name: "DeleteBucketLifecycle", action: ActionAdmin, fn: (*Server).deleteBucketLifecycle}, nil
 		case len(q) > 0 && !onlyIgnorable(q):
 			return &operation{name: "DeleteBucketConfiguration", action: ActionAdmin, fn: fail(errNotImplemented)}, nil
 		}

@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -44,8 +45,11 @@ type Config struct {
 	// Concurrency is how many chunks of one upload are written at once; 0
 	// means the chunk package's default.
 	Concurrency int
-	Logger      *slog.Logger
-	Now         func() time.Time // nil means time.Now (signature clock skew)
+	// LifecycleInterval is how often bucket lifecycle rules are applied;
+	// 0 means every hour, a negative value never (tests apply them by hand).
+	LifecycleInterval time.Duration
+	Logger            *slog.Logger
+	Now               func() time.Time // nil means time.Now (signature clock skew)
 }
 
 // Server is a running S3 gateway.
@@ -142,6 +146,13 @@ func (s *Server) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			s.watchConfig(ctx)
+		}()
+	}
+	if every := cmp.Or(s.cfg.LifecycleInterval, time.Hour); every > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.lifecycleLoop(ctx, every)
 		}()
 	}
 	errc := make(chan error, 1)
