@@ -20,6 +20,7 @@ import (
 	"github.com/kelpfs/kelp/internal/filer/store/pebble"
 	"github.com/kelpfs/kelp/internal/filer/store/postgres"
 	"github.com/kelpfs/kelp/internal/filer/store/redis"
+	"github.com/kelpfs/kelp/internal/httpserve"
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/filerpb"
 )
@@ -72,7 +73,7 @@ type Server struct {
 
 	httpLn  net.Listener
 	grpcLn  net.Listener
-	httpSrv *http.Server
+	httpSrv *httpserve.Server
 	grpcSrv *grpc.Server
 
 	closeOnce sync.Once
@@ -120,12 +121,7 @@ func New(cfg Config) (*Server, error) {
 		s.closeStore()
 		return nil, err
 	}
-	s.httpSrv = &http.Server{
-		Handler:           s.routes(),
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
+	s.httpSrv = httpserve.New(s.routes(), s.log)
 	s.grpcSrv = grpc.NewServer(pb.ServerOptions()...)
 	filerpb.RegisterFilerServer(s.grpcSrv, &grpcServer{s: s})
 	return s, nil

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/kelpfs/kelp/internal/consensus"
+	"github.com/kelpfs/kelp/internal/httpserve"
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
 	"github.com/kelpfs/kelp/internal/replication"
@@ -64,7 +65,7 @@ type Server struct {
 
 	httpLn   net.Listener
 	grpcLn   net.Listener
-	httpSrv  *http.Server
+	httpSrv  *httpserve.Server
 	grpcSrv  *grpc.Server
 	httpAddr string
 
@@ -169,7 +170,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.refreshSettings()
 	}
-	s.httpSrv = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
+	s.httpSrv = httpserve.New(s.routes(), s.log)
 	s.grpcSrv = grpc.NewServer(pb.ServerOptions()...)
 	masterpb.RegisterMasterServer(s.grpcSrv, &grpcService{s: s})
 	return s, nil

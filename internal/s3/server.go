@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kelpfs/kelp/internal/httpserve"
 	"github.com/kelpfs/kelp/internal/objectapi"
 	"github.com/kelpfs/kelp/internal/s3/sigv4"
 )
@@ -66,9 +67,7 @@ type Server struct {
 	policies  sync.Map  // bucket -> parsedPolicy, the last policy parsed for it
 
 	ln        net.Listener
-	srv       *http.Server
-	connMu    sync.Mutex
-	fresh     map[net.Conn]bool // connections that have not sent a request yet
+	srv       *httpserve.Server
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -115,14 +114,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3: listen: %w", err)
 	}
-	s.srv = &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		ConnState:         s.trackConn,
-	}
-	s.fresh = map[net.Conn]bool{}
+	s.srv = httpserve.New(s, s.log)
 	return s, nil
 }
 
@@ -179,29 +171,9 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		// Shutdown waits for connections that never sent a request (HTTP
-		// clients open spares) as if busy; they have nothing to finish.
-		s.connMu.Lock()
-		for c := range s.fresh {
-			c.Close()
-		}
-		s.connMu.Unlock()
-		if err := s.srv.Shutdown(ctx); err != nil {
-			s.srv.Close()
-		}
+		s.srv.Shutdown(ctx)
 	})
 	return s.closeErr
-}
-
-// trackConn keeps the set of connections that have not sent a request.
-func (s *Server) trackConn(c net.Conn, st http.ConnState) {
-	s.connMu.Lock()
-	defer s.connMu.Unlock()
-	if st == http.StateNew {
-		s.fresh[c] = true
-	} else {
-		delete(s.fresh, c)
-	}
 }
 
 // requestID returns a unique id for a request: the process prefix and a

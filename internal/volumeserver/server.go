@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/kelpfs/kelp/internal/client"
+	"github.com/kelpfs/kelp/internal/httpserve"
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/volumepb"
 	"github.com/kelpfs/kelp/internal/store"
@@ -53,7 +54,7 @@ type Server struct {
 
 	httpLn  net.Listener
 	grpcLn  net.Listener
-	httpSrv *http.Server
+	httpSrv *httpserve.Server
 	grpcSrv *grpc.Server
 
 	changed chan struct{} // store changes that deserve an immediate heartbeat
@@ -122,12 +123,7 @@ func New(cfg Config) (*Server, error) {
 	if s.cfg.PublicURL == "" {
 		s.cfg.PublicURL = s.URL()
 	}
-	s.httpSrv = &http.Server{
-		Handler:           s.routes(),
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
+	s.httpSrv = httpserve.New(s.routes(), s.log)
 	s.grpcSrv = grpc.NewServer(pb.ServerOptions()...)
 	volumepb.RegisterVolumeServerServer(s.grpcSrv, &adminServer{s: s})
 	return s, nil
