@@ -152,7 +152,10 @@ func TestSplitLargeStreamBoundedMemory(t *testing.T) {
 		t.Fatalf("size %d, %d chunks", res.Size, len(res.Chunks))
 	}
 	growth := int64(maxHeap) - int64(before.HeapAlloc)
-	limit := int64((conc + 2) * chunkSize)
+	// Split keeps at most conc+1 buffers live; HeapAlloc also counts
+	// buffers dropped but not yet collected, so allow two more. A leak
+	// would grow with the stream (256 MiB), far past this.
+	limit := int64((conc + 3) * chunkSize)
 	t.Logf("streamed %d MiB, peak heap growth %.1f MiB (limit %d MiB)", size>>20, float64(growth)/(1<<20), limit>>20)
 	if growth > limit {
 		t.Fatalf("heap grew by %d bytes, more than %d", growth, limit)
