@@ -20,15 +20,16 @@ type Bucket struct {
 
 // Canned ACLs the gateway understands.
 const (
-	ACLPrivate         = "private"
-	ACLPublicRead      = "public-read"
-	ACLPublicReadWrite = "public-read-write"
+	ACLPrivate           = "private"
+	ACLPublicRead        = "public-read"
+	ACLPublicReadWrite   = "public-read-write"
+	ACLAuthenticatedRead = "authenticated-read"
 )
 
 // ValidACL reports whether acl is a canned ACL this package stores.
 func ValidACL(acl string) bool {
 	switch acl {
-	case ACLPrivate, ACLPublicRead, ACLPublicReadWrite, "authenticated-read", "bucket-owner-read", "bucket-owner-full-control":
+	case ACLPrivate, ACLPublicRead, ACLPublicReadWrite, ACLAuthenticatedRead, "bucket-owner-read", "bucket-owner-full-control":
 		return true
 	}
 	return false
@@ -204,4 +205,21 @@ func (l *Layer) bucketXattr(ctx context.Context, name, attr string) ([]byte, err
 		return nil, err
 	}
 	return e.Xattrs[attr], nil
+}
+
+// SetObjectACL sets the canned ACL of an object's version ("" its latest).
+func (l *Layer) SetObjectACL(ctx context.Context, bucket, key, vid, acl string) error {
+	if !ValidACL(acl) {
+		return errorf(ErrInvalidArgument, "unknown canned ACL %q", acl)
+	}
+	_, e, err := l.readableVersion(ctx, bucket, key, vid)
+	if err != nil {
+		return err
+	}
+	e = e.Clone()
+	if e.Xattrs == nil {
+		e.Xattrs = map[string][]byte{}
+	}
+	setACL(e, acl)
+	return nsErr(l.ns.UpdateEntry(ctx, e), key)
 }

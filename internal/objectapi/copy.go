@@ -57,6 +57,7 @@ func (l *Layer) CopyObject(ctx context.Context, srcBucket, srcKey, bucket, key s
 	if opts.ReplaceTags {
 		md.Tags = opts.Metadata.Tags
 	}
+	md.ACL = opts.Metadata.ACL // the copy's own, never the source's
 	if err := validTags(md.Tags, 10); err != nil {
 		return ObjectInfo{}, err
 	}

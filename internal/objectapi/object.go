@@ -41,8 +41,9 @@ type ObjectInfo struct {
 	// call knew the bucket to be versioned (then "null"), so that the
 	// gateway sends x-amz-version-id only for versioned buckets.
 	VersionID    string
-	IsLatest     bool // set by ListObjectVersions
-	DeleteMarker bool // set by ListObjectVersions
+	IsLatest     bool   // set by ListObjectVersions
+	DeleteMarker bool   // set by ListObjectVersions
+	ACL          string // canned ACL, "private" when none was set
 
 	entry *filer.Entry
 }
@@ -53,6 +54,9 @@ type Metadata struct {
 	Headers     map[string]string // lower-case standard header names (SystemHeaders)
 	UserMeta    map[string]string // lower-case names without x-amz-meta-
 	Tags        string            // URL query encoding (x-amz-tagging); "" none
+	// ACL is the object's canned ACL ("" or "private": the bucket's
+	// access alone). Never copied from a source object, as in S3.
+	ACL string
 }
 
 // PutOptions describe an object written by PutObject.
@@ -98,6 +102,10 @@ func (l *Layer) info(bucket string, e *filer.Entry) ObjectInfo {
 		}
 	}
 	oi.Checksum = decodeChecksum(e.Xattrs[xaChecksum])
+	oi.ACL = ACLPrivate
+	if acl := e.Xattrs[xaACL]; len(acl) > 0 {
+		oi.ACL = string(acl)
+	}
 	if t := e.Xattrs[xaTags]; len(t) > 0 {
 		if q, err := url.ParseQuery(string(t)); err == nil {
 			oi.TagCount = len(q)
@@ -125,6 +133,16 @@ func applyMeta(e *filer.Entry, md Metadata) {
 		e.Xattrs[xaTags] = []byte(md.Tags)
 	} else {
 		delete(e.Xattrs, xaTags)
+	}
+	setACL(e, md.ACL)
+}
+
+// setACL records an object's canned ACL; private is recorded as nothing.
+func setACL(e *filer.Entry, acl string) {
+	if acl == "" || acl == ACLPrivate {
+		delete(e.Xattrs, xaACL)
+	} else {
+		e.Xattrs[xaACL] = []byte(acl)
 	}
 }
 

@@ -259,14 +259,42 @@ func (s *Server) authorize(rq *request, op string, action Action, bucket, key st
 		return nil
 	case allow && !isPolicyOp(op):
 		return nil
-	case id != nil || !a.exists:
+	case !a.exists:
 		return errAccessDenied // do not tell strangers which buckets exist
+	case s.objectACLAllows(rq, op, bucket, key):
+		return nil
+	case id != nil:
+		return errAccessDenied
 	case a.acl == objectapi.ACLPublicRead && (action == ActionRead || action == ActionList):
 		return nil
 	case a.acl == objectapi.ACLPublicReadWrite && (action == ActionRead || action == ActionList || action == ActionWrite):
 		return nil
 	}
 	return errAccessDenied
+}
+
+// objectACLAllows reports whether an object's canned ACL lets the requester
+// read it: public-read and public-read-write let anybody, authenticated-read
+// any identity. It looks the object up, so it is asked last.
+func (s *Server) objectACLAllows(rq *request, op, bucket, key string) bool {
+	if key == "" || (op != "GetObject" && op != "HeadObject" && op != "GetObjectVersion") {
+		return false
+	}
+	vid := ""
+	if bucket == rq.bucket && key == rq.key {
+		vid = rq.q.Get("versionId")
+	}
+	o, err := s.layer.GetObject(rq.ctx, bucket, key, objectapi.GetOptions{NoBody: true, VersionID: vid})
+	if err != nil {
+		return false
+	}
+	switch o.Info.ACL {
+	case objectapi.ACLPublicRead, objectapi.ACLPublicReadWrite:
+		return true
+	case objectapi.ACLAuthenticatedRead:
+		return rq.id != nil
+	}
+	return false
 }
 
 // conditionValues are the request's policy condition keys (see

@@ -171,6 +171,9 @@ func (rq *request) acl(canned string) accessControlPolicy {
 		p.Grants = append(p.Grants, grant{Grantee: allUsers, Permission: "READ"})
 	case objectapi.ACLPublicReadWrite:
 		p.Grants = append(p.Grants, grant{Grantee: allUsers, Permission: "READ"}, grant{Grantee: allUsers, Permission: "WRITE"})
+	case objectapi.ACLAuthenticatedRead:
+		p.Grants = append(p.Grants, grant{Grantee: grantee{XMLNS: xsiNS, Type: "Group",
+			URI: "http://acs.amazonaws.com/groups/global/AuthenticatedUsers"}, Permission: "READ"})
 	}
 	return p
 }
@@ -200,26 +203,27 @@ func (s *Server) putBucketACL(rq *request) error {
 }
 
 func (s *Server) getObjectACL(rq *request) error {
-	if _, err := s.layer.GetObject(rq.ctx, rq.bucket, rq.key, objectapi.GetOptions{NoBody: true}); err != nil {
+	o, err := s.layer.GetObject(rq.ctx, rq.bucket, rq.key, objectapi.GetOptions{NoBody: true, VersionID: rq.q.Get("versionId")})
+	if err != nil {
 		return err
 	}
-	writeXML(rq.w, http.StatusOK, rq.acl(objectapi.ACLPrivate))
+	writeXML(rq.w, http.StatusOK, rq.acl(o.Info.ACL))
 	return nil
 }
 
-// putObjectACL accepts the private canned ACL (objects inherit their
-// bucket's access) and refuses others.
+// putObjectACL sets a canned ACL (x-amz-acl) on an object; ACL documents
+// with grants are not supported.
 func (s *Server) putObjectACL(rq *request) error {
-	if _, err := s.layer.GetObject(rq.ctx, rq.bucket, rq.key, objectapi.GetOptions{NoBody: true}); err != nil {
+	io.Copy(io.Discard, io.LimitReader(rq.r.Body, maxXMLBody))
+	canned := rq.r.Header.Get("x-amz-acl")
+	if canned == "" {
+		return errNotImplemented
+	}
+	if err := s.layer.SetObjectACL(rq.ctx, rq.bucket, rq.key, rq.q.Get("versionId"), canned); err != nil {
 		return err
 	}
-	io.Copy(io.Discard, io.LimitReader(rq.r.Body, maxXMLBody))
-	switch rq.r.Header.Get("x-amz-acl") {
-	case "private", "bucket-owner-full-control":
-		rq.w.WriteHeader(http.StatusOK)
-		return nil
-	}
-	return errNotImplemented
+	rq.w.WriteHeader(http.StatusOK)
+	return nil
 }
 
 // listVersionsResult is ListObjectVersions' document; versions and delete

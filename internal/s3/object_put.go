@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/kelpfs/kelp/internal/objectapi"
@@ -41,6 +42,18 @@ func metadata(r *http.Request) (objectapi.Metadata, error) {
 	}
 	if size > maxUserMeta {
 		return md, &apiError{Code: "MetadataTooLarge", Status: 400, Message: "Your metadata headers exceed the maximum allowed metadata size."}
+	}
+	if acl := r.Header.Get("x-amz-acl"); acl != "" {
+		if !objectapi.ValidACL(acl) {
+			return md, &apiError{Code: "InvalidArgument", Status: 400, Message: "Invalid canned ACL " + strconv.Quote(acl)}
+		}
+		md.ACL = acl
+	}
+	for k := range r.Header {
+		if strings.HasPrefix(strings.ToLower(k), "x-amz-grant-") {
+			return md, &apiError{Code: "NotImplemented", Status: http.StatusNotImplemented,
+				Message: "ACL grants (" + k + ") are not supported; use a canned ACL (x-amz-acl) or a bucket policy"}
+		}
 	}
 	if t := r.Header.Get("x-amz-tagging"); t != "" {
 		if _, err := url.ParseQuery(t); err != nil {

@@ -310,3 +310,94 @@ func TestBucketPolicyConditions(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Canned ACLs on objects: public-read lets anybody read that object (and
+// no other), authenticated-read any identity; copies do not inherit them.
+func TestObjectCannedACLs(t *testing.T) {
+	e := startEnv(t, func(c *Config) {
+		c.Identities = append(c.Identities,
+			Identity{Name: "stranger", Credentials: []Credential{{"AKSTRANGER", "stranger-secret"}}, Actions: []string{"Read:elsewhere"}})
+	})
+	e.mkBucket("acls")
+	b := aws.String("acls")
+	put := func(key, acl string) {
+		t.Helper()
+		in := &s3.PutObjectInput{Bucket: b, Key: aws.String(key), Body: strings.NewReader("data of " + key)}
+		if acl != "" {
+			in.ACL = types.ObjectCannedACL(acl)
+		}
+		if _, err := e.c.PutObject(e.ctx, in); err != nil {
+			t.Fatalf("put %s: %v", key, err)
+		}
+	}
+	put("open.txt", "public-read")
+	put("closed.txt", "")
+	put("members.txt", "authenticated-read")
+	if st, body := e.anon("GET", "/acls/open.txt", ""); st != http.StatusOK || body != "data of open.txt" {
+		t.Fatalf("anonymous get of a public-read object: %d %q", st, body)
+	}
+	if st, _ := e.anon("HEAD", "/acls/open.txt", ""); st != http.StatusOK {
+		t.Fatalf("anonymous head of a public-read object: %d", st)
+	}
+	for _, k := range []string{"closed.txt", "members.txt"} {
+		if st, _ := e.anon("GET", "/acls/"+k, ""); st != http.StatusForbidden {
+			t.Fatalf("anonymous get of %s: %d", k, st)
+		}
+	}
+	if st, _ := e.anon("GET", "/acls?list-type=2", ""); st != http.StatusForbidden {
+		t.Fatalf("an object ACL opened the bucket listing: %d", st)
+	}
+	stranger := e.client("AKSTRANGER", "stranger-secret")
+	if _, err := stranger.GetObject(e.ctx, &s3.GetObjectInput{Bucket: b, Key: aws.String("members.txt")}); err != nil {
+		t.Fatalf("identity reading an authenticated-read object: %v", err)
+	}
+	_, err := stranger.GetObject(e.ctx, &s3.GetObjectInput{Bucket: b, Key: aws.String("closed.txt")})
+	e.wantCode(err, "AccessDenied")
+
+	acl, err := e.c.GetObjectAcl(e.ctx, &s3.GetObjectAclInput{Bucket: b, Key: aws.String("open.txt")})
+	if err != nil || len(acl.Grants) != 2 || acl.Grants[1].Permission != types.PermissionRead ||
+		!strings.HasSuffix(aws.ToString(acl.Grants[1].Grantee.URI), "/AllUsers") {
+		t.Fatalf("object ACL: %+v %v", acl, err)
+	}
+	// PutObjectAcl closes it again; a copy starts private.
+	if _, err := e.c.PutObjectAcl(e.ctx, &s3.PutObjectAclInput{Bucket: b, Key: aws.String("open.txt"), ACL: types.ObjectCannedACLPrivate}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := e.anon("GET", "/acls/open.txt", ""); st != http.StatusForbidden {
+		t.Fatalf("anonymous get after PutObjectAcl private: %d", st)
+	}
+	if _, err := e.c.PutObjectAcl(e.ctx, &s3.PutObjectAclInput{Bucket: b, Key: aws.String("open.txt"), ACL: types.ObjectCannedACLPublicRead}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.CopyObject(e.ctx, &s3.CopyObjectInput{Bucket: b, Key: aws.String("copy.txt"), CopySource: aws.String("acls/open.txt")}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := e.anon("GET", "/acls/copy.txt", ""); st != http.StatusForbidden {
+		t.Fatalf("a copy inherited the source's ACL: %d", st)
+	}
+	// Multipart uploads take the ACL of their creation.
+	up, err := e.c.CreateMultipartUpload(e.ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: aws.String("mp.txt"), ACL: types.ObjectCannedACLPublicRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := e.c.UploadPart(e.ctx, &s3.UploadPartInput{Bucket: b, Key: aws.String("mp.txt"), UploadId: up.UploadId, PartNumber: aws.Int32(1), Body: strings.NewReader("mp")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.CompleteMultipartUpload(e.ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: aws.String("mp.txt"), UploadId: up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: part.ETag}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if st, body := e.anon("GET", "/acls/mp.txt", ""); st != http.StatusOK || body != "mp" {
+		t.Fatalf("anonymous get of a public-read multipart object: %d %q", st, body)
+	}
+	// Bad ACLs and grant headers are refused, not ignored.
+	resp, body := e.raw("PUT", "/acls/x.txt", []byte("x"), map[string]string{"x-amz-acl": "world-writable"})
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "InvalidArgument") {
+		t.Fatalf("unknown canned ACL: %d %s", resp.StatusCode, body)
+	}
+	resp, body = e.raw("PUT", "/acls/x.txt", []byte("x"), map[string]string{"x-amz-grant-read": `uri="http://acs.amazonaws.com/groups/global/AllUsers"`})
+	if resp.StatusCode != 501 || !strings.Contains(string(body), "NotImplemented") {
+		t.Fatalf("grant header: %d %s", resp.StatusCode, body)
+	}
+}

@@ -136,12 +136,12 @@ func (s *Server) postObject(rq *request) error {
 	if err := s.authorize(rq, "PutObject", ActionWrite, rq.bucket, key); err != nil {
 		return err
 	}
-	if acl := form.get("acl"); acl != "" && !objectapi.ValidACL(acl) {
-		return newErr("InvalidArgument", http.StatusBadRequest, "Invalid canned ACL "+strconv.Quote(acl))
-	}
 	h := http.Header{}
 	for name, v := range form.fields {
 		h.Set(textproto.CanonicalMIMEHeaderKey(name), v)
+	}
+	if acl := form.get("acl"); acl != "" {
+		h.Set("X-Amz-Acl", acl) // the form's name for the header
 	}
 	h.Del("Content-Md5") // a form field, not a digest of the body S3 checks
 	md, err := metadata(&http.Request{Header: h})

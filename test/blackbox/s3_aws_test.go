@@ -23,6 +23,7 @@ func TestS3RealClients(t *testing.T) {
 	t.Run("aws-multipart-api", func(t *testing.T) { testAWSMultipartAPI(t, s) })
 	t.Run("aws-presign", func(t *testing.T) { testAWSPresign(t, s) })
 	t.Run("boto3-presigned-post", func(t *testing.T) { testBoto3PresignedPost(t, s) })
+	t.Run("aws-public-read-object", func(t *testing.T) { testAWSPublicObject(t, s) })
 	t.Run("aws-auth-and-errors", func(t *testing.T) { testAWSErrors(t, s) })
 	t.Run("aws-odd-keys", func(t *testing.T) { testAWSOddKeys(t, s) })
 	t.Run("aws-big-object", func(t *testing.T) { testAWSBigObject(t, s) })
@@ -510,5 +511,29 @@ func testBoto3PresignedPost(t *testing.T, s *s3Server) {
 	writeRandomFile(t, src, 200_000, 9)
 	if out := strings.TrimSpace(py.run("-c", boto3PostScript, s.endpoint, s3AccessKey, s3SecretKey, src)); out != "ok" {
 		t.Fatalf("boto3 presigned post: %s", out)
+	}
+}
+
+// testAWSPublicObject: `aws s3 cp --acl public-read` makes that object (and
+// only it) readable by anybody, as a static site upload expects.
+func testAWSPublicObject(t *testing.T, s *s3Server) {
+	a := awsCLI(t, s, s3SecretKey)
+	curl := &tool{t: t, bin: needTool(t, "curl"), env: baseEnv(t.TempDir())}
+	work := t.TempDir()
+	src := filepath.Join(work, "index.html")
+	writeFile(t, src, []byte("<h1>hello</h1>"))
+	a.aws(s, "s3", "mb", "s3://aws-site")
+	a.aws(s, "s3", "cp", src, "s3://aws-site/index.html", "--acl", "public-read")
+	a.aws(s, "s3", "cp", src, "s3://aws-site/private.html")
+	got := filepath.Join(work, "got")
+	if code := curl.run("-s", "-o", got, "-w", "%{http_code}", s.endpoint+"/aws-site/index.html"); code != "200" {
+		t.Fatalf("anonymous GET of a public-read object: HTTP %s", code)
+	}
+	sameFile(t, src, got)
+	if code := curl.run("-s", "-o", "/dev/null", "-w", "%{http_code}", s.endpoint+"/aws-site/private.html"); code != "403" {
+		t.Fatalf("anonymous GET of a private object: HTTP %s", code)
+	}
+	if out := a.aws(s, "s3api", "get-object-acl", "--bucket", "aws-site", "--key", "index.html"); !strings.Contains(out, "AllUsers") {
+		t.Fatalf("get-object-acl: %s", out)
 	}
 }
