@@ -210,31 +210,42 @@ func (f *Filer) UpdateEntry(ctx context.Context, e *Entry) error {
 // recursive, else ErrNotEmpty. Every chunk of every removed file is
 // garbage-collected; one delete event is logged for p.
 func (f *Filer) DeleteEntry(ctx context.Context, p string, recursive bool) error {
-	p, err := CleanPath(p)
+	p, err := checkDelete(p)
 	if err != nil {
 		return err
 	}
-	if p == "/" {
-		return fmt.Errorf("%w: the root cannot be deleted", ErrInvalid)
+	return f.update(ctx, func(t *txn) error { return t.delete(p, recursive) })
+}
+
+// checkDelete cleans the path of a delete; the root cannot be deleted.
+func checkDelete(p string) (string, error) {
+	p, err := CleanPath(p)
+	if err != nil {
+		return "", err
 	}
-	return f.update(ctx, func(t *txn) error {
-		old, err := t.get(p)
-		if err != nil {
+	if p == "/" {
+		return "", fmt.Errorf("%w: the root cannot be deleted", ErrInvalid)
+	}
+	return p, nil
+}
+
+func (t *txn) delete(p string, recursive bool) error {
+	old, err := t.get(p)
+	if err != nil {
+		return err
+	}
+	if old.IsDir() {
+		if err := t.deleteTree(p, recursive); err != nil {
 			return err
 		}
-		if old.IsDir() {
-			if err := t.deleteTree(p, recursive); err != nil {
-				return err
-			}
-		}
-		if err := t.garbageChunks(old.Chunks); err != nil {
-			return err
-		}
-		if err := t.tx.Delete(entryKey(p)); err != nil {
-			return err
-		}
-		return t.log(EventDelete, old, nil)
-	})
+	}
+	if err := t.garbageChunks(old.Chunks); err != nil {
+		return err
+	}
+	if err := t.tx.Delete(entryKey(p)); err != nil {
+		return err
+	}
+	return t.log(EventDelete, old, nil)
 }
 
 // deleteTree removes everything below directory dir, queueing chunks.

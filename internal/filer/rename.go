@@ -13,25 +13,34 @@ import (
 // by a directory; anything else at to is ErrExists, ErrIsDir or ErrNotDir.
 // Moving a directory into itself is ErrInvalid.
 func (f *Filer) Rename(ctx context.Context, from, to string) error {
-	from, err := CleanPath(from)
+	from, to, err := checkRename(from, to)
 	if err != nil {
 		return err
-	}
-	to, err = CleanPath(to)
-	if err != nil {
-		return err
-	}
-	if from == "/" || to == "/" {
-		return fmt.Errorf("%w: cannot rename the root", ErrInvalid)
-	}
-	if IsAncestor(from, to) {
-		return fmt.Errorf("%w: cannot move %s into itself (%s)", ErrInvalid, from, to)
 	}
 	if from == to {
 		_, err := f.FindEntry(ctx, from)
 		return err
 	}
 	return f.update(ctx, func(t *txn) error { return t.rename(from, to) })
+}
+
+// checkRename cleans the paths of a rename and refuses impossible ones.
+func checkRename(from, to string) (string, string, error) {
+	from, err := CleanPath(from)
+	if err != nil {
+		return "", "", err
+	}
+	to, err = CleanPath(to)
+	if err != nil {
+		return "", "", err
+	}
+	if from == "/" || to == "/" {
+		return "", "", fmt.Errorf("%w: cannot rename the root", ErrInvalid)
+	}
+	if IsAncestor(from, to) {
+		return "", "", fmt.Errorf("%w: cannot move %s into itself (%s)", ErrInvalid, from, to)
+	}
+	return from, to, nil
 }
 
 func (t *txn) rename(from, to string) error {

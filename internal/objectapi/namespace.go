@@ -22,6 +22,9 @@ type Namespace interface {
 	// Rename moves an entry in one transaction, keeping its chunks;
 	// versioning uses it to archive a replaced version without copying.
 	Rename(ctx context.Context, from, to string) error
+	// Atomically commits the operations fn makes in one transaction;
+	// versioning archives the replaced version with the write.
+	Atomically(ctx context.Context, fn func(filer.Batch) error) error
 	// Blobs is the blob layer: objects are split into chunks uploaded
 	// here before their entry is created.
 	Blobs() chunk.Blobs

@@ -123,14 +123,14 @@ func archiveName(e *filer.Entry) string {
 }
 
 // archive moves the current version cur of key into the versions
-// directory. Rename keeps the chunks (nothing is collected).
-func (l *Layer) archive(ctx context.Context, bucket, key string, cur *filer.Entry) error {
+// directory, within tx. Rename keeps the chunks (nothing is collected).
+func (l *Layer) archive(tx filer.Batch, bucket, key string, cur *filer.Entry) error {
 	dir := l.keyVersionsDir(bucket, key)
 	d := &filer.Entry{Path: dir, Mode: os.ModeDir | 0o755, Xattrs: map[string][]byte{xaKey: []byte(key)}}
-	if err := l.ns.CreateEntry(ctx, d, filer.CreateOptions{}); err != nil {
+	if err := tx.Create(d, filer.CreateOptions{}); err != nil {
 		return err
 	}
-	return l.ns.Rename(ctx, cur.Path, dir+"/"+archiveName(cur))
+	return tx.Rename(cur.Path, dir+"/"+archiveName(cur))
 }
 
 // archived calls fn with key's noncurrent versions, newest first, whose
@@ -183,19 +183,6 @@ func (l *Layer) findArchived(ctx context.Context, bucket, key, vid string) (*fil
 	return found, err
 }
 
-// dropArchivedNull permanently deletes key's noncurrent null version, if
-// any: a write to a suspended bucket replaces the null version.
-func (l *Layer) dropArchivedNull(ctx context.Context, bucket, key string) error {
-	e, err := l.findArchived(ctx, bucket, key, NullVersion)
-	if err != nil || e == nil {
-		return err
-	}
-	if err := l.ns.DeleteEntry(ctx, e.Path, false); err != nil && !errors.Is(err, filer.ErrNotFound) {
-		return err
-	}
-	return nil
-}
-
 // removeIfEmpty deletes key's versions directory when it holds nothing.
 func (l *Layer) removeIfEmpty(ctx context.Context, bucket, key string) {
 	err := l.ns.DeleteEntry(ctx, l.keyVersionsDir(bucket, key), false)
@@ -208,8 +195,10 @@ func (l *Layer) removeIfEmpty(ctx context.Context, bucket, key string) {
 // not a directory object) according to the state of bucket b, and
 // returns its version id: "" unversioned, "null" suspended, a new id
 // when enabled. The previous latest version is archived when it must be
-// kept; exclusive fails with filer.ErrExists when the key has a current
-// object. Unversioned buckets take exactly one filer call, as before.
+// kept, in the same transaction as the write, so that no crash or
+// concurrent reader finds the key without its latest version; exclusive
+// fails with filer.ErrExists when the key has a current object.
+// Unversioned buckets take exactly one filer call.
 func (l *Layer) commitObject(ctx context.Context, bucket, key string, b *filer.Entry, e *filer.Entry, exclusive bool) (string, error) {
 	state := versioningOf(b)
 	if state == "" {
@@ -218,59 +207,48 @@ func (l *Layer) commitObject(ctx context.Context, bucket, key string, b *filer.E
 	if e.Xattrs == nil {
 		e.Xattrs = map[string][]byte{}
 	}
-	if exclusive {
-		if _, err := l.findObject(ctx, bucket, key); err == nil {
-			return "", fmt.Errorf("%w: %s", filer.ErrExists, e.Path)
-		} else if !errors.Is(err, ErrNoSuchKey) {
-			return "", err
-		}
-	}
+	vid := NullVersion
+	var oldNull *filer.Entry // a suspended bucket's write replaces the noncurrent null version
 	if state == VersioningSuspended {
 		delete(e.Xattrs, xaVID)
-		cur, err := l.ns.FindEntry(ctx, e.Path)
+		var err error
+		if oldNull, err = l.findArchived(ctx, bucket, key, NullVersion); err != nil {
+			return "", err
+		}
+	} else {
+		vid = l.newVersionID()
+		e.Xattrs[xaVID] = []byte(vid)
+	}
+	err := l.ns.Atomically(ctx, func(tx filer.Batch) error {
+		cur, err := tx.Find(e.Path)
 		switch {
 		case errors.Is(err, filer.ErrNotFound):
+			cur = nil
 		case err != nil:
-			return "", err
+			return err
 		case cur.IsDir():
-			return "", fmt.Errorf("%w: %s", filer.ErrIsDir, e.Path)
-		case versionIDOf(cur) != NullVersion:
-			if err := l.archive(ctx, bucket, key, cur); err != nil {
-				return "", err
+			return fmt.Errorf("%w: %s", filer.ErrIsDir, e.Path)
+		case exclusive && !isDeleteMarker(cur):
+			return fmt.Errorf("%w: %s", filer.ErrExists, e.Path)
+		}
+		// A current null version in a suspended bucket is replaced (its
+		// chunks collected); any other current version is kept.
+		if cur != nil && (state == VersioningEnabled || versionIDOf(cur) != NullVersion) {
+			if err := l.archive(tx, bucket, key, cur); err != nil {
+				return err
 			}
 		}
-		if err := l.dropArchivedNull(ctx, bucket, key); err != nil {
-			return "", err
-		}
-		// A current null version is replaced, its chunks collected.
-		return NullVersion, l.ns.CreateEntry(ctx, e, filer.CreateOptions{})
-	}
-	vid := l.newVersionID()
-	e.Xattrs[xaVID] = []byte(vid)
-	var err error
-	// A concurrent writer may create the key between archive and create:
-	// the create is exclusive, so its version is archived in turn, never
-	// overwritten.
-	for range 8 {
-		var cur *filer.Entry
-		cur, err = l.ns.FindEntry(ctx, e.Path)
-		switch {
-		case errors.Is(err, filer.ErrNotFound):
-		case err != nil:
-			return "", err
-		case cur.IsDir():
-			return "", fmt.Errorf("%w: %s", filer.ErrIsDir, e.Path)
-		default:
-			if err := l.archive(ctx, bucket, key, cur); err != nil && !errors.Is(err, filer.ErrNotFound) {
-				return "", err
+		if oldNull != nil {
+			if err := tx.Delete(oldNull.Path, false); err != nil && !errors.Is(err, filer.ErrNotFound) {
+				return err
 			}
 		}
-		err = l.ns.CreateEntry(ctx, e, filer.CreateOptions{Exclusive: true})
-		if !errors.Is(err, filer.ErrExists) {
-			return vid, err
-		}
+		return tx.Create(e, filer.CreateOptions{})
+	})
+	if err != nil {
+		return "", err
 	}
-	return "", err
+	return vid, nil
 }
 
 // findVersion returns version vid of key ("" the latest) and whether it

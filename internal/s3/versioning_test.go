@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -474,5 +475,84 @@ func TestDeleteObjectsVersions(t *testing.T) {
 	resp, _ := e.raw("PUT", "/dmb/c", []byte("x"), nil)
 	if resp.StatusCode != http.StatusOK || len(resp.Header.Get("x-amz-version-id")) != 32 {
 		t.Fatalf("PUT in a versioned bucket: %d %q", resp.StatusCode, resp.Header.Get("x-amz-version-id"))
+	}
+}
+
+// Concurrent writers of one key in a versioned bucket: every acknowledged
+// version is kept exactly once, and the key always has a latest version.
+func TestVersionedConcurrentWrites(t *testing.T) {
+	e := startEnv(t, nil)
+	e.mkBucket("vconc")
+	b := aws.String("vconc")
+	if _, err := e.c.PutBucketVersioning(e.ctx, &s3.PutBucketVersioningInput{Bucket: b,
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+		t.Fatal(err)
+	}
+	const writers, each = 8, 5
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	readerErr := make(chan error, 1)
+	if err := e.put(e.c, "vconc", "k", "first"); err != nil {
+		t.Fatal(err)
+	}
+	go func() { // the key never disappears while versions pile up
+		for {
+			select {
+			case <-stop:
+				readerErr <- nil
+				return
+			default:
+			}
+			if _, err := e.c.HeadObject(e.ctx, &s3.HeadObjectInput{Bucket: b, Key: aws.String("k")}); err != nil {
+				readerErr <- err
+				return
+			}
+		}
+	}()
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				out, err := e.c.PutObject(e.ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("k"),
+					Body: strings.NewReader(fmt.Sprintf("w%d-%d", w, i))})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				acked[aws.ToString(out.VersionId)] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	if err := <-readerErr; err != nil {
+		t.Fatalf("the key vanished during concurrent writes: %v", err)
+	}
+	out, err := e.c.ListObjectVersions(e.ctx, &s3.ListObjectVersionsInput{Bucket: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, latest := map[string]bool{}, 0
+	for _, v := range out.Versions {
+		if seen[aws.ToString(v.VersionId)] {
+			t.Fatalf("version %s listed twice", aws.ToString(v.VersionId))
+		}
+		seen[aws.ToString(v.VersionId)] = true
+		if aws.ToBool(v.IsLatest) {
+			latest++
+		}
+	}
+	for v := range acked {
+		if !seen[v] {
+			t.Errorf("acknowledged version %s lost", v)
+		}
+	}
+	if len(out.Versions) != writers*each+1 || latest != 1 {
+		t.Fatalf("%d versions (want %d), %d latest", len(out.Versions), writers*each+1, latest)
 	}
 }
