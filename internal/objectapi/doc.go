@@ -90,11 +90,9 @@
 // A key is a path, so it cannot hold an empty component ("a//b"), "." or
 // "..", a NUL byte, or a component over 255 bytes (ErrUnsupportedKey, a
 // 400 InvalidArgument); and "a" cannot be an object while "a/b" is
-// (ErrKeyConflict, 409) — this includes a delete marker at "a". Archiving
-// and creating a version are two filer calls: a crash between them leaves
-// the old version noncurrent with no current one (invisible to listings,
-// removed with the bucket).
+// (ErrKeyConflict, 409) — this includes a delete marker at "a".
 //
-// All methods are safe for concurrent use; they are as atomic as the one
-// filer call each write ends with.
+// All methods are safe for concurrent use; each write ends with one filer
+// transaction (a versioned write archives the version it replaces in the
+// same one, filer.Atomically), so readers see it whole or not at all.
 package objectapi
