@@ -10,6 +10,7 @@ import (
 // the Filer method of the same name.
 type Batch interface {
 	Find(p string) (*Entry, error)
+	List(dir string, opts ListOptions) ([]*Entry, bool, error)
 	Create(e *Entry, opts CreateOptions) error
 	Rename(from, to string) error
 	Delete(p string, recursive bool) error
@@ -29,6 +30,14 @@ func (b batch) Find(p string) (*Entry, error) {
 		return nil, err
 	}
 	return b.t.get(p)
+}
+
+func (b batch) List(dir string, opts ListOptions) ([]*Entry, bool, error) {
+	dir, err := CleanPath(dir)
+	if err != nil {
+		return nil, false, err
+	}
+	return listEntries(b.t.tx, dir, opts)
 }
 
 func (b batch) Create(e *Entry, opts CreateOptions) error {

@@ -43,46 +43,55 @@ func (f *Filer) ListEntries(ctx context.Context, dir string, opts ListOptions) (
 	if err != nil {
 		return nil, false, err
 	}
-	if opts.Limit <= 0 {
-		opts.Limit = 1000
-	}
 	var out []*Entry
 	more := false
 	err = f.st.View(ctx, func(tx store.ReadTx) error {
-		out, more = out[:0], false
-		d, err := getEntry(tx, dir)
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() {
-			return fmt.Errorf("%w: %s", ErrNotDir, dir)
-		}
-		base := childPrefix(dir)
-		start := append(append([]byte(nil), base...), opts.Prefix...)
-		end := store.PrefixEnd(start)
-		if opts.StartAfter != "" {
-			after := append(append(append([]byte(nil), base...), opts.StartAfter...), 0)
-			if string(after) > string(start) {
-				start = after
-			}
-		}
-		return tx.Scan(start, end, opts.Limit+1, func(k, v []byte) error {
-			if len(out) == opts.Limit {
-				more = true
-				return store.ErrStopScan
-			}
-			e, err := decodeEntry(JoinPath(dir, string(k[len(base):])), v)
-			if err != nil {
-				return err
-			}
-			out = append(out, e)
-			return nil
-		})
+		var err error
+		out, more, err = listEntries(tx, dir, opts)
+		return err
 	})
 	if err != nil {
 		return nil, false, storeErr(err)
 	}
 	return out, more, nil
+}
+
+// listEntries lists clean directory dir in tx.
+func listEntries(tx store.ReadTx, dir string, opts ListOptions) ([]*Entry, bool, error) {
+	if opts.Limit <= 0 {
+		opts.Limit = 1000
+	}
+	d, err := getEntry(tx, dir)
+	if err != nil {
+		return nil, false, err
+	}
+	if !d.IsDir() {
+		return nil, false, fmt.Errorf("%w: %s", ErrNotDir, dir)
+	}
+	base := childPrefix(dir)
+	start := append(append([]byte(nil), base...), opts.Prefix...)
+	end := store.PrefixEnd(start)
+	if opts.StartAfter != "" {
+		after := append(append(append([]byte(nil), base...), opts.StartAfter...), 0)
+		if string(after) > string(start) {
+			start = after
+		}
+	}
+	var out []*Entry
+	more := false
+	err = tx.Scan(start, end, opts.Limit+1, func(k, v []byte) error {
+		if len(out) == opts.Limit {
+			more = true
+			return store.ErrStopScan
+		}
+		e, err := decodeEntry(JoinPath(dir, string(k[len(base):])), v)
+		if err != nil {
+			return err
+		}
+		out = append(out, e)
+		return nil
+	})
+	return out, more, err
 }
 
 // CreateOptions tune CreateEntry.

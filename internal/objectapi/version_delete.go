@@ -63,35 +63,40 @@ func (l *Layer) DeleteObjectVersion(ctx context.Context, bucket, key, vid string
 
 // deleteVersion removes version vid of key at path p; when it is the
 // current one, the newest noncurrent version takes its place in the same
-// rename. It reports whether the version was a delete marker.
+// transaction (so a concurrent write is never replaced). It reports
+// whether the version was a delete marker.
 func (l *Layer) deleteVersion(ctx context.Context, bucket, key, p, vid string) (bool, error) {
-	cur, err := l.ns.FindEntry(ctx, p)
-	if err != nil && !errors.Is(err, filer.ErrNotFound) && !errors.Is(err, filer.ErrNotDir) {
-		return false, err
-	}
-	if err == nil && !cur.IsDir() && versionIDOf(cur) == vid {
-		var newest *filer.Entry
-		err := l.archived(ctx, bucket, key, "", func(e *filer.Entry) error {
-			newest = e
-			return errStop
-		})
-		if err != nil && !errors.Is(err, errStop) {
-			return false, err
+	var current, marker, emptied bool
+	err := l.ns.Atomically(ctx, func(tx filer.Batch) error {
+		current, marker, emptied = false, false, false
+		cur, err := tx.Find(p)
+		if errors.Is(err, filer.ErrNotFound) || errors.Is(err, filer.ErrNotDir) || (err == nil && (cur.IsDir() || versionIDOf(cur) != vid)) {
+			return nil // not the current version
+		}
+		if err != nil {
+			return err
+		}
+		current, marker = true, isDeleteMarker(cur)
+		newest, err := l.newestArchived(tx, bucket, key)
+		if err != nil {
+			return err
 		}
 		if newest != nil {
 			// Rename replaces the current entry and collects its chunks.
-			if err := l.ns.Rename(ctx, newest.Path, p); err != nil {
-				return false, err
-			}
-			l.removeIfEmpty(ctx, bucket, key)
-			return isDeleteMarker(cur), nil
+			return tx.Rename(newest.Path, p)
 		}
-		if err := l.ns.DeleteEntry(ctx, p, false); err != nil && !errors.Is(err, filer.ErrNotFound) {
-			return false, err
+		emptied = true
+		return tx.Delete(p, false)
+	})
+	if err != nil {
+		return false, err
+	}
+	if current {
+		if emptied {
+			l.pruneParents(ctx, bucket, p)
 		}
-		l.pruneParents(ctx, bucket, p)
 		l.removeIfEmpty(ctx, bucket, key)
-		return isDeleteMarker(cur), nil
+		return marker, nil
 	}
 	e, err := l.findArchived(ctx, bucket, key, vid)
 	if err != nil || e == nil {
@@ -102,4 +107,28 @@ func (l *Layer) deleteVersion(ctx context.Context, bucket, key, p, vid string) (
 	}
 	l.removeIfEmpty(ctx, bucket, key)
 	return isDeleteMarker(e), nil
+}
+
+// newestArchived returns key's newest noncurrent version in tx, or nil.
+func (l *Layer) newestArchived(tx filer.Batch, bucket, key string) (*filer.Entry, error) {
+	dir := l.keyVersionsDir(bucket, key)
+	after := ""
+	for {
+		es, more, err := tx.List(dir, filer.ListOptions{StartAfter: after, Limit: 16})
+		if errors.Is(err, filer.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			if !e.IsDir() {
+				return e, nil
+			}
+			after = e.Name()
+		}
+		if !more {
+			return nil, nil
+		}
+	}
 }

@@ -556,3 +556,69 @@ func TestVersionedConcurrentWrites(t *testing.T) {
 		t.Fatalf("%d versions (want %d), %d latest", len(out.Versions), writers*each+1, latest)
 	}
 }
+
+// Deleting the current version by id while others write the key never
+// takes another writer's version with it.
+func TestVersionDeleteRacesWrites(t *testing.T) {
+	e := startEnv(t, nil)
+	e.mkBucket("vrace")
+	b := aws.String("vrace")
+	if _, err := e.c.PutBucketVersioning(e.ctx, &s3.PutBucketVersioningInput{Bucket: b,
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	acked, deleted := map[string]bool{}, map[string]bool{}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 10 {
+				out, err := e.c.PutObject(e.ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("k"), Body: strings.NewReader(fmt.Sprintf("%d-%d", w, i))})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				acked[aws.ToString(out.VersionId)] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 20 {
+			h, err := e.c.HeadObject(e.ctx, &s3.HeadObjectInput{Bucket: b, Key: aws.String("k")})
+			if err != nil {
+				continue
+			}
+			vid := aws.ToString(h.VersionId)
+			if _, err := e.c.DeleteObject(e.ctx, &s3.DeleteObjectInput{Bucket: b, Key: aws.String("k"), VersionId: aws.String(vid)}); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			deleted[vid] = true
+			mu.Unlock()
+		}
+	}()
+	wg.Wait()
+	out, err := e.c.ListObjectVersions(e.ctx, &s3.ListObjectVersionsInput{Bucket: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, v := range out.Versions {
+		listed[aws.ToString(v.VersionId)] = true
+	}
+	for v := range acked {
+		if !deleted[v] && !listed[v] {
+			t.Errorf("version %s was written, never deleted, and is gone", v)
+		}
+		if deleted[v] && listed[v] {
+			t.Errorf("version %s was deleted and is still listed", v)
+		}
+	}
+}
