@@ -374,7 +374,7 @@ func (l *Layer) CompleteMultipartUpload(ctx context.Context, bucket, key, id str
 	if dirKey {
 		err = l.putDirObject(ctx, e, exclusive)
 	} else {
-		vid, err = l.commitObject(ctx, bucket, key, b, e, exclusive)
+		vid, err = l.commitObject(ctx, bucket, key, b, e, exclusive, opts.IfMatch)
 	}
 	if err != nil {
 		if len(packed) != len(chunks) {

@@ -191,18 +191,43 @@ func (l *Layer) removeIfEmpty(ctx context.Context, bucket, key string) {
 	}
 }
 
+// checkIfMatch checks If-Match against the current entry cur of key (found
+// with error err).
+func (l *Layer) checkIfMatch(bucket, key string, cur *filer.Entry, err error, ifMatch string) error {
+	switch {
+	case errors.Is(err, filer.ErrNotFound) || (err == nil && (cur == nil || cur.IsDir() || isDeleteMarker(cur))):
+		return errorf(ErrNoSuchKey, "%q", key)
+	case err != nil:
+		return err
+	case !etagMatches(ifMatch, l.info(bucket, cur).ETag):
+		return errorf(ErrPreconditionFailed, "If-Match")
+	}
+	return nil
+}
+
 // commitObject stores e as the new latest version of key (a file path,
 // not a directory object) according to the state of bucket b, and
 // returns its version id: "" unversioned, "null" suspended, a new id
 // when enabled. The previous latest version is archived when it must be
 // kept, in the same transaction as the write, so that no crash or
 // concurrent reader finds the key without its latest version; exclusive
-// fails with filer.ErrExists when the key has a current object.
-// Unversioned buckets take exactly one filer call.
-func (l *Layer) commitObject(ctx context.Context, bucket, key string, b *filer.Entry, e *filer.Entry, exclusive bool) (string, error) {
+// fails with filer.ErrExists when the key has a current object, and
+// ifMatch ("" none) with ErrPreconditionFailed unless the current object
+// has that ETag, checked in the same transaction (a compare-and-swap).
+func (l *Layer) commitObject(ctx context.Context, bucket, key string, b *filer.Entry, e *filer.Entry, exclusive bool, ifMatch string) (string, error) {
 	state := versioningOf(b)
-	if state == "" {
+	if state == "" && ifMatch == "" {
 		return "", l.ns.CreateEntry(ctx, e, filer.CreateOptions{Exclusive: exclusive})
+	}
+	if state == "" {
+		err := l.ns.Atomically(ctx, func(tx filer.Batch) error {
+			cur, err := tx.Find(e.Path)
+			if err := l.checkIfMatch(bucket, key, cur, err, ifMatch); err != nil {
+				return err
+			}
+			return tx.Create(e, filer.CreateOptions{})
+		})
+		return "", err
 	}
 	if e.Xattrs == nil {
 		e.Xattrs = map[string][]byte{}
@@ -230,6 +255,11 @@ func (l *Layer) commitObject(ctx context.Context, bucket, key string, b *filer.E
 			return fmt.Errorf("%w: %s", filer.ErrIsDir, e.Path)
 		case exclusive && !isDeleteMarker(cur):
 			return fmt.Errorf("%w: %s", filer.ErrExists, e.Path)
+		}
+		if ifMatch != "" {
+			if err := l.checkIfMatch(bucket, key, cur, nil, ifMatch); err != nil {
+				return err
+			}
 		}
 		// A current null version in a suspended bucket is replaced (its
 		// chunks collected); any other current version is kept.

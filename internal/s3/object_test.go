@@ -7,9 +7,12 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -327,5 +330,47 @@ func TestChecksums(t *testing.T) {
 	h, err := e.c.HeadObject(e.ctx, &s3.HeadObjectInput{Bucket: b, Key: aws.String("good"), ChecksumMode: types.ChecksumModeEnabled})
 	if err != nil || aws.ToString(h.ChecksumSHA256) != base64.StdEncoding.EncodeToString(sum[:]) {
 		t.Fatalf("stored checksum %v %v", h.ChecksumSHA256, err)
+	}
+}
+
+// PUT with If-Match is a compare-and-swap: of writers that all read the
+// same ETag, exactly one wins.
+func TestConditionalPutIsAtomic(t *testing.T) {
+	e := startEnv(t, nil)
+	e.mkBucket("cas")
+	for _, versioned := range []bool{false, true} {
+		key := fmt.Sprintf("counter-%v", versioned)
+		if versioned {
+			if _, err := e.c.PutBucketVersioning(e.ctx, &s3.PutBucketVersioningInput{Bucket: aws.String("cas"),
+				VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		first, err := e.c.PutObject(e.ctx, &s3.PutObjectInput{Bucket: aws.String("cas"), Key: aws.String(key), Body: strings.NewReader("0")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wins, refused atomic.Int32
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := e.c.PutObject(e.ctx, &s3.PutObjectInput{Bucket: aws.String("cas"), Key: aws.String(key),
+					Body: strings.NewReader(fmt.Sprint(i + 1)), IfMatch: first.ETag})
+				switch code(err) {
+				case "":
+					wins.Add(1)
+				case "PreconditionFailed":
+					refused.Add(1)
+				default:
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		if wins.Load() != 1 || refused.Load() != 7 {
+			t.Fatalf("versioned %v: %d writers won, %d refused", versioned, wins.Load(), refused.Load())
+		}
 	}
 }
