@@ -374,7 +374,15 @@ func (l *Layer) CompleteMultipartUpload(ctx context.Context, bucket, key, id str
 	if dirKey {
 		err = l.putDirObject(ctx, e, exclusive)
 	} else {
-		vid, err = l.commitObject(ctx, bucket, key, b, e, exclusive, opts.IfMatch)
+		vid, err = l.commitObject(ctx, bucket, key, b, e, commitOptions{exclusive: exclusive, ifMatch: opts.IfMatch,
+			also: func(tx filer.Batch) error {
+				// The upload goes with its completion: a second completion
+				// of it (a retry, or a race) finds nothing to commit.
+				if _, err := tx.Find(up.Path); errors.Is(err, filer.ErrNotFound) {
+					return errorf(ErrNoSuchUpload, "upload %q was completed or aborted", id)
+				}
+				return tx.Delete(up.Path, true)
+			}})
 	}
 	if err != nil {
 		if len(packed) != len(chunks) {
@@ -390,8 +398,10 @@ func (l *Layer) CompleteMultipartUpload(ctx context.Context, bucket, key, id str
 			l.discard(partChunks(pe))
 		}
 	}
-	if err := l.ns.DeleteEntry(ctx, up.Path, true); err != nil {
-		l.log.Warn("objectapi: removing a completed upload", "upload", id, "err", err)
+	if dirKey {
+		if err := l.ns.DeleteEntry(ctx, up.Path, true); err != nil {
+			l.log.Warn("objectapi: removing a completed upload", "upload", id, "err", err)
+		}
 	}
 	e.Mtime = l.now()
 	oi := l.info(bucket, e)

@@ -332,7 +332,7 @@ func (l *Layer) PutObject(ctx context.Context, bucket, key string, r io.Reader, 
 	if dirKey {
 		err = l.putDirObject(ctx, e, exclusive)
 	} else {
-		vid, err = l.commitObject(ctx, bucket, key, b, e, exclusive, opts.IfMatch)
+		vid, err = l.commitObject(ctx, bucket, key, b, e, commitOptions{exclusive: exclusive, ifMatch: opts.IfMatch})
 	}
 	if err != nil {
 		l.discard(u.chunks)

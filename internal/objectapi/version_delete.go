@@ -47,7 +47,7 @@ func (l *Layer) DeleteObjectVersion(ctx context.Context, bucket, key, vid string
 		return res, l.removeObject(ctx, bucket, key)
 	}
 	dm := &filer.Entry{Path: p, Mode: 0o644, Mtime: l.now(), Xattrs: map[string][]byte{xaDeleteMarker: []byte("1")}}
-	res.VersionID, err = l.commitObject(ctx, bucket, key, b, dm, false, "")
+	res.VersionID, err = l.commitObject(ctx, bucket, key, b, dm, commitOptions{})
 	if err != nil {
 		err = nsErr(err, key)
 		if errors.Is(err, ErrKeyConflict) {

@@ -191,6 +191,27 @@ func (l *Layer) removeIfEmpty(ctx context.Context, bucket, key string) {
 	}
 }
 
+// commitOptions are checks and work done in the transaction that commits
+// an object.
+type commitOptions struct {
+	// exclusive fails with filer.ErrExists when the key has a current
+	// object (If-None-Match: *).
+	exclusive bool
+	// ifMatch, when set, fails with ErrPreconditionFailed unless the
+	// current object has that ETag: a compare-and-swap.
+	ifMatch string
+	// also runs in the same transaction (multipart completion removes
+	// its upload there, so that two completions cannot both commit).
+	also func(filer.Batch) error
+}
+
+func (o commitOptions) run(tx filer.Batch) error {
+	if o.also == nil {
+		return nil
+	}
+	return o.also(tx)
+}
+
 // checkIfMatch checks If-Match against the current entry cur of key (found
 // with error err).
 func (l *Layer) checkIfMatch(bucket, key string, cur *filer.Entry, err error, ifMatch string) error {
@@ -210,22 +231,26 @@ func (l *Layer) checkIfMatch(bucket, key string, cur *filer.Entry, err error, if
 // returns its version id: "" unversioned, "null" suspended, a new id
 // when enabled. The previous latest version is archived when it must be
 // kept, in the same transaction as the write, so that no crash or
-// concurrent reader finds the key without its latest version; exclusive
-// fails with filer.ErrExists when the key has a current object, and
-// ifMatch ("" none) with ErrPreconditionFailed unless the current object
-// has that ETag, checked in the same transaction (a compare-and-swap).
-func (l *Layer) commitObject(ctx context.Context, bucket, key string, b *filer.Entry, e *filer.Entry, exclusive bool, ifMatch string) (string, error) {
+// concurrent reader finds the key without its latest version. See
+// commitOptions for the checks made in that transaction.
+func (l *Layer) commitObject(ctx context.Context, bucket, key string, b *filer.Entry, e *filer.Entry, opts commitOptions) (string, error) {
 	state := versioningOf(b)
-	if state == "" && ifMatch == "" {
+	exclusive, ifMatch := opts.exclusive, opts.ifMatch
+	if state == "" && ifMatch == "" && opts.also == nil {
 		return "", l.ns.CreateEntry(ctx, e, filer.CreateOptions{Exclusive: exclusive})
 	}
 	if state == "" {
 		err := l.ns.Atomically(ctx, func(tx filer.Batch) error {
-			cur, err := tx.Find(e.Path)
-			if err := l.checkIfMatch(bucket, key, cur, err, ifMatch); err != nil {
+			if ifMatch != "" {
+				cur, err := tx.Find(e.Path)
+				if err := l.checkIfMatch(bucket, key, cur, err, ifMatch); err != nil {
+					return err
+				}
+			}
+			if err := opts.run(tx); err != nil {
 				return err
 			}
-			return tx.Create(e, filer.CreateOptions{})
+			return tx.Create(e, filer.CreateOptions{Exclusive: exclusive})
 		})
 		return "", err
 	}
@@ -272,6 +297,9 @@ func (l *Layer) commitObject(ctx context.Context, bucket, key string, b *filer.E
 			if err := tx.Delete(oldNull.Path, false); err != nil && !errors.Is(err, filer.ErrNotFound) {
 				return err
 			}
+		}
+		if err := opts.run(tx); err != nil {
+			return err
 		}
 		return tx.Create(e, filer.CreateOptions{})
 	})

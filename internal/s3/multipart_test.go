@@ -10,6 +10,8 @@ import (
 	"io"
 	"math/bits"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -271,4 +273,50 @@ func TestMultipartFullObjectChecksum(t *testing.T) {
 	_, err = e.c.CreateMultipartUpload(e.ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: aws.String("x"),
 		ChecksumAlgorithm: types.ChecksumAlgorithmCrc64nvme, ChecksumType: types.ChecksumTypeComposite})
 	e.wantCode(err, "InvalidRequest")
+}
+
+// Completing one upload several times at once (a client retrying) commits
+// it once: the others find no upload, and no two versions share chunks.
+func TestMultipartCompleteOnce(t *testing.T) {
+	e := startEnv(t, nil)
+	e.mkBucket("mponce")
+	b, k := aws.String("mponce"), aws.String("obj")
+	if _, err := e.c.PutBucketVersioning(e.ctx, &s3.PutBucketVersioningInput{Bucket: b,
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+		t.Fatal(err)
+	}
+	cr, err := e.c.CreateMultipartUpload(e.ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := e.c.UploadPart(e.ctx, &s3.UploadPartInput{Bucket: b, Key: k, UploadId: cr.UploadId, PartNumber: aws.Int32(1), Body: bytes.NewReader(randBytes(1000))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var ok, gone atomic.Int32
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := e.c.CompleteMultipartUpload(e.ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: k, UploadId: cr.UploadId,
+				MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: up.ETag}}}})
+			switch code(err) {
+			case "":
+				ok.Add(1)
+			case "NoSuchUpload":
+				gone.Add(1)
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	out, err := e.c.ListObjectVersions(e.ctx, &s3.ListObjectVersionsInput{Bucket: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok.Load() != 1 || gone.Load() != 5 || len(out.Versions) != 1 {
+		t.Fatalf("%d completions succeeded, %d found no upload, %d versions", ok.Load(), gone.Load(), len(out.Versions))
+	}
 }
