@@ -193,26 +193,61 @@ func (f *Filer) UpdateEntry(ctx context.Context, e *Entry) error {
 	}
 	e.Path = p
 	return f.update(ctx, func(t *txn) error {
-		ne := e.Clone()
 		old, err := t.get(p)
 		if err != nil {
 			return err
 		}
-		if old.Mode.Type() != ne.Mode.Type() {
-			return fmt.Errorf("%w: %s: entry type cannot change", ErrInvalid, p)
-		}
-		ne.Ctime = t.now
-		if ne.Crtime.IsZero() {
-			ne.Crtime = old.Crtime
-		}
-		if err := t.dropUnused(old.Chunks, ne.Chunks); err != nil {
-			return err
-		}
-		if err := t.put(ne); err != nil {
-			return err
-		}
-		return t.log(EventUpdate, old, ne)
+		return t.replace(old, e.Clone())
 	})
+}
+
+// ModifyEntry applies fn to the entry at p as it is now and stores the
+// result, in one transaction. Use it to change attributes of an entry that
+// others may be writing: UpdateEntry stores what the caller read earlier,
+// which would undo a write made in between (and, with its chunks,
+// resurrect blobs already queued for deletion).
+func (f *Filer) ModifyEntry(ctx context.Context, p string, fn func(e *Entry) error) error {
+	p, err := CleanPath(p)
+	if err != nil {
+		return err
+	}
+	if p == "/" {
+		return fmt.Errorf("%w: the root cannot be updated", ErrInvalid)
+	}
+	return f.update(ctx, func(t *txn) error {
+		old, err := t.get(p)
+		if err != nil {
+			return err
+		}
+		ne := old.Clone()
+		if ne.Xattrs == nil {
+			ne.Xattrs = map[string][]byte{}
+		}
+		if err := fn(ne); err != nil {
+			return err
+		}
+		ne.Path = p
+		return t.replace(old, ne)
+	})
+}
+
+// replace stores ne in place of old (same path), collecting old's chunks
+// that ne does not keep.
+func (t *txn) replace(old, ne *Entry) error {
+	if old.Mode.Type() != ne.Mode.Type() {
+		return fmt.Errorf("%w: %s: entry type cannot change", ErrInvalid, ne.Path)
+	}
+	ne.Ctime = t.now
+	if ne.Crtime.IsZero() {
+		ne.Crtime = old.Crtime
+	}
+	if err := t.dropUnused(old.Chunks, ne.Chunks); err != nil {
+		return err
+	}
+	if err := t.put(ne); err != nil {
+		return err
+	}
+	return t.log(EventUpdate, old, ne)
 }
 
 // DeleteEntry removes the entry at p. A non-empty directory needs

@@ -156,19 +156,14 @@ func (l *Layer) DeleteBucket(ctx context.Context, name string) error {
 	return err
 }
 
-// updateBucket applies fn to the bucket's directory entry and stores it.
+// updateBucket applies fn to the bucket's directory entry and stores it,
+// in one transaction (two settings changed at once both stay).
 func (l *Layer) updateBucket(ctx context.Context, name string, fn func(e *filer.Entry) error) error {
 	e, err := l.bucketEntry(ctx, name)
 	if err != nil {
 		return err
 	}
-	if e.Xattrs == nil {
-		e.Xattrs = map[string][]byte{}
-	}
-	if err := fn(e); err != nil {
-		return err
-	}
-	return l.ns.UpdateEntry(ctx, e)
+	return l.ns.ModifyEntry(ctx, e.Path, fn)
 }
 
 // SetBucketACL stores a canned ACL on the bucket.
@@ -216,10 +211,8 @@ func (l *Layer) SetObjectACL(ctx context.Context, bucket, key, vid, acl string) 
 	if err != nil {
 		return err
 	}
-	e = e.Clone()
-	if e.Xattrs == nil {
-		e.Xattrs = map[string][]byte{}
-	}
-	setACL(e, acl)
-	return nsErr(l.ns.UpdateEntry(ctx, e), key)
+	return nsErr(l.ns.ModifyEntry(ctx, e.Path, func(ne *filer.Entry) error {
+		setACL(ne, acl)
+		return nil
+	}), key)
 }

@@ -68,10 +68,14 @@ func (l *Layer) CopyObject(ctx context.Context, srcBucket, srcKey, bucket, key s
 	}
 	if srcBucket == bucket && srcKey == key && opts.SourceVersionID == "" && !l.versioned(ctx, bucket) {
 		// Unversioned: change the metadata in place, no data moves.
-		e := src.Clone()
-		applyMeta(e, md)
-		e.Mtime = l.now()
-		if err := l.ns.UpdateEntry(ctx, e); err != nil {
+		var e *filer.Entry
+		err := l.ns.ModifyEntry(ctx, src.Path, func(ne *filer.Entry) error {
+			applyMeta(ne, md)
+			ne.Mtime = l.now()
+			e = ne
+			return nil
+		})
+		if err != nil {
 			return ObjectInfo{}, nsErr(err, key)
 		}
 		return l.info(bucket, e), nil

@@ -18,6 +18,9 @@ type Namespace interface {
 	ListEntries(ctx context.Context, dir string, opts filer.ListOptions) ([]*filer.Entry, bool, error)
 	CreateEntry(ctx context.Context, e *filer.Entry, opts filer.CreateOptions) error
 	UpdateEntry(ctx context.Context, e *filer.Entry) error
+	// ModifyEntry changes the entry as it is inside one transaction: for
+	// attribute changes to objects that others may be writing.
+	ModifyEntry(ctx context.Context, p string, fn func(e *filer.Entry) error) error
 	DeleteEntry(ctx context.Context, p string, recursive bool) error
 	// Rename moves an entry in one transaction, keeping its chunks;
 	// versioning uses it to archive a replaced version without copying.

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"sort"
 	"unicode/utf8"
+
+	"github.com/kelpfs/kelp/internal/filer"
 )
 
 // Tag is one key/value tag.
@@ -87,15 +89,14 @@ func (l *Layer) PutObjectTagging(ctx context.Context, bucket, key, vid string, t
 	if err != nil {
 		return err
 	}
-	if e.Xattrs == nil {
-		e.Xattrs = map[string][]byte{}
-	}
-	if len(tags) == 0 {
-		delete(e.Xattrs, xaTags)
-	} else {
-		e.Xattrs[xaTags] = []byte(EncodeTags(tags))
-	}
-	return nsErr(l.ns.UpdateEntry(ctx, e), key)
+	return nsErr(l.ns.ModifyEntry(ctx, e.Path, func(ne *filer.Entry) error {
+		if len(tags) == 0 {
+			delete(ne.Xattrs, xaTags)
+		} else {
+			ne.Xattrs[xaTags] = []byte(EncodeTags(tags))
+		}
+		return nil
+	}), key)
 }
 
 // GetBucketTagging returns a bucket's tags; none is ErrNoSuchTagSet.

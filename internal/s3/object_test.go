@@ -374,3 +374,43 @@ func TestConditionalPutIsAtomic(t *testing.T) {
 		}
 	}
 }
+
+// Tagging an object while it is overwritten never brings back the old
+// content (whose chunks the overwrite has already queued for deletion).
+func TestTaggingRacesOverwrite(t *testing.T) {
+	e := startEnv(t, nil)
+	e.mkBucket("tagrace")
+	b, k := aws.String("tagrace"), aws.String("obj")
+	if err := e.put(e.c, "tagrace", "obj", "round -1"); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 30 {
+		want := fmt.Sprintf("round %d", round)
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if err := e.put(e.c, "tagrace", "obj", want); err != nil {
+				t.Error(err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			_, err := e.c.PutObjectTagging(e.ctx, &s3.PutObjectTaggingInput{Bucket: b, Key: k,
+				Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String("round"), Value: aws.String(fmt.Sprint(round))}}}})
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+		wg.Wait()
+		g, err := e.c.GetObject(e.ctx, &s3.GetObjectInput{Bucket: b, Key: k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(g.Body)
+		g.Body.Close()
+		if err != nil || string(got) != want {
+			t.Fatalf("round %d: content %q (%v), want %q", round, got, err, want)
+		}
+	}
+}
