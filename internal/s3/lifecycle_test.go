@@ -134,10 +134,7 @@ func TestLifecycleVersions(t *testing.T) {
 	e := startEnv(t, nil)
 	e.mkBucket("vlife")
 	b := aws.String("vlife")
-	if _, err := e.c.PutBucketVersioning(e.ctx, &s3.PutBucketVersioningInput{Bucket: b,
-		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
-		t.Fatal(err)
-	}
+	e.enableVersioning(*b, types.BucketVersioningStatusEnabled)
 	for i := range 4 {
 		if err := e.put(e.c, "vlife", "doc", strings.Repeat("v", i+1)); err != nil {
 			t.Fatal(err)

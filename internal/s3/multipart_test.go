@@ -281,10 +281,7 @@ func TestMultipartCompleteOnce(t *testing.T) {
 	e := startEnv(t, nil)
 	e.mkBucket("mponce")
 	b, k := aws.String("mponce"), aws.String("obj")
-	if _, err := e.c.PutBucketVersioning(e.ctx, &s3.PutBucketVersioningInput{Bucket: b,
-		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
-		t.Fatal(err)
-	}
+	e.enableVersioning(*b, types.BucketVersioningStatusEnabled)
 	cr, err := e.c.CreateMultipartUpload(e.ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: k})
 	if err != nil {
 		t.Fatal(err)

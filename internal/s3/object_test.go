@@ -341,10 +341,7 @@ func TestConditionalPutIsAtomic(t *testing.T) {
 	for _, versioned := range []bool{false, true} {
 		key := fmt.Sprintf("counter-%v", versioned)
 		if versioned {
-			if _, err := e.c.PutBucketVersioning(e.ctx, &s3.PutBucketVersioningInput{Bucket: aws.String("cas"),
-				VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
-				t.Fatal(err)
-			}
+			e.enableVersioning("cas", types.BucketVersioningStatusEnabled)
 		}
 		first, err := e.c.PutObject(e.ctx, &s3.PutObjectInput{Bucket: aws.String("cas"), Key: aws.String(key), Body: strings.NewReader("0")})
 		if err != nil {

@@ -484,10 +484,7 @@ func TestVersionedConcurrentWrites(t *testing.T) {
 	e := startEnv(t, nil)
 	e.mkBucket("vconc")
 	b := aws.String("vconc")
-	if _, err := e.c.PutBucketVersioning(e.ctx, &s3.PutBucketVersioningInput{Bucket: b,
-		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
-		t.Fatal(err)
-	}
+	e.enableVersioning(*b, types.BucketVersioningStatusEnabled)
 	const writers, each = 8, 5
 	var mu sync.Mutex
 	acked := map[string]bool{}
@@ -563,10 +560,7 @@ func TestVersionDeleteRacesWrites(t *testing.T) {
 	e := startEnv(t, nil)
 	e.mkBucket("vrace")
 	b := aws.String("vrace")
-	if _, err := e.c.PutBucketVersioning(e.ctx, &s3.PutBucketVersioningInput{Bucket: b,
-		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
-		t.Fatal(err)
-	}
+	e.enableVersioning(*b, types.BucketVersioningStatusEnabled)
 	var mu sync.Mutex
 	acked, deleted := map[string]bool{}, map[string]bool{}
 	var wg sync.WaitGroup
