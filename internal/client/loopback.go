@@ -93,10 +93,8 @@ func serveInProcess(h http.Handler, req *http.Request) (*http.Response, error) {
 	if n, err := strconv.ParseInt(w.sent.Get("Content-Length"), 10, 64); err == nil && n >= 0 {
 		resp.ContentLength = n
 	}
-	if w.head || w.code == http.StatusNoContent || w.code == http.StatusNotModified {
-		if w.code != http.StatusOK {
-			resp.ContentLength = 0
-		}
+	if w.code == http.StatusNoContent || w.code == http.StatusNotModified {
+		resp.ContentLength = 0 // no body, whatever the headers say
 	}
 	return resp, nil
 }
