@@ -136,6 +136,19 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, p string) {
 		}
 		writeJSON(w, http.StatusOK, entryJSON(e, false))
 		return
+	case op == "truncate":
+		size, err := strconv.ParseInt(q.Get("size"), 10, 64)
+		if err != nil || size < 0 {
+			s.writeError(w, r, fmt.Errorf("%w: truncate needs ?size=N (bytes, 0 or more)", errBadRequest))
+			return
+		}
+		e, err := s.filer.Truncate(ctx, p, size)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, entryJSON(e, false))
+		return
 	case op != "" && op != "append" && op != "write":
 		s.writeError(w, r, fmt.Errorf("%w: unknown op %q", errBadRequest, op))
 		return

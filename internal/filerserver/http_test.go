@@ -214,7 +214,7 @@ func TestHTTPRandomRequestsNeverFail500(t *testing.T) {
 	paths := []string{"/", "/keep", "/keep/", "/keep/file.txt", "/keep/file.txt/under", "/a/b/c", "/%2e%2e/x", "/a//b",
 		"/" + strings.Repeat("n", 300), "/keep/file.txt/", "/new"}
 	queries := []string{"", "op=mkdir", "op=rename", "op=rename&from=/keep/file.txt", "op=rename&from=/", "op=rename&from=/keep",
-		"op=append", "op=bogus", "offset=-1", "offset=abc", "offset=99999999999", "recursive=true", "recursive=maybe",
+		"op=append", "op=bogus", "op=truncate&size=5", "op=truncate&size=-2", "op=truncate", "offset=-1", "offset=abc", "offset=99999999999", "recursive=true", "recursive=maybe",
 		"limit=-3", "limit=abc", "lastFileName=%00", "mode=999999", "mode=-1", "mode=abc"}
 	headers := [][]string{nil, {"Range", "bytes=5-1"}, {"Range", "bytes=x"}, {"Accept", "application/json"},
 		{"Content-Type", "multipart/form-data; boundary=zz"}, {"Content-Type", "multipart/form-data"},
@@ -244,4 +244,25 @@ func TestHTTPRandomRequestsNeverFail500(t *testing.T) {
 			t.Errorf("request %d: %s %s %v: %d %.300s", i, method, path, hdr, resp.StatusCode, out)
 		}
 	}
+}
+
+func TestHTTPTruncate(t *testing.T) {
+	_, base := startFake(t, 1<<10)
+	resp, body := do(t, "PUT", base+"/t.bin", strings.NewReader(strings.Repeat("a", 3000)))
+	want(t, resp, body, http.StatusCreated)
+	resp, body = do(t, "POST", base+"/t.bin?op=truncate&size=1200", nil)
+	want(t, resp, body, http.StatusOK)
+	resp, body = do(t, "POST", base+"/t.bin?op=truncate&size=1500", nil)
+	want(t, resp, body, http.StatusOK)
+	resp, body = do(t, "GET", base+"/t.bin", nil)
+	want(t, resp, body, http.StatusOK)
+	if string(body) != strings.Repeat("a", 1200)+string(make([]byte, 300)) {
+		t.Fatalf("after truncating: %d bytes", len(body))
+	}
+	for _, q := range []string{"op=truncate", "op=truncate&size=-1", "op=truncate&size=x"} {
+		resp, body = do(t, "POST", base+"/t.bin?"+q, nil)
+		want(t, resp, body, http.StatusBadRequest)
+	}
+	resp, body = do(t, "POST", base+"/nothing?op=truncate&size=1", nil)
+	want(t, resp, body, http.StatusNotFound)
 }
