@@ -230,9 +230,11 @@ func (s *Server) deleteBucketLifecycle(rq *request) error {
 	return nil
 }
 
-// lifecycleLoop applies the buckets' lifecycle rules every interval.
+// lifecycleLoop applies the buckets' lifecycle rules a minute after the
+// start (a gateway restarted more often than every interval still applies
+// them) and then every interval.
 func (s *Server) lifecycleLoop(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
+	t := time.NewTimer(min(time.Minute, every))
 	defer t.Stop()
 	for {
 		select {
@@ -240,6 +242,7 @@ func (s *Server) lifecycleLoop(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
+		t.Reset(every)
 		st, err := s.layer.ApplyLifecycle(ctx, time.Now())
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("s3: applying lifecycle rules", "err", err)
