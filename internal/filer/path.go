@@ -5,8 +5,10 @@ import (
 	"strings"
 )
 
-// MaxNameLen bounds one path component, as on most POSIX file systems.
-const MaxNameLen = 255
+// MaxNameLen bounds one path component. It is S3's key limit, not POSIX's
+// NAME_MAX (255): an S3 key without '/' is one name. POSIX views (FUSE,
+// WebDAV) refuse longer names themselves.
+const MaxNameLen = 1024
 
 // MaxPathLen bounds a whole path so that its key ("d" + path + 0x00) fits
 // store.MaxKeySize with room to spare.

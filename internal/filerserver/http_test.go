@@ -152,7 +152,7 @@ func TestHTTPDirectoriesListingDelete(t *testing.T) {
 
 func TestHTTPBadInput(t *testing.T) {
 	_, base := startFake(t, 0)
-	for _, p := range []string{"/a/../b", "/a/./b", "/a%00b", "/" + strings.Repeat("n", 256)} {
+	for _, p := range []string{"/a/../b", "/a/./b", "/a%00b", "/" + strings.Repeat("n", 1025)} {
 		resp, body := do(t, "PUT", base+p, strings.NewReader("x"))
 		want(t, resp, body, 400)
 		if !strings.Contains(string(body), "invalid path") {

@@ -152,7 +152,7 @@ func TestTrickyKeysAndDirectoryObjects(t *testing.T) {
 	b := aws.String("keys")
 	long := strings.Repeat("long-component/", 60) + "end"
 	keys := []string{"with space", "plus+sign", "100%25 literal%", "ünïcødé/日本語", "a=b&c?d#e", "emoji 🐟", "tab\tand~tilde",
-		"dir/", "dir/sub/", "dir/sub/file", long, "empty"}
+		"dir/", "dir/sub/", "dir/sub/file", long, strings.Repeat("n", 1024), "empty"}
 	for _, k := range keys {
 		body := []byte("content of " + k)
 		if k == "empty" || strings.HasSuffix(k, "/") {
