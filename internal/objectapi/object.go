@@ -41,9 +41,10 @@ type ObjectInfo struct {
 	// call knew the bucket to be versioned (then "null"), so that the
 	// gateway sends x-amz-version-id only for versioned buckets.
 	VersionID    string
-	IsLatest     bool   // set by ListObjectVersions
-	DeleteMarker bool   // set by ListObjectVersions
-	ACL          string // canned ACL, "private" when none was set
+	IsLatest     bool    // set by ListObjectVersions
+	DeleteMarker bool    // set by ListObjectVersions
+	ACL          string  // canned ACL, "private" when none was set
+	PartSizes    []int64 // sizes of a multipart object's parts, nil otherwise
 
 	entry *filer.Entry
 }
@@ -102,6 +103,7 @@ func (l *Layer) info(bucket string, e *filer.Entry) ObjectInfo {
 		}
 	}
 	oi.Checksum = decodeChecksum(e.Xattrs[xaChecksum])
+	oi.PartSizes = partSizes(e)
 	oi.ACL = ACLPrivate
 	if acl := e.Xattrs[xaACL]; len(acl) > 0 {
 		oi.ACL = string(acl)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/bits"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -316,4 +317,54 @@ func TestMultipartCompleteOnce(t *testing.T) {
 	if ok.Load() != 1 || gone.Load() != 5 || len(out.Versions) != 1 {
 		t.Fatalf("%d completions succeeded, %d found no upload, %d versions", ok.Load(), gone.Load(), len(out.Versions))
 	}
+}
+
+func TestGetObjectAttributes(t *testing.T) {
+	e := startEnv(t, nil)
+	e.mkBucket("attrs")
+	b, k := aws.String("attrs"), aws.String("mp")
+	cr, err := e.c.CreateMultipartUpload(e.ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: k, ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes := []int{110 << 10, 120 << 10, 5}
+	var done []types.CompletedPart
+	for i, n := range sizes {
+		up, err := e.c.UploadPart(e.ctx, &s3.UploadPartInput{Bucket: b, Key: k, UploadId: cr.UploadId, PartNumber: aws.Int32(int32(i + 1)),
+			Body: bytes.NewReader(randBytes(n)), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done = append(done, types.CompletedPart{PartNumber: aws.Int32(int32(i + 1)), ETag: up.ETag, ChecksumCRC32C: up.ChecksumCRC32C})
+	}
+	c, err := e.c.CompleteMultipartUpload(e.ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: k, UploadId: cr.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: done}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.c.GetObjectAttributes(e.ctx, &s3.GetObjectAttributesInput{Bucket: b, Key: k, MaxParts: aws.Int32(2),
+		ObjectAttributes: []types.ObjectAttributes{types.ObjectAttributesEtag, types.ObjectAttributesChecksum,
+			types.ObjectAttributesObjectParts, types.ObjectAttributesObjectSize, types.ObjectAttributesStorageClass}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := int64(sizes[0] + sizes[1] + sizes[2])
+	if strings.Trim(aws.ToString(out.ETag), `"`) != strings.Trim(aws.ToString(c.ETag), `"`) || aws.ToInt64(out.ObjectSize) != total ||
+		out.StorageClass != types.StorageClassStandard || out.Checksum == nil || aws.ToString(out.Checksum.ChecksumCRC32C) == "" ||
+		out.ObjectParts == nil || aws.ToInt32(out.ObjectParts.TotalPartsCount) != 3 || len(out.ObjectParts.Parts) != 2 ||
+		!aws.ToBool(out.ObjectParts.IsTruncated) || aws.ToInt64(out.ObjectParts.Parts[1].Size) != int64(sizes[1]) {
+		t.Fatalf("attributes: %+v", out)
+	}
+	out, err = e.c.GetObjectAttributes(e.ctx, &s3.GetObjectAttributesInput{Bucket: b, Key: k, PartNumberMarker: out.ObjectParts.NextPartNumberMarker,
+		ObjectAttributes: []types.ObjectAttributes{types.ObjectAttributesObjectParts}})
+	if err != nil || len(out.ObjectParts.Parts) != 1 || aws.ToInt32(out.ObjectParts.Parts[0].PartNumber) != 3 || out.ETag != nil {
+		t.Fatalf("second page: %+v %v", out, err)
+	}
+	resp, body := e.raw("GET", "/attrs/mp?attributes", nil, map[string]string{"x-amz-object-attributes": "Colour"})
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "InvalidArgument") {
+		t.Fatalf("unknown attribute: %d %s", resp.StatusCode, body)
+	}
+	_, err = e.c.GetObjectAttributes(e.ctx, &s3.GetObjectAttributesInput{Bucket: b, Key: aws.String("missing"),
+		ObjectAttributes: []types.ObjectAttributes{types.ObjectAttributesEtag}})
+	e.wantCode(err, "NoSuchKey")
 }

@@ -196,10 +196,16 @@ func setVersionID(h http.Header, vid string) {
 }
 
 type copyObjectResult struct {
-	XMLName           xml.Name `xml:"CopyObjectResult"`
-	Xmlns             string   `xml:"xmlns,attr"`
-	LastModified      string
-	ETag              string
+	XMLName      xml.Name `xml:"CopyObjectResult"`
+	Xmlns        string   `xml:"xmlns,attr"`
+	LastModified string
+	ETag         string
+	checksumFields
+}
+
+// checksumFields are an object's checksum as S3 documents carry it: one
+// element named after the algorithm.
+type checksumFields struct {
 	ChecksumCRC32     string `xml:",omitempty"`
 	ChecksumCRC32C    string `xml:",omitempty"`
 	ChecksumCRC64NVME string `xml:",omitempty"`
@@ -207,7 +213,7 @@ type copyObjectResult struct {
 	ChecksumSHA256    string `xml:",omitempty"`
 }
 
-func (c *copyObjectResult) setChecksum(cs objectapi.Checksum) {
+func (c *checksumFields) setChecksum(cs objectapi.Checksum) {
 	switch cs.Algorithm {
 	case objectapi.ChecksumCRC32:
 		c.ChecksumCRC32 = cs.Value

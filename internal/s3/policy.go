@@ -60,6 +60,7 @@ var policyActions = map[string]string{
 	"ListMultipartUploads":    "s3:ListBucketMultipartUploads",
 	"ListParts":               "s3:ListMultipartUploadParts",
 	"HeadObject":              "s3:GetObject",
+	"GetObjectAttributes":     "s3:GetObjectAttributes",
 	"CopyObject":              "s3:PutObject",
 	"UploadPart":              "s3:PutObject",
 	"UploadPartCopy":          "s3:PutObject",

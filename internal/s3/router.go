@@ -279,7 +279,9 @@ func routeObject(rq *request, m string, q url.Values) (*operation, error) {
 			return &operation{name: "GetObjectTagging", action: ActionTagging, fn: (*Server).getObjectTagging}, nil
 		case has(q, "acl"):
 			return &operation{name: "GetObjectAcl", action: ActionRead, fn: (*Server).getObjectACL}, nil
-		case has(q, "attributes"), has(q, "retention"), has(q, "legal-hold"), has(q, "torrent"):
+		case has(q, "attributes"):
+			return &operation{name: "GetObjectAttributes", action: ActionRead, fn: (*Server).getObjectAttributes}, nil
+		case has(q, "retention"), has(q, "legal-hold"), has(q, "torrent"):
 			return &operation{name: "GetObjectConfiguration", action: ActionRead, fn: fail(errNotImplemented)}, nil
 		}
 		return &operation{name: "GetObject", action: ActionRead, fn: (*Server).getObject}, nil
