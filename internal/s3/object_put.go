@@ -49,6 +49,9 @@ func metadata(r *http.Request) (objectapi.Metadata, error) {
 		}
 		md.ACL = acl
 	}
+	if err := checkEncryption(r.Header); err != nil {
+		return md, err
+	}
 	for k := range r.Header {
 		if strings.HasPrefix(strings.ToLower(k), "x-amz-grant-") {
 			return md, &apiError{Code: "NotImplemented", Status: http.StatusNotImplemented,
@@ -62,6 +65,30 @@ func metadata(r *http.Request) (objectapi.Metadata, error) {
 		md.Tags = t
 	}
 	return md, nil
+}
+
+// checkEncryption refuses server-side encryption Kelp cannot honour:
+// customer keys (SSE-C) and KMS keys. Storing such an object in the clear
+// while the client believes it encrypted, or serving it without the key,
+// would be the worst surprise. AES256 (SSE-S3, keys managed by the store)
+// is accepted: the data sits on the operator's own disks, whose encryption
+// (dm-crypt, self-encrypting drives) is the operator's; the response does
+// not claim it.
+func checkEncryption(h http.Header) error {
+	if h.Get("x-amz-server-side-encryption-customer-algorithm") != "" || h.Get("x-amz-copy-source-server-side-encryption-customer-algorithm") != "" {
+		return &apiError{Code: "NotImplemented", Status: http.StatusNotImplemented,
+			Message: "Server-side encryption with customer-provided keys (SSE-C) is not supported"}
+	}
+	switch v := h.Get("x-amz-server-side-encryption"); v {
+	case "", "AES256":
+		return nil
+	case "aws:kms", "aws:kms:dsse":
+		return &apiError{Code: "NotImplemented", Status: http.StatusNotImplemented,
+			Message: "Server-side encryption with KMS keys is not supported"}
+	default:
+		return &apiError{Code: "InvalidArgument", Status: http.StatusBadRequest,
+			Message: "The encryption method specified is not supported: " + v}
+	}
 }
 
 // contentMD5 decodes Content-MD5; nil when absent.

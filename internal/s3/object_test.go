@@ -411,3 +411,21 @@ func TestTaggingRacesOverwrite(t *testing.T) {
 		}
 	}
 }
+
+// Encryption Kelp cannot honour is refused, never silently skipped.
+func TestServerSideEncryptionHeaders(t *testing.T) {
+	e := startEnv(t, nil)
+	e.mkBucket("sse")
+	for hdr, want := range map[string]int{
+		"x-amz-server-side-encryption: AES256":                    200,
+		"x-amz-server-side-encryption: aws:kms":                   501,
+		"x-amz-server-side-encryption: rot13":                     400,
+		"x-amz-server-side-encryption-customer-algorithm: AES256": 501,
+	} {
+		k, v, _ := strings.Cut(hdr, ": ")
+		resp, body := e.raw("PUT", "/sse/obj", []byte("x"), map[string]string{k: v})
+		if resp.StatusCode != want {
+			t.Errorf("%s: %d %s", hdr, resp.StatusCode, body)
+		}
+	}
+}
