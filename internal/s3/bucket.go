@@ -4,20 +4,25 @@ import (
 	"encoding/xml"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/kelpfs/kelp/internal/objectapi"
 )
 
 type listAllMyBucketsResult struct {
-	XMLName xml.Name `xml:"ListAllMyBucketsResult"`
-	Xmlns   string   `xml:"xmlns,attr"`
-	Owner   owner
-	Buckets []bucketXML `xml:"Buckets>Bucket"`
+	XMLName           xml.Name `xml:"ListAllMyBucketsResult"`
+	Xmlns             string   `xml:"xmlns,attr"`
+	Owner             owner
+	Buckets           []bucketXML `xml:"Buckets>Bucket"`
+	ContinuationToken string      `xml:",omitempty"`
+	Prefix            string      `xml:",omitempty"`
 }
 
 type bucketXML struct {
 	Name         string
 	CreationDate string
+	BucketRegion string `xml:",omitempty"`
 }
 
 func (rq *request) owner() owner {
@@ -27,17 +32,33 @@ func (rq *request) owner() owner {
 	return owner{ID: rq.id.Name, DisplayName: rq.id.Name}
 }
 
+// listBuckets lists the buckets the identity may use, in name order,
+// optionally by prefix and in pages (max-buckets, continuation-token: the
+// last name of the previous page).
 func (s *Server) listBuckets(rq *request) error {
+	maxBuckets := 10000
+	if v := rq.q.Get("max-buckets"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10000 {
+			return &apiError{Code: "InvalidArgument", Status: http.StatusBadRequest, Message: "max-buckets must be an integer from 1 to 10000"}
+		}
+		maxBuckets = n
+	}
+	prefix, after := rq.q.Get("prefix"), rq.q.Get("continuation-token")
 	bs, err := s.layer.ListBuckets(rq.ctx)
 	if err != nil {
 		return err
 	}
-	out := listAllMyBucketsResult{Xmlns: s3NS, Owner: rq.owner(), Buckets: []bucketXML{}}
+	out := listAllMyBucketsResult{Xmlns: s3NS, Owner: rq.owner(), Buckets: []bucketXML{}, Prefix: prefix}
 	for _, b := range bs {
-		if rq.id != nil && !rq.id.anyOn(b.Name) {
+		if (rq.id != nil && !rq.id.anyOn(b.Name)) || !strings.HasPrefix(b.Name, prefix) || b.Name <= after {
 			continue
 		}
-		out.Buckets = append(out.Buckets, bucketXML{Name: b.Name, CreationDate: isoTime(b.Created)})
+		if len(out.Buckets) == maxBuckets {
+			out.ContinuationToken = out.Buckets[len(out.Buckets)-1].Name
+			break
+		}
+		out.Buckets = append(out.Buckets, bucketXML{Name: b.Name, CreationDate: isoTime(b.Created), BucketRegion: s.cfg.Region})
 	}
 	writeXML(rq.w, http.StatusOK, out)
 	return nil

@@ -195,3 +195,34 @@ func TestTaggingAndCORS(t *testing.T) {
 		t.Fatalf("preflight after delete: %d", r.StatusCode)
 	}
 }
+
+// ListBuckets by prefix and in pages, as the current SDKs and CLI ask.
+func TestListBucketsPages(t *testing.T) {
+	e := startEnv(t, nil)
+	for _, b := range []string{"logs-a", "logs-b", "logs-c", "media"} {
+		e.mkBucket(b)
+	}
+	var names []string
+	p := s3.NewListBucketsPaginator(e.c, &s3.ListBucketsInput{Prefix: aws.String("logs-"), MaxBuckets: aws.Int32(2)})
+	pages := 0
+	for p.HasMorePages() {
+		page, err := p.NextPage(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, b := range page.Buckets {
+			names = append(names, aws.ToString(b.Name))
+		}
+	}
+	if !slices.Equal(names, []string{"logs-a", "logs-b", "logs-c"}) || pages != 2 {
+		t.Fatalf("%d pages: %v", pages, names)
+	}
+	_, err := e.c.ListBuckets(e.ctx, &s3.ListBucketsInput{MaxBuckets: aws.Int32(0)})
+	if err == nil {
+		resp, body := e.raw("GET", "/?max-buckets=0", nil, nil)
+		if resp.StatusCode != 400 {
+			t.Fatalf("max-buckets=0: %d %s", resp.StatusCode, body)
+		}
+	}
+}
