@@ -136,6 +136,21 @@ func validLiteral(val []byte) bool {
 	return ok
 }
 
+// scanFields scans a flat object with set, which stores one member and
+// reports whether its value had the expected type. It reports false (the
+// caller then falls back to encoding/json) for anything scanFlat cannot
+// read, a non-string value that is not a JSON literal, or a value set
+// refused.
+func scanFields(data []byte, set func(key, val []byte, isString bool) bool) bool {
+	good := true
+	ok := scanFlat(data, func(key, val []byte, isString bool) {
+		if good && ((!isString && !validLiteral(val)) || !set(key, val, isString)) {
+			good = false
+		}
+	})
+	return ok && good
+}
+
 // assignAnswer is the master's /dir/assign answer.
 type assignAnswer struct {
 	FID       string `json:"fid"`
@@ -146,27 +161,26 @@ type assignAnswer struct {
 }
 
 func decodeAssignAnswer(data []byte, a *assignAnswer) error {
-	bad := false
-	ok := scanFlat(data, func(key, val []byte, isString bool) {
-		if !isString && !validLiteral(val) {
-			bad = true
-			return
-		}
+	ok := scanFields(data, func(key, val []byte, isString bool) bool {
 		switch string(key) {
 		case "fid":
-			a.FID, bad = string(val), bad || !isString
+			a.FID = string(val)
 		case "url":
-			a.URL, bad = string(val), bad || !isString
+			a.URL = string(val)
 		case "publicUrl":
-			a.PublicURL, bad = string(val), bad || !isString
+			a.PublicURL = string(val)
 		case "error":
-			a.Error, bad = string(val), bad || !isString
+			a.Error = string(val)
 		case "count":
 			n, err := strconv.ParseUint(string(val), 10, 64)
-			a.Count, bad = n, bad || isString || err != nil
+			a.Count = n
+			return !isString && err == nil
+		default:
+			return true
 		}
+		return isString
 	})
-	if ok && !bad {
+	if ok {
 		return nil
 	}
 	*a = assignAnswer{}
@@ -182,25 +196,24 @@ type uploadAnswer struct {
 }
 
 func decodeUploadAnswer(data []byte, a *uploadAnswer) error {
-	bad := false
-	ok := scanFlat(data, func(key, val []byte, isString bool) {
-		if !isString && !validLiteral(val) {
-			bad = true
-			return
-		}
+	ok := scanFields(data, func(key, val []byte, isString bool) bool {
 		switch string(key) {
 		case "name":
-			a.Name, bad = string(val), bad || !isString
+			a.Name = string(val)
 		case "eTag":
-			a.ETag, bad = string(val), bad || !isString
+			a.ETag = string(val)
 		case "error":
-			a.Error, bad = string(val), bad || !isString
+			a.Error = string(val)
 		case "size":
 			n, err := strconv.ParseInt(string(val), 10, 64)
-			a.Size, bad = n, bad || isString || err != nil
+			a.Size = n
+			return !isString && err == nil
+		default:
+			return true
 		}
+		return isString
 	})
-	if ok && !bad {
+	if ok {
 		return nil
 	}
 	*a = uploadAnswer{}
