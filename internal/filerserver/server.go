@@ -204,9 +204,7 @@ func (s *Server) Run(ctx context.Context) error {
 // store (unless it was given in Config.MetaStore). Idempotent.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.httpSrv.Shutdown(ctx)
+		s.httpSrv.Stop(5 * time.Second)
 		s.grpcSrv.Stop()
 		s.filer.Close()
 		s.closeErr = s.closeStore()

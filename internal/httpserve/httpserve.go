@@ -51,6 +51,14 @@ func (s *Server) track(c net.Conn, st http.ConnState) {
 	}
 }
 
+// Stop is Shutdown with requests in progress given grace to finish, the
+// way every service stops.
+func (s *Server) Stop(grace time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	return s.Shutdown(ctx)
+}
+
 // Shutdown stops accepting, closes the connections that never sent a
 // request, waits for requests in progress until ctx ends, and then closes
 // what is left.

@@ -245,9 +245,7 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		err := s.httpSrv.Shutdown(sctx)
+		err := s.httpSrv.Stop(2 * time.Second)
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}

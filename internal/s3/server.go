@@ -169,9 +169,7 @@ func (s *Server) Run(ctx context.Context) error {
 // Close stops serving. Idempotent.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.srv.Shutdown(ctx)
+		s.srv.Stop(5 * time.Second)
 	})
 	return s.closeErr
 }

@@ -185,9 +185,7 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.httpSrv.Shutdown(ctx)
+		s.httpSrv.Stop(5 * time.Second)
 		s.grpcSrv.Stop()
 		s.conns.closeAll()
 		err = s.store.Close()
