@@ -2,7 +2,6 @@ package master
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -19,26 +18,15 @@ import (
 // allocateTimeout bounds one AllocateVolume call.
 const allocateTimeout = 30 * time.Second
 
-// volumeClients caches one gRPC connection per volume server.
-type volumeClients struct {
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
-}
+// volumeClients calls the volume servers' admin API over one gRPC
+// connection each.
+type volumeClients struct{ pb.ConnPool }
 
 func (c *volumeClients) conn(addr string) (*grpc.ClientConn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cc := c.conns[addr]; cc != nil {
-		return cc, nil
-	}
-	cc, err := grpc.NewClient(addr, pb.DialOptions()...)
+	cc, err := c.Get(addr)
 	if err != nil {
 		return nil, fmt.Errorf("master: dial volume server %s: %w", addr, err)
 	}
-	if c.conns == nil {
-		c.conns = map[string]*grpc.ClientConn{}
-	}
-	c.conns[addr] = cc
 	return cc, nil
 }
 
@@ -80,17 +68,6 @@ func (c *volumeClients) allocate(ctx context.Context, loc topology.Location, vid
 		return topology.NewCopy{}, fmt.Errorf("allocate on %s: %w", loc.URL, err)
 	}
 	return topology.NewCopy{URL: loc.URL, HeartbeatSequence: resp.GetHeartbeatSequence()}, nil
-}
-
-func (c *volumeClients) close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var errs []error
-	for _, cc := range c.conns {
-		errs = append(errs, cc.Close())
-	}
-	c.conns = nil
-	return errors.Join(errs...)
 }
 
 // streamRegistry remembers which heartbeat stream is a node's current one, so

@@ -2,12 +2,10 @@ package master
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -154,41 +152,18 @@ func forward[Req, Resp any](s *Server, ctx context.Context, req Req,
 	return resp, true, err
 }
 
-// masterClients caches one gRPC connection per other master, keyed by HTTP
-// address (the gRPC port is derived the usual way).
-type masterClients struct {
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
-}
+// masterClients calls the other masters over one gRPC connection each,
+// keyed by gRPC address (derived from the HTTP one the usual way).
+type masterClients struct{ pb.ConnPool }
 
 func (c *masterClients) conn(httpAddr string) (*grpc.ClientConn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cc := c.conns[httpAddr]; cc != nil {
-		return cc, nil
-	}
 	addr, err := pb.GRPCAddress(httpAddr)
 	if err != nil {
 		return nil, fmt.Errorf("master: master address %q: %w", httpAddr, err)
 	}
-	cc, err := grpc.NewClient(addr, pb.DialOptions()...)
+	cc, err := c.Get(addr)
 	if err != nil {
 		return nil, fmt.Errorf("master: dial master %s: %w", addr, err)
 	}
-	if c.conns == nil {
-		c.conns = map[string]*grpc.ClientConn{}
-	}
-	c.conns[httpAddr] = cc
 	return cc, nil
-}
-
-func (c *masterClients) close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var errs []error
-	for _, cc := range c.conns {
-		errs = append(errs, cc.Close())
-	}
-	c.conns = nil
-	return errors.Join(errs...)
 }

@@ -253,7 +253,7 @@ func (s *Server) Close() error {
 		s.grpcSrv.Stop()
 		s.closeListeners()
 		s.wg.Wait()
-		s.closeErr = errors.Join(err, s.volumeClients.close(), s.masterClients.close(), s.cons.Close())
+		s.closeErr = errors.Join(err, s.volumeClients.Close(), s.masterClients.Close(), s.cons.Close())
 	})
 	return s.closeErr
 }

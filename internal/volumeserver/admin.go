@@ -150,7 +150,7 @@ func (a *adminServer) CopyVolume(req *volumepb.CopyVolumeRequest, stream volumep
 	if _, ok := a.s.store.Volume(req.VolumeId); ok {
 		return status.Errorf(codes.AlreadyExists, "volume %d already exists on %s", req.VolumeId, a.s.URL())
 	}
-	conn, err := a.s.grpcConn(req.SourceGrpcAddr)
+	conn, err := a.s.conns.Get(req.SourceGrpcAddr)
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "source %q: %v", req.SourceGrpcAddr, err)
 	}

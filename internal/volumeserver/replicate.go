@@ -180,7 +180,7 @@ func (s *Server) reportFailure(vid uint32, failed *errReplica) {
 	if err != nil {
 		return
 	}
-	conn, err := s.grpcConn(addr)
+	conn, err := s.conns.Get(addr)
 	if err != nil {
 		return
 	}

@@ -63,7 +63,7 @@ type Server struct {
 
 	client *client.Client // locates the other copies of replicated volumes
 	http   *http.Client   // forwards replicated writes
-	conns  grpcConns
+	conns  pb.ConnPool    // admin connections to other volume servers
 
 	mu        sync.Mutex
 	master    string // master currently holding the heartbeat stream
@@ -187,7 +187,7 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.httpSrv.Stop(5 * time.Second)
 		s.grpcSrv.Stop()
-		s.conns.closeAll()
+		s.conns.Close()
 		err = s.store.Close()
 	})
 	return err
@@ -197,38 +197,5 @@ func (s *Server) notifyChange() {
 	select {
 	case s.changed <- struct{}{}:
 	default:
-	}
-}
-
-// grpcConns caches one client connection per address.
-type grpcConns struct {
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
-}
-
-func (s *Server) grpcConn(addr string) (*grpc.ClientConn, error) {
-	c := &s.conns
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if conn, ok := c.conns[addr]; ok {
-		return conn, nil
-	}
-	conn, err := grpc.NewClient(addr, pb.DialOptions()...)
-	if err != nil {
-		return nil, err
-	}
-	if c.conns == nil {
-		c.conns = map[string]*grpc.ClientConn{}
-	}
-	c.conns[addr] = conn
-	return conn, nil
-}
-
-func (c *grpcConns) closeAll() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for addr, conn := range c.conns {
-		conn.Close()
-		delete(c.conns, addr)
 	}
 }
