@@ -227,6 +227,17 @@ func (p *Policy) AllowsAction(principals []string, action string, ctx ConditionV
 	return false
 }
 
+// Conditional reports whether any statement has a Condition, that is,
+// whether Evaluate needs the request's condition values at all.
+func (p *Policy) Conditional() bool {
+	for i := range p.Statements {
+		if len(p.Statements[i].conditions) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (st *PolicyStatement) conditionsHold(ctx ConditionValues) bool {
 	for i := range st.conditions {
 		if !st.conditions[i].holds(ctx) {

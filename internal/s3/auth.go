@@ -242,7 +242,10 @@ func (s *Server) authorize(rq *request, op string, action Action, bucket, key st
 	var allow, deny bool
 	if a.policy != nil {
 		principals := rq.principals()
-		ctx := rq.conditionValues()
+		var ctx objectapi.ConditionValues
+		if a.policy.Conditional() {
+			ctx = rq.conditionValues()
+		}
 		pa := policyAction(op, key != "" && rq.q.Get("versionId") != "")
 		if op == "DeleteObjects" {
 			// The keys are in the body: deleteObjects checks each one
