@@ -112,6 +112,8 @@ type Topology struct {
 	volumes   map[uint32]*volumeEntry
 	layouts   map[LayoutKey]*layout
 	failures  map[uint32]failure
+	// unreachable are live nodes the master cannot reach (see SetReachable).
+	unreachable map[string]unreachableMark
 }
 
 type node struct {
@@ -176,13 +178,14 @@ func New(opts Options) *Topology {
 		opts.FailureCooldown = DefaultFailureCooldown
 	}
 	return &Topology{
-		intn:      opts.Intn,
-		cooldown:  opts.FailureCooldown,
-		failures:  map[uint32]failure{},
-		sizeLimit: opts.VolumeSizeLimit,
-		nodes:     map[string]*node{},
-		volumes:   map[uint32]*volumeEntry{},
-		layouts:   map[LayoutKey]*layout{},
+		intn:        opts.Intn,
+		cooldown:    opts.FailureCooldown,
+		failures:    map[uint32]failure{},
+		unreachable: map[string]unreachableMark{},
+		sizeLimit:   opts.VolumeSizeLimit,
+		nodes:       map[string]*node{},
+		volumes:     map[uint32]*volumeEntry{},
+		layouts:     map[LayoutKey]*layout{},
 	}
 }
 
@@ -306,6 +309,8 @@ func (t *Topology) removeLocked(url string) bool {
 	affected := map[LayoutKey]bool{}
 	t.detach(n, affected)
 	delete(t.nodes, url)
+	// A node that comes back is probed afresh.
+	delete(t.unreachable, url)
 	for k := range affected {
 		t.refreshLayout(k)
 	}
