@@ -212,14 +212,17 @@ func (s *Server) allocate(ctx context.Context, vid uint32, key topology.LayoutKe
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		err = fmt.Errorf("volume %d on %s: %w", vid, strings.Join(p.URLs(), ","), err)
-		var made []topology.Location
+		var made, maybe []topology.Location
 		for i, e := range errs {
-			if mayExist(e) {
+			switch {
+			case e == nil:
 				made = append(made, p.Locations[i])
+			case mayExist(e):
+				maybe = append(maybe, p.Locations[i])
 			}
 		}
-		if len(made) > 0 {
-			s.rollBack(ctx, vid, made, err)
+		if len(made)+len(maybe) > 0 {
+			s.rollBack(ctx, vid, made, maybe, err)
 		}
 		return err
 	}

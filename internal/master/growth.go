@@ -59,8 +59,8 @@ func (b *growthBackoff) check(name string, now time.Time) error {
 	if !ok || !now.Before(st.until) {
 		return nil
 	}
-	return fmt.Errorf("%w: %s failed %d times in a row; next try in %v; last failure: %w",
-		ErrGrowthFailed, name, st.failures, st.until.Sub(now).Round(10*time.Millisecond), st.last)
+	return fmt.Errorf("%w: %s is paused for %v after %d failed attempts in a row; last failure: %w",
+		ErrGrowthFailed, name, st.until.Sub(now).Round(10*time.Millisecond), st.failures, st.last)
 }
 
 // record notes the outcome of one growth of name and returns the pause it
@@ -121,10 +121,17 @@ func (a *abandonedCopies) list() []AbandonedCopy {
 
 // rollBack deletes the copies of volume vid made by a growth that failed
 // (cause) on other servers. It runs on its own context: the assign that
-// asked for the growth may be gone, and the copies must go anyway.
-func (s *Server) rollBack(ctx context.Context, vid uint32, made []topology.Location, cause error) {
+// asked for the growth may be gone, and the copies must go anyway. Copies
+// that only may exist (their allocation's answer was lost) go straight to
+// the retry list: their server is likely the slow or cut-off one, and the
+// growth must not wait on it once more.
+func (s *Server) rollBack(ctx context.Context, vid uint32, made, maybe []topology.Location, cause error) {
 	ctx = context.WithoutCancel(ctx)
 	var deleted, kept []string
+	for _, loc := range maybe {
+		kept = append(kept, loc.URL)
+		s.abandoned.add(AbandonedCopy{VolumeID: vid, URL: loc.URL, Since: time.Now().UTC(), Error: "allocation answer lost; may exist", grpcPort: loc.GRPCPort})
+	}
 	for _, loc := range made {
 		if err := s.volumeClients.deleteVolume(ctx, loc, vid); err != nil {
 			kept = append(kept, loc.URL)
@@ -170,14 +177,10 @@ func (s *Server) retryAbandoned() {
 	a.mu.Unlock()
 }
 
-// mayExist reports whether an AllocateVolume that answered err may have
-// created the copy: it did when it succeeded, and may have when the answer
-// was lost (deadline, cut connection). A copy that was refused (no slot,
-// already there) is not ours to delete.
+// mayExist reports whether a failed AllocateVolume may have created the
+// copy anyway: when its answer was lost (deadline, cut connection). A copy
+// that was refused (no slot, already there) is not ours to delete.
 func mayExist(err error) bool {
-	if err == nil {
-		return true
-	}
 	st, ok := status.FromError(err) // finds a wrapped status too
 	if !ok {
 		return false // failed before calling the server

@@ -37,7 +37,7 @@ func TestFailedGrowthIsRolledBackAndPaused(t *testing.T) {
 	// A burst of assigns within the pause grows nothing.
 	for range 20 {
 		r, code := assignHTTP(t, s, "replication=100")
-		if code != 503 || !strings.Contains(r.Error, "next try in") || !strings.Contains(r.Error, "disk on fire") {
+		if code != 503 || !strings.Contains(r.Error, "is paused for") || !strings.Contains(r.Error, "disk on fire") {
 			t.Fatalf("assign within the pause: %d %q", code, r.Error)
 		}
 	}
