@@ -376,7 +376,9 @@ func (t *Topology) detach(n *node, affected map[LayoutKey]bool) {
 	}
 }
 
-// Lookup returns the locations of a volume's copies, sorted by URL.
+// Lookup returns the locations of a volume's copies, sorted by URL, except
+// that copies on nodes marked unreachable come last: a reader tries them
+// only when the others fail.
 func (t *Topology) Lookup(volumeID uint32) ([]Location, error) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -384,11 +386,16 @@ func (t *Topology) Lookup(volumeID uint32) ([]Location, error) {
 	if e == nil {
 		return nil, fmt.Errorf("%w: volume %d", ErrVolumeNotFound, volumeID)
 	}
-	locs := make([]Location, len(e.copies))
-	for i, c := range e.copies {
-		locs[i] = c.node.location()
+	locs := make([]Location, 0, len(e.copies))
+	var last []Location
+	for _, c := range e.copies {
+		if t.reachableLocked(c.node.info.URL) {
+			locs = append(locs, c.node.location())
+		} else {
+			last = append(last, c.node.location())
+		}
 	}
-	return locs, nil
+	return append(locs, last...), nil
 }
 
 // RegisterVolume records a volume just allocated on the given nodes, without

@@ -42,6 +42,10 @@ func TestUnreachableNodeCountsAsMissing(t *testing.T) {
 	if n := topo.DisksWithRoom(""); n != 1 {
 		t.Errorf("DisksWithRoom = %d, want 1", n)
 	}
+	locs, err := topo.Lookup(1)
+	if err != nil || len(locs) != 2 || locs[0].URL != "a:1" || locs[1].URL != "b:1" {
+		t.Errorf("lookup with b:1 unreachable = %+v, %v; want a:1 first", locs, err)
+	}
 	var b NodeStatus
 	for _, n := range topo.Nodes(false) {
 		if n.URL == "b:1" {
@@ -63,6 +67,10 @@ func TestUnreachableNodeCountsAsMissing(t *testing.T) {
 	}
 	if _, err := topo.PlanGrowth(code100, 1, PlanOptions{}); err != nil {
 		t.Errorf("growth after recovery: %v", err)
+	}
+	topo.SetReachable("a:1", false, "refused", now)
+	if locs, _ := topo.Lookup(1); len(locs) != 2 || locs[0].URL != "b:1" {
+		t.Errorf("lookup with a:1 unreachable = %+v, want b:1 first", locs)
 	}
 	if topo.SetReachable("nobody:1", false, "x", now) {
 		t.Error("an unknown node changed state")
