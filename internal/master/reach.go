@@ -30,13 +30,13 @@ import (
 // Unimplemented) proves it reachable; only a transport failure or the
 // deadline counts. The data port is not probed separately: it is on the same
 // advertised host, and the binding fix makes both listen on all interfaces.
-const probesToMark = 2
+const probesToMark = 3
 
-// probeTimeout bounds one probe: a pulse, within [500ms, 2s], so that a
-// black-holed server is noticed within about two pulses and a slow but
-// healthy one on a loaded machine is not.
+// probeTimeout bounds one probe: a pulse, within [1s, 2s], so that a
+// black-holed server is noticed within a few seconds and a slow but healthy
+// one on a loaded machine (a CI run on two busy cores) is not.
 func (s *Server) probeTimeout() time.Duration {
-	return min(max(s.cfg.PulseInterval, 500*time.Millisecond), 2*time.Second)
+	return min(max(s.cfg.PulseInterval, time.Second), 2*time.Second)
 }
 
 // prober remembers consecutive failed probes and which probes are running;
