@@ -51,6 +51,14 @@ type Config struct {
 	HTTPClient *http.Client
 	// Logger receives retries and fail-overs at debug level; nil discards.
 	Logger *slog.Logger
+	// MasterWait is how long assign and lookup keep retrying, with backoff,
+	// while no master can answer (all unreachable, no leader elected yet, a
+	// new leader still learning the topology): longer than an election,
+	// short enough to fail a request with a clear error. 0 means 10 s; a
+	// negative value means one round over the masters and no retry. The
+	// context's deadline, when sooner, wins. Put shares one MasterWait
+	// between all its assigns.
+	MasterWait time.Duration
 	// MaxRetries bounds Put's extra attempts with a new assignment; 0 means
 	// 3, a negative value means no retry.
 	MaxRetries int
@@ -74,6 +82,7 @@ type Client struct {
 	rt         http.RoundTripper // hc's transport when it is safe to skip hc, see New
 	log        *slog.Logger
 	maxRetries int
+	masterWait time.Duration
 	lookupTTL  time.Duration
 	now        func() time.Time
 	// answerTimeout bounds the wait for a volume server's answer to begin.
@@ -105,6 +114,7 @@ func New(cfg Config) (*Client, error) {
 		hc:         cfg.HTTPClient,
 		log:        cfg.Logger,
 		maxRetries: cfg.MaxRetries,
+		masterWait: cfg.MasterWait,
 		lookupTTL:  cfg.LookupTTL,
 		now:        cfg.Now,
 		cache:      make(map[uint32]cacheEntry),
@@ -130,6 +140,12 @@ func New(cfg Config) (*Client, error) {
 		c.maxRetries = 3
 	case c.maxRetries < 0:
 		c.maxRetries = 0
+	}
+	switch {
+	case c.masterWait == 0:
+		c.masterWait = 10 * time.Second
+	case c.masterWait < 0:
+		c.masterWait = 0
 	}
 	if c.lookupTTL <= 0 {
 		c.lookupTTL = 10 * time.Minute

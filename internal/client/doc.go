@@ -4,16 +4,19 @@
 //
 // It owns the client-side policies every caller would otherwise re-invent:
 //
-//   - master fail-over: Config.Masters is tried in order on connection errors,
-//     and a redirect or a {"leader": "host:port"} hint in an error answer moves
-//     the client to the leader; the master that answered last is tried first;
+//   - master fail-over: Config.Masters is tried in order on connection errors
+//     and 502/503/504/429 answers, and a redirect or a {"leader": "host:port"}
+//     hint in an error answer moves the client to the leader; the master that
+//     answered last is tried first. While no master can answer (the leader
+//     died and an election is running), assign and lookup retry with
+//     exponential backoff for up to Config.MasterWait (10 s), then fail;
 //   - a volume location cache (Config.LookupTTL, 10 minutes by default) that is
 //     dropped for a volume as soon as a read or delete on it fails;
 //   - fail-over across a volume's replicas on reads and deletes;
 //   - Put = assign + upload, retried with a NEW assignment (bounded by
 //     Config.MaxRetries) when the volume server refuses the write (full or
 //     read-only volume, 5xx, connection error): a file id is never reused after
-//     a failed upload;
+//     a failed upload; all of a Put's assigns share one MasterWait;
 //   - a tuned HTTP/1.1 transport for many small concurrent requests to few hosts.
 //
 // Errors are prefixed "client:". A non-2xx answer is a *HTTPError carrying the
