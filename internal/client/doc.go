@@ -12,7 +12,11 @@
 //     exponential backoff for up to Config.MasterWait (10 s), then fail;
 //   - a volume location cache (Config.LookupTTL, 10 minutes by default) that is
 //     dropped for a volume as soon as a read or delete on it fails;
-//   - fail-over across a volume's replicas on reads and deletes;
+//   - fail-over across a volume's replicas on reads and deletes, healthiest
+//     replica first: a server that failed or did not answer is tried last
+//     until a background probe (GET /healthz) or a request finds it
+//     answering again, and a read gives up on a silent replica after
+//     Config.FailoverAfter (1 s) when another one is left (health.go);
 //   - Put = assign + upload, retried with a NEW assignment (bounded by
 //     Config.MaxRetries) when the volume server refuses the write (full or
 //     read-only volume, 5xx, connection error): a file id is never reused after
@@ -27,7 +31,9 @@
 // replication, shell, adminui), benchmark and tests. It imports only leaves
 // (fid) and the standard library; it defines no on-disk format.
 //
-// A Client is safe for concurrent use by many goroutines and starts none.
+// A Client is safe for concurrent use by many goroutines. The only
+// goroutines it starts are probes of suspect volume servers, one at a time
+// per server, each ending within Config.AnswerTimeout.
 //
 // The sub-package clienttest holds an in-memory fake master and volume server
 // implementing the same public API, for tests of this package and its users.
