@@ -82,7 +82,7 @@ func TestReportErr(t *testing.T) {
 	rep.Read = Phase{Requests: 10, Failed: 2, FirstError: "checksum"}
 	rep.Write = Phase{Requests: 10, Failed: 1, FirstError: "volume full"}
 	err := rep.Err()
-	if !errors.Is(err, ErrRequestsFailed) || !strings.Contains(err.Error(), "3 of 20 requests failed") ||
+	if !errors.Is(err, ErrRequestsFailed) || !strings.Contains(err.Error(), "requests failed: 3 of 20 requests") ||
 		!strings.Contains(err.Error(), "write: volume full") {
 		t.Fatalf("Err = %v", err)
 	}

@@ -55,7 +55,7 @@ func FailuresErr(names []string, phases []Phase) error {
 	if failed == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %d of %d requests failed (first, %s)", ErrRequestsFailed, failed, total, first)
+	return fmt.Errorf("%w: %d of %d requests; the first: %s", ErrRequestsFailed, failed, total, first)
 }
 
 // ErrRequestsFailed is returned (wrapped) by Report.Err.

@@ -37,7 +37,7 @@ func TestBenchmarkExitsNonZeroOnFailures(t *testing.T) {
 		return false
 	})
 	out, err = runBenchmark(t, "--master="+cl.Master.URL, "--n=20", "--size=10")
-	if err == nil || !strings.Contains(err.Error(), "4 of 36 requests failed") || !strings.Contains(err.Error(), "volume full") {
+	if err == nil || !strings.Contains(err.Error(), "requests failed: 4 of 36 requests") || !strings.Contains(err.Error(), "volume full") {
 		t.Fatalf("run with 4 failed writes: err %v\n%s", err, out)
 	}
 	if !strings.Contains(out, "4 failed") {
