@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -45,8 +46,18 @@ type serverHealth struct {
 	probing   bool
 }
 
+// serverKey is the table's key for a server given as "host:port" (a
+// request's URL.Host) or as a URL (a location may carry a scheme).
+func serverKey(server string) string {
+	if i := strings.Index(server, "://"); i >= 0 {
+		server = server[i+3:]
+	}
+	return strings.TrimRight(server, "/")
+}
+
 // get returns server's entry, creating it; h.mu must be held.
 func (h *healthTable) get(server string) *serverHealth {
+	server = serverKey(server)
 	s := h.servers[server]
 	if s == nil {
 		if h.servers == nil {
@@ -95,7 +106,7 @@ func (h *healthTable) order(locs []Location, now time.Time) (ordered []Location,
 	ranks := stack[:0]
 	h.mu.Lock()
 	for _, l := range locs {
-		s := h.servers[l.URL]
+		s := h.servers[serverKey(l.URL)]
 		r := 0
 		if s != nil {
 			// Suspects after every healthy server, then by latency class.
