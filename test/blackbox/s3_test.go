@@ -21,6 +21,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 // The S3 tests drive `kelp server`'s gateway with the real clients users
@@ -118,10 +120,7 @@ func needTool(t *testing.T, name string) string {
 	if err == nil {
 		return p
 	}
-	if os.Getenv("KELP_TEST_ALLOW_SKIP") == "1" {
-		t.Skipf("%s is not installed (KELP_TEST_ALLOW_SKIP=1)", name)
-	}
-	t.Fatalf("%s is not installed: run scripts/test-deps.sh, or set KELP_TEST_ALLOW_SKIP=1 to skip", name)
+	testutil.SkipOrFail(t, "%s is not installed", name)
 	return ""
 }
 
