@@ -144,7 +144,9 @@ func TestIdentityFileHotReload(t *testing.T) {
 	e.wantCode(list(c2), "InvalidAccessKeyId")
 
 	write(`{"identities":[{"name":"b","credentials":[{"accessKey":"AKFILE2","secretKey":"s2"}],"actions":["List"]}]}`)
-	testutil.WaitFor(t, 5*time.Second, func() bool { return list(c2) == nil }, "new identity AKFILE2 not accepted: %v", list(c2))
+	if !testutil.Eventually(5*time.Second, func() bool { return list(c2) == nil }) {
+		t.Fatalf("new identity AKFILE2 not accepted: %v", list(c2))
+	}
 	e.wantCode(list(c1), "InvalidAccessKeyId")
 	_, err := c2.PutObject(e.ctx, &s3.PutObjectInput{Bucket: aws.String("hot"), Key: aws.String("x"), Body: strings.NewReader("x")})
 	e.wantCode(err, "AccessDenied")

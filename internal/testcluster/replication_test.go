@@ -135,7 +135,9 @@ func TestReplicaLossDuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 		}()
 	}
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
-	testutil.WaitFor(t, 20*time.Second, func() bool { return count() >= 50 }, "only %d writes acknowledged before the stop", count())
+	if !testutil.Eventually(20*time.Second, func() bool { return count() >= 50 }) {
+		t.Fatalf("only %d writes acknowledged before the stop", count())
+	}
 
 	// The victim holds a copy of a volume being written.
 	victim, vid, survivor := holderOf(t, c, cl, &mu, acked)
@@ -144,8 +146,9 @@ func TestReplicaLossDuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 	// A write to the surviving copy of that volume is refused, naming the
 	// lost copy: an acknowledgement means every copy has the bytes.
 	requireRefused(t, survivor, vid, victim.Addr)
-	testutil.WaitFor(t, 20*time.Second, func() bool { return ackedLate.Load() >= 100 },
-		"only %d writes acknowledged after %s stopped", ackedLate.Load(), victim.Addr)
+	if !testutil.Eventually(20*time.Second, func() bool { return ackedLate.Load() >= 100 }) {
+		t.Fatalf("only %d writes acknowledged after %s stopped", ackedLate.Load(), victim.Addr)
+	}
 	cancel()
 	wg.Wait()
 

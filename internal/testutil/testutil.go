@@ -35,18 +35,31 @@ func SkipOrFail(tb testing.TB, format string, args ...any) {
 	tb.Fatalf("%s; run scripts/test-deps.sh, or set %s=1 to skip", msg, AllowSkipEnv)
 }
 
-// WaitFor polls cond every few milliseconds until it is true and fails tb
-// when it is still false after within. It returns how long it waited.
-func WaitFor(tb testing.TB, within time.Duration, cond func() bool, format string, args ...any) time.Duration {
-	tb.Helper()
-	start := time.Now()
+// Eventually polls cond every few milliseconds until it is true (and
+// returns true) or within has passed (and returns false). Callers fail with
+// the state they see then:
+//
+//	if !testutil.Eventually(5*time.Second, func() bool { return n() >= 50 }) {
+//		t.Fatalf("only %d writes acknowledged", n())
+//	}
+func Eventually(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
 	for !cond() {
-		if time.Since(start) > within {
-			tb.Fatalf("after %v: "+format, append([]any{within}, args...)...)
+		if time.Now().After(deadline) {
+			return false
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return time.Since(start)
+	return true
+}
+
+// WaitFor is Eventually that fails tb with the message when cond never
+// holds.
+func WaitFor(tb testing.TB, within time.Duration, cond func() bool, format string, args ...any) {
+	tb.Helper()
+	if !Eventually(within, cond) {
+		tb.Fatalf("after %v: "+format, append([]any{within}, args...)...)
+	}
 }
 
 // Servers whose ports follow a convention (gRPC = HTTP + 10000, raft = HTTP
