@@ -262,6 +262,23 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
+// Crash stops the master as a killed process stops, for fail-over tests:
+// raft first, so that leadership ends at once with nothing said to the
+// peers, then every listener and connection is cut, no request finished.
+// Close afterwards does nothing more.
+func (s *Server) Crash() {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		s.closeErr = s.cons.Close()
+		s.httpSrv.Server.Close()
+		s.grpcSrv.Stop()
+		s.closeListeners()
+		s.wg.Wait()
+		s.volumeClients.Close()
+		s.masterClients.Close()
+	})
+}
+
 func (s *Server) closeListeners() {
 	for _, ln := range []net.Listener{s.httpLn, s.grpcLn} {
 		if ln != nil {

@@ -54,13 +54,20 @@ func (s *Store) Import(ctx context.Context, id uint32, collection string, fill f
 		s.cfg.FS.Remove(tmp)
 		return fmt.Errorf("store: import %d: %w", id, err)
 	}
-	v, err := volume.Open(s.volumeConfig(d, id, collection))
+	s.mu.Lock() // the size limit changes with every heartbeat
+	cfg := s.volumeConfig(d, id, collection)
+	s.mu.Unlock()
+	v, err := volume.Open(cfg)
 	if err != nil {
 		return fmt.Errorf("store: import %d: %w", id, err)
 	}
 	s.mu.Lock()
 	s.volumes[id] = &entry{v: v, disk: d}
+	limit := s.sizeLimit // changed while the volume opened?
 	s.mu.Unlock()
+	if limit != cfg.SizeLimit {
+		v.SetSizeLimit(limit)
+	}
 	installed = true
 	s.log.Info("imported volume", "volume", id, "collection", collection, "dir", d.Dir)
 	s.notify()
