@@ -54,17 +54,17 @@ func (s *Store) Import(ctx context.Context, id uint32, collection string, fill f
 		s.cfg.FS.Remove(tmp)
 		return fmt.Errorf("store: import %d: %w", id, err)
 	}
-	s.mu.Lock() // the size limit changes with every heartbeat
 	cfg := s.volumeConfig(d, id, collection)
-	s.mu.Unlock()
 	v, err := volume.Open(cfg)
 	if err != nil {
 		return fmt.Errorf("store: import %d: %w", id, err)
 	}
 	s.mu.Lock()
 	s.volumes[id] = &entry{v: v, disk: d}
-	limit := s.sizeLimit // changed while the volume opened?
 	s.mu.Unlock()
+	// A heartbeat may have changed the limit while the volume opened; it
+	// set the volumes it found in the map, which this one was not yet in.
+	limit := s.sizeLimit.Load()
 	if limit != cfg.SizeLimit {
 		v.SetSizeLimit(limit)
 	}
