@@ -3,11 +3,13 @@ package volume
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kelpfs/kelp/internal/needle"
 	"github.com/kelpfs/kelp/internal/vfs"
@@ -318,5 +320,184 @@ func TestPowerLossUnderConcurrentLoad(t *testing.T) {
 		if acked == 0 && seed == 0 {
 			t.Log("no op was acknowledged before the crash")
 		}
+	}
+}
+
+// stalledSync is a volume with Fsync on the crash-simulating FS (losing
+// everything unsynced) whose .dat syncs, once stall is called, block until
+// release is, so a test can act while a writer waits for its group fsync,
+// then cut the power.
+type stalledSync struct {
+	mem     *vfs.MemFS
+	ffs     *vfs.FaultFS
+	v       *Volume
+	release func()
+}
+
+func newStalledSync(t *testing.T) *stalledSync {
+	t.Helper()
+	mem := vfs.NewCrash(1, vfs.CrashOptions{DropUnsynced: true})
+	ffs := vfs.NewFaulty(mem)
+	cfg := testConfig(ffs)
+	cfg.Fsync = true
+	return &stalledSync{mem: mem, ffs: ffs, v: create(t, cfg)}
+}
+
+func (s *stalledSync) stall(t *testing.T) {
+	gate := make(chan struct{})
+	s.release = sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(s.release)
+	s.ffs.Inject(vfs.Fault{Op: vfs.OpSync, Path: ".dat", Block: gate})
+}
+
+// waitFor polls cond until it holds; the deadline only turns a hang into a failure.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// answerOrWait runs op and returns its error if it answers before it joins
+// the writers waiting for the stalled sync (then nil, false).
+func (s *stalledSync) answerOrWait(t *testing.T, waiters int, op func() error) (err error, answered bool, late chan error) {
+	t.Helper()
+	late = make(chan error, 1)
+	go func() { late <- op() }()
+	waitFor(t, "the operation to answer or wait for the sync", func() bool {
+		select {
+		case err = <-late:
+			answered = true
+			return true
+		default:
+			return s.v.syncer.waiters() >= waiters
+		}
+	})
+	return err, answered, late
+}
+
+// crash cuts the power while the sync is still stalled, then lets it finish
+// (it fails: the FS is gone) and reopens what survived.
+func (s *stalledSync) crash(t *testing.T, pending ...chan error) *Volume {
+	t.Helper()
+	after := s.mem.Crash()
+	s.release()
+	for _, ch := range pending {
+		if err := <-ch; err == nil {
+			t.Fatal("an operation waiting for the stalled sync succeeded after the crash")
+		}
+	}
+	s.v.Close()
+	cfg := testConfig(after)
+	return open(t, cfg)
+}
+
+// TestRetriedIdenticalWriteWaitsForTheFirst: a client retries a PUT while
+// its first attempt waits for the group fsync. The retry finds identical
+// bytes stored and must not be acknowledged before they are durable
+// (issue 8: it was answered Unchanged at once, and lost in a power cut).
+func TestRetriedIdenticalWriteWaitsForTheFirst(t *testing.T) {
+	s := newStalledSync(t)
+	s.stall(t)
+	data := payload(1, 0, 1000)
+	write := func() error {
+		_, err := s.v.Write(context.Background(), needle.Meta{Key: 1, Cookie: 7}, bytes.NewReader(data), int64(len(data)))
+		return err
+	}
+	first := make(chan error, 1)
+	go func() { first <- write() }()
+	waitFor(t, "the first write to wait for its sync", func() bool { return s.v.syncer.waiters() == 1 })
+	err, answered, retry := s.answerOrWait(t, 2, write)
+	if answered && err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	var pending []chan error
+	if !answered {
+		pending = append(pending, retry)
+	}
+	rv := s.crash(t, append(pending, first)...)
+	defer rv.Close()
+	if answered {
+		if _, err := get(rv, 1, 7); err != nil {
+			t.Fatalf("the retry was acknowledged before the needle was durable; after the power cut: %v", err)
+		}
+	}
+}
+
+// TestRetriedDeleteWaitsForTheFirst: a delete that finds the needle already
+// deleted answers ErrDeleted, which callers take as success (the volume
+// server's replicas and the filer's garbage collector do); it must not
+// answer before the tombstone is durable.
+func TestRetriedDeleteWaitsForTheFirst(t *testing.T) {
+	s := newStalledSync(t)
+	put(t, s.v, 1, 7, []byte("doomed")) // synced
+	s.stall(t)
+
+	del := func() error { _, err := s.v.Delete(context.Background(), 1, 7); return err }
+	first := make(chan error, 1)
+	go func() { first <- del() }()
+	waitFor(t, "the first delete to wait for its sync", func() bool { return s.v.syncer.waiters() == 1 })
+	err, answered, retry := s.answerOrWait(t, 2, del)
+	if answered && !errors.Is(err, ErrDeleted) {
+		t.Fatalf("retried delete: %v, want ErrDeleted", err)
+	}
+	var pending []chan error
+	if !answered {
+		pending = append(pending, retry)
+	}
+	rv := s.crash(t, append(pending, first)...)
+	defer rv.Close()
+	if _, err := get(rv, 1, 7); answered && err == nil {
+		t.Fatal("the retried delete answered 'already deleted' before the tombstone was durable; the needle is back after the power cut")
+	}
+}
+
+// TestUnchangedOverwriteAnswersAfterTheSync: without a crash the retry of
+// TestRetriedIdenticalWriteWaitsForTheFirst succeeds, as Unchanged, once the
+// first attempt's sync has finished.
+func TestUnchangedOverwriteAnswersAfterTheSync(t *testing.T) {
+	s := newStalledSync(t)
+	s.stall(t)
+	data := payload(1, 0, 1000)
+	write := func() (WriteResult, error) {
+		return s.v.Write(context.Background(), needle.Meta{Key: 1, Cookie: 7}, bytes.NewReader(data), int64(len(data)))
+	}
+	first := make(chan error, 1)
+	go func() { _, err := write(); first <- err }()
+	waitFor(t, "the first write to wait for its sync", func() bool { return s.v.syncer.waiters() == 1 })
+	retry := make(chan WriteResult, 1)
+	go func() {
+		res, err := write()
+		if err != nil {
+			t.Errorf("retry: %v", err)
+		}
+		retry <- res
+	}()
+	waitFor(t, "the retry to wait for the sync", func() bool { return s.v.syncer.waiters() == 2 })
+	s.release()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if res := <-retry; !res.Unchanged {
+		t.Fatalf("retry = %+v, want Unchanged", res)
+	}
+	s.v.Close()
+}
+
+// TestSyncFailureIsFinal: after a failed fsync, a later successful one (a
+// checkpoint's, or Close's) must not acknowledge the writes the failed one
+// covered: Linux may have dropped their pages and still report the second
+// fsync as a success.
+func TestSyncFailureIsFinal(t *testing.T) {
+	var s syncer
+	s.init()
+	s.done(3, errors.New("EIO"))
+	s.done(5, nil)
+	if err := s.wait(3); !errors.Is(err, ErrBroken) {
+		t.Fatalf("wait after a failed fsync = %v, want ErrBroken", err)
 	}
 }
