@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -579,5 +580,34 @@ func TestSyncFailureIsFinal(t *testing.T) {
 	s.done(5, nil)
 	if err := s.wait(3); !errors.Is(err, ErrBroken) {
 		t.Fatalf("wait after a failed fsync = %v, want ErrBroken", err)
+	}
+}
+
+// TestNoCheckpointAfterFailedSync: once an fsync of the .dat failed, a
+// checkpoint (the periodic one, or Close's) must not vouch for the .dat up
+// to its tail: the second fsync it runs may succeed on Linux although the
+// pages the first could not write are gone, and Open would then trust index
+// entries for records that are not on disk instead of re-scanning them.
+func TestNoCheckpointAfterFailedSync(t *testing.T) {
+	ffs := vfs.NewFaulty(vfs.NewMem())
+	cfg := testConfig(ffs)
+	cfg.Fsync = true
+	v := create(t, cfg)
+	put(t, v, 1, 1, []byte("synced"))
+	good := v.Stats().Size
+	ffs.Inject(vfs.Fault{Op: vfs.OpSync, Path: ".dat", Err: syscall.EIO, Times: 1})
+	_, err := v.Write(context.Background(), needle.Meta{Key: 2, Cookie: 2}, bytes.NewReader([]byte("lost")), 4)
+	mustErr(t, err, ErrBroken)
+	v.Close()
+	b, err := vfs.ReadFile(ffs, "/data/pics_7.ckp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, err := parseCheckpoint(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck.datEnd > good {
+		t.Fatalf("checkpoint after the failed fsync vouches for the .dat up to %d; only %d was synced", ck.datEnd, good)
 	}
 }

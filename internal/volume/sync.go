@@ -74,6 +74,13 @@ func (s *syncer) done(seq uint64, err error) {
 	s.mu.Unlock()
 }
 
+// failure returns the error of the fsync that failed, if one did.
+func (s *syncer) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
 // waiters returns how many writers are blocked waiting for a sync.
 func (s *syncer) waiters() int {
 	s.mu.Lock()
