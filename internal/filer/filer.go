@@ -174,7 +174,7 @@ func storeErr(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	return fmt.Errorf("filer: store: %w", err)
+	return fmt.Errorf("%w: %w", ErrStore, err)
 }
 
 func (f *Filer) notify() {
