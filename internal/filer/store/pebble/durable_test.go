@@ -120,6 +120,13 @@ func TestNoOpUpdateWaitsForWhatItRead(t *testing.T) {
 			return s.syncWaits.Load() > 0
 		}
 	})
+	if !answered {
+		select {
+		case err := <-retry:
+			t.Fatalf("the retry answered (%v) while the sync it waits for is stalled", err)
+		default:
+		}
+	}
 	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
 	release() // the original file system lives on: both finish
 	if err := <-first; err != nil {
