@@ -82,7 +82,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestNoOpUpdateWaitsForWhatItRead(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	fsys := &stallFS{FS: mem}
-	s, err := Open("/db", &Options{fs: fsys})
+	s, err := Open("/db", &Options{FS: fsys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestNoOpUpdateWaitsForWhatItRead(t *testing.T) {
 	if !answered {
 		return
 	}
-	after, err := Open("/db", &Options{fs: crashed})
+	after, err := Open("/db", &Options{FS: crashed})
 	if err != nil {
 		t.Fatal(err)
 	}

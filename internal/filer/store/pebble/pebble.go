@@ -31,7 +31,9 @@ type Options struct {
 	// Logger receives Pebble's log lines; nil discards them.
 	Logger *slog.Logger
 
-	fs vfs.FS // tests: a file system that can stall or crash; nil means the OS's
+	// FS replaces the operating system's file system; tests pass one that can
+	// stall or crash. Nil means the OS's.
+	FS vfs.FS
 }
 
 // Store is a store.Store on a Pebble database.
@@ -66,7 +68,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		// The filer holds few files open; Pebble's default of 1000 table
 		// handles each pins index blocks.
 		MaxOpenFiles: 256,
-		FS:           o.fs,
+		FS:           o.FS,
 	}
 	db, err := cpebble.Open(dir, po)
 	if err != nil {
