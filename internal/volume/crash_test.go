@@ -149,7 +149,7 @@ func TestRecoverFromTruncationAtRandomOffsets(t *testing.T) {
 	killed := base.Crash() // kill -9: no Close, index partly unflushed
 	total := h.ends[len(h.ends)-1]
 	trials := 60
-	if testing.Short() {
+	if testing.Short() || raceOn {
 		trials = 15
 	}
 	for i := 0; i < trials; i++ {
@@ -226,8 +226,8 @@ func TestRecoverFromDamagedIndex(t *testing.T) {
 // other than the simulated crash fails the test.
 func TestPowerLossUnderConcurrentLoad(t *testing.T) {
 	seeds := 40
-	if testing.Short() {
-		seeds = 10
+	if testing.Short() || raceOn {
+		seeds = 12
 	}
 	for seed := int64(0); seed < int64(seeds); seed++ {
 		powerLoss := seed%4 != 3 // every fourth run is a kill -9
