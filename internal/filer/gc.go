@@ -89,18 +89,16 @@ func (f *Filer) CollectGarbage(ctx context.Context) (int, error) {
 		}
 		var batch []item
 		start := []byte{prefixGC}
-		// Read in an Update, not a plain Scan: a queued blob may come from a
-		// commit that is visible but not yet durable, and deleting the blob
-		// cannot be undone if a power cut then loses that commit (the file
-		// would be back without its data). An Update's success promises
-		// what it read is durable (see package store).
-		err := f.st.Update(ctx, func(tx store.Tx) error {
-			batch = batch[:0]
-			return tx.Scan(start, store.PrefixEnd(start), gcBatch, func(k, v []byte) error {
-				batch = append(batch, item{fid: string(k[1:]), manifest: len(v) > 0 && v[0]&1 != 0})
-				return nil
-			})
+		err := f.st.Scan(ctx, start, store.PrefixEnd(start), gcBatch, func(k, v []byte) error {
+			batch = append(batch, item{fid: string(k[1:]), manifest: len(v) > 0 && v[0]&1 != 0})
+			return nil
 		})
+		if err == nil && len(batch) > 0 {
+			// A queued blob may come from a commit that is visible but not
+			// yet durable; deleting the blob cannot be undone if a power cut
+			// then loses that commit (the file would be back without its data).
+			err = f.durable(ctx)
+		}
 		if err != nil || len(batch) == 0 {
 			return total, storeErr(err)
 		}

@@ -78,19 +78,8 @@ func (s *updateCounter) Update(ctx context.Context, fn func(tx store.Tx) error) 
 // delete may be gone, and the file with it would point at deleted data.
 func TestGCDeletesOnlyDurablyQueuedBlobs(t *testing.T) {
 	ctx := context.Background()
-	mem := vfs.NewCrashableMem()
-	fsys := &walStall{FS: mem}
-	pst, err := pebble.Open("/meta", &pebble.Options{FS: fsys})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &updateCounter{Store: pst}
-	blobs := chunktest.New()
-	f, err := New(Config{Store: st, Blobs: blobs, GCInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { f.Close(); pst.Close() }()
+	f, st, fsys, mem := newStalledFiler(t)
+	blobs := f.blobs.(*chunktest.Mem)
 	fid, err := blobs.Put(ctx, []byte("precious"))
 	if err != nil {
 		t.Fatal(err)
@@ -103,10 +92,7 @@ func TestGCDeletesOnlyDurablyQueuedBlobs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	gate := make(chan struct{})
-	release := sync.OnceFunc(func() { close(gate) })
-	defer release()
-	fsys.gate.Store(&gate)
+	release := fsys.stall(t)
 	deleted := make(chan error, 1)
 	go func() { deleted <- f.DeleteEntry(ctx, "/f", false) }()
 	waitUntil(t, "the delete to wait for its WAL sync", func() bool { return fsys.stalled.Load() > 0 })
@@ -127,19 +113,106 @@ func TestGCDeletesOnlyDurablyQueuedBlobs(t *testing.T) {
 	if !blobGone {
 		return
 	}
-	after, err := pebble.Open("/meta", &pebble.Options{FS: crashed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer after.Close()
-	af, err := New(Config{Store: after, Blobs: chunktest.New(), GCInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer af.Close()
+	af := reopenFiler(t, crashed)
 	if _, err := af.FindEntry(ctx, "/f"); err == nil {
 		t.Fatal("the collector deleted the blob of /f before the delete of /f was durable; after the power cut /f is back without its data")
 	}
+}
+
+// TestEventsHandedOutOnlyWhenDurable: an event read while its commit
+// waits for its fsync, then lost in a power cut, would have its sequence
+// number reused by another change, which a subscriber resuming after it
+// would never see.
+func TestEventsHandedOutOnlyWhenDurable(t *testing.T) {
+	ctx := context.Background()
+	f, st, fsys, mem := newStalledFiler(t)
+	since, err := f.LastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := fsys.stall(t)
+	created := make(chan error, 1)
+	go func() { created <- f.CreateEntry(ctx, &Entry{Path: "/new", Mode: 0o644}, CreateOptions{}) }()
+	waitUntil(t, "the create to wait for its WAL sync", func() bool { return fsys.stalled.Load() > 0 })
+	type result struct {
+		evs []*Event
+		err error
+	}
+	read := make(chan result, 1)
+	go func() { evs, err := f.ReadEvents(ctx, since, 10); read <- result{evs, err} }()
+	var handed []*Event
+	waitUntil(t, "the reader to answer or wait", func() bool {
+		select {
+		case r := <-read:
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			handed = r.evs
+			read <- r
+			return true
+		default:
+			return st.inFlight.Load() >= 2
+		}
+	})
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	release()
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+	if r := <-read; r.err != nil {
+		t.Fatal(r.err)
+	}
+	if len(handed) == 0 {
+		return
+	}
+	af := reopenFiler(t, crashed)
+	kept, err := af.ReadEvents(ctx, since, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) < len(handed) {
+		t.Fatalf("event %d was handed out before it was durable; after the power cut the log ends at %d events", handed[len(handed)-1].Seq, len(kept))
+	}
+}
+
+func newStalledFiler(t *testing.T) (*Filer, *updateCounter, *walStall, *vfs.MemFS) {
+	t.Helper()
+	mem := vfs.NewCrashableMem()
+	fsys := &walStall{FS: mem}
+	pst, err := pebble.Open("/meta", &pebble.Options{FS: fsys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &updateCounter{Store: pst}
+	f, err := New(Config{Store: st, Blobs: chunktest.New(), GCInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close(); pst.Close() })
+	return f, st, fsys, mem
+}
+
+// stall makes WAL syncs block until the returned release is called.
+func (f *walStall) stall(t *testing.T) (release func()) {
+	gate := make(chan struct{})
+	release = sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release)
+	f.gate.Store(&gate)
+	return release
+}
+
+func reopenFiler(t *testing.T, fsys vfs.FS) *Filer {
+	t.Helper()
+	st, err := pebble.Open("/meta", &pebble.Options{FS: fsys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(Config{Store: st, Blobs: chunktest.New(), GCInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close(); st.Close() })
+	return f
 }
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
