@@ -95,7 +95,10 @@ func TestGCDeletesOnlyDurablyQueuedBlobs(t *testing.T) {
 	release := fsys.stall(t)
 	deleted := make(chan error, 1)
 	go func() { deleted <- f.DeleteEntry(ctx, "/f", false) }()
-	waitUntil(t, "the delete to wait for its WAL sync", func() bool { return fsys.stalled.Load() > 0 })
+	waitUntil(t, "the delete to be visible, waiting for its WAL sync", func() bool {
+		n, err := f.PendingGarbage(ctx)
+		return err == nil && n > 0 && fsys.stalled.Load() > 0
+	})
 	collected := make(chan error, 1)
 	go func() { _, err := f.CollectGarbage(ctx); collected <- err }()
 	waitUntil(t, "the collector to delete the blob or wait", func() bool {
@@ -133,7 +136,10 @@ func TestEventsHandedOutOnlyWhenDurable(t *testing.T) {
 	release := fsys.stall(t)
 	created := make(chan error, 1)
 	go func() { created <- f.CreateEntry(ctx, &Entry{Path: "/new", Mode: 0o644}, CreateOptions{}) }()
-	waitUntil(t, "the create to wait for its WAL sync", func() bool { return fsys.stalled.Load() > 0 })
+	waitUntil(t, "the create to be visible, waiting for its WAL sync", func() bool {
+		seq, err := f.LastSeq(ctx)
+		return err == nil && seq > since && fsys.stalled.Load() > 0
+	})
 	type result struct {
 		evs []*Event
 		err error

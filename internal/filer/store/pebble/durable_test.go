@@ -103,7 +103,10 @@ func TestNoOpUpdateWaitsForWhatItRead(t *testing.T) {
 	}
 	first := make(chan error, 1)
 	go func() { first <- s.Update(ctx, create) }()
-	waitFor(t, "the first commit to wait for its WAL sync", func() bool { return fsys.stalled.Load() > 0 })
+	waitFor(t, "the first commit to be visible, waiting for its WAL sync", func() bool {
+		_, err := s.Get(ctx, key)
+		return err == nil && fsys.stalled.Load() > 0
+	})
 
 	retry := make(chan error, 1)
 	go func() { retry <- s.Update(ctx, create) }()
