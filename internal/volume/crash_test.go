@@ -273,8 +273,12 @@ func TestPowerLossUnderConcurrentLoad(t *testing.T) {
 			for k, ks := range mine {
 				e, ok := ks.recovered(rv, k)
 				if !ok {
+					inflight := "nothing"
+					if ks.inflight != nil {
+						inflight = ks.inflight.String()
+					}
 					t.Fatalf("seed %d (power loss %v): key %x: acknowledged %s, in flight %s; after recovery neither",
-						seed, powerLoss, k, ks.acked, ks.inflight)
+						seed, powerLoss, k, ks.acked, inflight)
 				}
 				got[k] = e
 			}
@@ -303,7 +307,7 @@ type keyState struct {
 func (e *expectedNeedle) String() string {
 	switch {
 	case e == nil:
-		return "none (absent)"
+		return "absent"
 	case e.deleted:
 		return fmt.Sprintf("deleted (cookie %x)", e.cookie)
 	}
