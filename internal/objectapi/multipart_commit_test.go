@@ -123,3 +123,15 @@ func mustReadObject(t *testing.T, l *Layer, key string, want []byte) {
 		t.Fatalf("read %d bytes, want %d", len(got), len(want))
 	}
 }
+
+// TestPutWithUncertainCommitKeepsItsChunks: the same for a plain PUT, whose
+// entry may be committed although the commit's answer was lost.
+func TestPutWithUncertainCommitKeepsItsChunks(t *testing.T) {
+	l, st := newLostAckLayer(t)
+	body := bytes.Repeat([]byte("o"), 1000)
+	st.armed.Store(true)
+	if _, err := l.PutObject(context.Background(), "bkt", "put", bytes.NewReader(body), PutOptions{Size: int64(len(body))}); err == nil {
+		t.Fatal("put succeeded although its commit reported a failure")
+	}
+	mustReadObject(t, l, "put", body)
+}

@@ -337,7 +337,9 @@ func (l *Layer) PutObject(ctx context.Context, bucket, key string, r io.Reader, 
 		vid, err = l.commitObject(ctx, bucket, key, b, e, commitOptions{exclusive: exclusive, ifMatch: opts.IfMatch})
 	}
 	if err != nil {
-		l.discard(u.chunks)
+		if !commitUncertain(err) { // the entry may be stored and refer to them
+			l.discard(u.chunks)
+		}
 		if exclusive && errors.Is(err, filer.ErrExists) {
 			return ObjectInfo{}, errorf(ErrPreconditionFailed, "If-None-Match: %q exists", key)
 		}
