@@ -1,12 +1,14 @@
 package docker
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -182,14 +184,10 @@ func (c *cluster) cut(services ...string) {
 // unreachable, or worse, reaches the wrong server.
 func (c *cluster) reconnect(old map[string]string, services ...string) {
 	c.t.Helper()
-	order := append([]string{}, services...)
-	for i := range order {
-		for j := i + 1; j < len(order); j++ {
-			if ipLess(old[order[i]], old[order[j]]) {
-				order[i], order[j] = order[j], order[i]
-			}
-		}
-	}
+	order := slices.Clone(services)
+	slices.SortFunc(order, func(a, b string) int {
+		return -bytes.Compare(net.ParseIP(old[a]).To16(), net.ParseIP(old[b]).To16())
+	})
 	for _, s := range order {
 		run(c.t, "docker", "network", "connect", "--alias", s, c.net, c.ids[s])
 	}
@@ -198,11 +196,6 @@ func (c *cluster) reconnect(old map[string]string, services ...string) {
 			c.t.Fatalf("%s came back on %q, was %s: the test needs a new address", s, ip, old[s])
 		}
 	}
-}
-
-func ipLess(a, b string) bool {
-	x, y := net.ParseIP(a).To16(), net.ParseIP(b).To16()
-	return string(x) < string(y)
 }
 
 // healthy checks that every container's healthcheck (`kelp health`) passes.
