@@ -99,6 +99,12 @@ func getJSON(url string, v any) error {
 // it took.
 func eventually(t *testing.T, d time.Duration, what string, f func() error) time.Duration {
 	t.Helper()
+	return eventuallyEvery(t, d, 200*time.Millisecond, what, f)
+}
+
+// eventuallyEvery is eventually with a pause of its own between tries.
+func eventuallyEvery(t *testing.T, d, pause time.Duration, what string, f func() error) time.Duration {
+	t.Helper()
 	start := time.Now()
 	var err error
 	tries := 0
@@ -107,7 +113,7 @@ func eventually(t *testing.T, d time.Duration, what string, f func() error) time
 		if err = f(); err == nil {
 			return time.Since(start)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(pause)
 	}
 	t.Fatalf("%s: still failing after %v (%d tries): %v", what, d, tries, err)
 	return 0
@@ -447,7 +453,9 @@ func (c *cluster) loseDataCenter(t *testing.T, dc string, servers []string, file
 	c.reconnect(old, servers...)
 	back := time.Now()
 	var b blob
-	took := eventually(t, 60*time.Second, "a write after "+dc+" came back", func() (err error) {
+	// Once a second: each refused assign may make the master try (and
+	// fail) to grow volumes.
+	took := eventuallyEvery(t, 60*time.Second, time.Second, "a write after "+dc+" came back", func() (err error) {
 		b, err = c.writeBlob("m1", randomBytes(777))
 		return err
 	})
