@@ -190,6 +190,19 @@ func baseURL(addr string) string {
 // fail over from. Once the answer begins, its body may take as long as it
 // needs.
 func (c *Client) doVolume(req *http.Request) (*http.Response, error) {
+	return c.answerWithin(req, c.rt != nil)
+}
+
+// doMaster sends a request to a master under the same bound: a kept-alive
+// connection to a master whose other end is gone (a cut network, or this
+// process's own address changed under it) would otherwise hold the request
+// until its context ends instead of moving on to the next master. Masters
+// may redirect, so it goes through the http.Client.
+func (c *Client) doMaster(req *http.Request) (*http.Response, error) {
+	return c.answerWithin(req, false)
+}
+
+func (c *Client) answerWithin(req *http.Request, roundTrip bool) (*http.Response, error) {
 	parent := req.Context()
 	ctx, cancel := context.WithCancel(parent)
 	deadline := c.answerTimeout + time.Duration(max(req.ContentLength, 0)>>20)*time.Second
@@ -197,7 +210,7 @@ func (c *Client) doVolume(req *http.Request) (*http.Response, error) {
 	req = req.WithContext(ctx)
 	var resp *http.Response
 	var err error
-	if c.rt != nil {
+	if roundTrip {
 		resp, err = c.rt.RoundTrip(req)
 	} else {
 		resp, err = c.hc.Do(req)
