@@ -455,10 +455,17 @@ func (c *cluster) loseDataCenter(t *testing.T, dc string, servers []string, file
 	var b blob
 	// Once a second: each refused assign may make the master try (and
 	// fail) to grow volumes.
+	var refusals []string
 	took := eventuallyEvery(t, 60*time.Second, time.Second, "a write after "+dc+" came back", func() (err error) {
 		b, err = c.writeBlob("m1", randomBytes(777))
+		if err != nil {
+			refusals = append(refusals, fmt.Sprintf("%v: %.200s", time.Since(back).Round(time.Second), err))
+		}
 		return err
 	})
+	if len(refusals) > 0 {
+		t.Logf("writes refused after %s came back (%d):\n%s", dc, len(refusals), strings.Join(refusals, "\n"))
+	}
 	if err := c.copies("m1", b); err != nil {
 		t.Fatalf("after %s came back: %v", dc, err)
 	}
