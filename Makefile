@@ -11,8 +11,12 @@ image: build
 	cp $(BIN) deploy/kelp && docker build -t kelp deploy
 
 # test: everything CI runs. Installs what the tests need on a fresh machine first.
+# The internal packages (servers, clients, stores: goroutines everywhere) run
+# under the race detector; the black-box tests drive the built binary from
+# outside, where -race would only slow the test process, so they run without.
 test: deps vet build
-	$(GO) test -count=1 -timeout 15m ./...
+	$(GO) test -count=1 -race -timeout 15m ./internal/...
+	$(GO) test -count=1 -timeout 15m ./cmd/... ./test/...
 
 unit:
 	$(GO) test -count=1 -short ./internal/...

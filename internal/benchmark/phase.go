@@ -71,12 +71,16 @@ func RunPhase(ctx context.Context, opts PhaseOptions, n int, do func(worker, i i
 	return p
 }
 
-// PrintPhase prints a phase's figures; unit names a request ("requests", "objects").
-func PrintPhase(out io.Writer, name, unit string, p Phase) {
+// PrintPhase prints a phase's figures; unit names a request ("requests",
+// "objects"); notes qualify them (ReadNote), one line each.
+func PrintPhase(out io.Writer, name, unit string, p Phase, notes ...string) {
 	fmt.Fprintf(out, "%-7s %d %s, %d failed, %.3f s, %.1f %s/s, %.2f MB/s\n",
 		name+":", p.Requests, unit, p.Failed, p.Seconds, p.RequestsPerSec, unit, p.MBPerSec)
 	fmt.Fprintf(out, "        latency ms: p50 %.3f, p90 %.3f, p99 %.3f, max %.3f\n",
 		p.P50Ms, p.P90Ms, p.P99Ms, p.MaxMs)
+	for _, n := range notes {
+		fmt.Fprintf(out, "        %s\n", n)
+	}
 	if p.FirstError != "" {
 		fmt.Fprintf(out, "        first error: %s\n", p.FirstError)
 	}

@@ -2,6 +2,7 @@ package benchmark
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -34,6 +35,31 @@ type Report struct {
 // Failed is the number of failed requests in both phases; a CLI exits
 // non-zero when it is not 0.
 func (r *Report) Failed() int { return r.Write.Failed + r.Read.Failed }
+
+// Err is nil when no request failed, else an error that counts the
+// failures and gives the first one: what `kelp benchmark` exits with.
+func (r *Report) Err() error {
+	return FailuresErr([]string{"write", "read"}, []Phase{r.Write, r.Read})
+}
+
+// FailuresErr is Report.Err for any phases, names[i] naming phases[i].
+func FailuresErr(names []string, phases []Phase) error {
+	failed, total, first := 0, 0, ""
+	for i, p := range phases {
+		failed += p.Failed
+		total += p.Requests
+		if first == "" && p.FirstError != "" {
+			first = names[i] + ": " + p.FirstError
+		}
+	}
+	if failed == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %d of %d requests; the first: %s", ErrRequestsFailed, failed, total, first)
+}
+
+// ErrRequestsFailed is returned (wrapped) by Report.Err.
+var ErrRequestsFailed = errors.New("benchmark: requests failed")
 
 // summarize turns per-request latencies (ns, -1 for a failure) into a Phase.
 // It sorts lat in place.

@@ -51,6 +51,14 @@ type Config struct {
 	HTTPClient *http.Client
 	// Logger receives retries and fail-overs at debug level; nil discards.
 	Logger *slog.Logger
+	// MasterWait is how long assign and lookup keep retrying, with backoff,
+	// while no master can answer (all unreachable, no leader elected yet, a
+	// new leader still learning the topology): longer than an election,
+	// short enough to fail a request with a clear error. 0 means 10 s; a
+	// negative value means one round over the masters and no retry. The
+	// context's deadline, when sooner, wins. Put shares one MasterWait
+	// between all its assigns.
+	MasterWait time.Duration
 	// MaxRetries bounds Put's extra attempts with a new assignment; 0 means
 	// 3, a negative value means no retry.
 	MaxRetries int
@@ -61,6 +69,11 @@ type Config struct {
 	// AnswerTimeout is how long a volume server may take to begin answering
 	// a request without a body; 0 means 10 s. See doVolume.
 	AnswerTimeout time.Duration
+	// FailoverAfter is how long a read waits for a replica's answer to begin
+	// before it tries the next replica; 0 means 1 s. The last replica left
+	// gets AnswerTimeout. A replica that failed is tried last from then on,
+	// until it answers again (see health.go).
+	FailoverAfter time.Duration
 	// AssignBatch > 1 makes Put reserve that many keys per assign and use
 	// them for later Puts (see keyblock.go); 0 or 1 is one assign per file.
 	AssignBatch int
@@ -74,12 +87,17 @@ type Client struct {
 	rt         http.RoundTripper // hc's transport when it is safe to skip hc, see New
 	log        *slog.Logger
 	maxRetries int
+	masterWait time.Duration
 	lookupTTL  time.Duration
 	now        func() time.Time
 	// answerTimeout bounds the wait for a volume server's answer to begin.
 	answerTimeout time.Duration
+	// failoverAfter bounds the wait for a read's answer to begin when
+	// another replica could serve it.
+	failoverAfter time.Duration
 	assignBatch   int
 	keys          keyBlocks
+	health        healthTable
 
 	mu    sync.RWMutex
 	cache map[uint32]cacheEntry
@@ -105,6 +123,7 @@ func New(cfg Config) (*Client, error) {
 		hc:         cfg.HTTPClient,
 		log:        cfg.Logger,
 		maxRetries: cfg.MaxRetries,
+		masterWait: cfg.MasterWait,
 		lookupTTL:  cfg.LookupTTL,
 		now:        cfg.Now,
 		cache:      make(map[uint32]cacheEntry),
@@ -131,6 +150,12 @@ func New(cfg Config) (*Client, error) {
 	case c.maxRetries < 0:
 		c.maxRetries = 0
 	}
+	switch {
+	case c.masterWait == 0:
+		c.masterWait = 10 * time.Second
+	case c.masterWait < 0:
+		c.masterWait = 0
+	}
 	if c.lookupTTL <= 0 {
 		c.lookupTTL = 10 * time.Minute
 	}
@@ -141,6 +166,10 @@ func New(cfg Config) (*Client, error) {
 	c.answerTimeout = cfg.AnswerTimeout
 	if c.answerTimeout <= 0 {
 		c.answerTimeout = 10 * time.Second
+	}
+	c.failoverAfter = cfg.FailoverAfter
+	if c.failoverAfter <= 0 {
+		c.failoverAfter = time.Second
 	}
 	c.current.Store(&c.masters[0])
 	c.bufs.New = func() any { return new(bytes.Buffer) }
@@ -180,37 +209,30 @@ func baseURL(addr string) string {
 	return "http://" + addr
 }
 
-// doVolume sends a request to a volume server.
+// doVolume sends a request to a volume server and reports the outcome to
+// the health table (health.go).
 //
 // A volume server behind a cut network, or a frozen one, never answers and
 // its kept-alive connection never breaks, so the answer must begin within
-// Config.AnswerTimeout plus 1 s per MiB of body to send (generous for a slow
-// link, short next to TCP's own patience with a dead peer); otherwise the request
-// fails with ErrNoAnswer, which Put retries on another assignment and reads
-// fail over from. Once the answer begins, its body may take as long as it
-// needs.
-func (c *Client) doVolume(req *http.Request) (*http.Response, error) {
-	return c.answerWithin(req, c.rt != nil)
-}
-
-// doMaster sends a request to a master under the same bound: a kept-alive
-// connection to a master whose other end is gone (a cut network, or this
-// process's own address changed under it) would otherwise hold the request
-// until its context ends instead of moving on to the next master. Masters
-// may redirect, so it goes through the http.Client.
-func (c *Client) doMaster(req *http.Request) (*http.Response, error) {
-	return c.answerWithin(req, false)
-}
-
-func (c *Client) answerWithin(req *http.Request, roundTrip bool) (*http.Response, error) {
+// answerWithin (0: Config.AnswerTimeout) plus 1 s per MiB of body to send
+// (generous for a slow link, short next to TCP's own patience with a dead
+// peer); otherwise the request fails with ErrNoAnswer, which Put retries on
+// another assignment and reads fail over from. Once the answer begins, its
+// body may take as long as it needs.
+func (c *Client) doVolume(req *http.Request, answerWithin time.Duration) (*http.Response, error) {
 	parent := req.Context()
 	ctx, cancel := context.WithCancel(parent)
-	deadline := c.answerTimeout + time.Duration(max(req.ContentLength, 0)>>20)*time.Second
+	if answerWithin <= 0 {
+		answerWithin = c.answerTimeout
+	}
+	deadline := answerWithin + time.Duration(max(req.ContentLength, 0)>>20)*time.Second
 	timer := time.AfterFunc(deadline, cancel)
 	req = req.WithContext(ctx)
+	server := req.URL.Host
+	start := time.Now()
 	var resp *http.Response
 	var err error
-	if roundTrip {
+	if c.rt != nil {
 		resp, err = c.rt.RoundTrip(req)
 	} else {
 		resp, err = c.hc.Do(req)
@@ -220,7 +242,46 @@ func (c *Client) answerWithin(req *http.Request, roundTrip bool) (*http.Response
 			resp.Body.Close()
 		}
 		cancel()
-		return nil, fmt.Errorf("%w from %s within %v", ErrNoAnswer, req.URL.Host, deadline)
+		c.health.failed(server, time.Now())
+		return nil, fmt.Errorf("%w from %s within %v", ErrNoAnswer, server, deadline)
+	}
+	if err != nil {
+		cancel()
+		if parent.Err() == nil {
+			c.health.failed(server, time.Now())
+		}
+		return nil, err
+	}
+	if resp.StatusCode >= 500 && resp.StatusCode != http.StatusInsufficientStorage && isRead(req) {
+		// A read's 5xx is the server's trouble (disk, replica state). A
+		// write's is often the volume's (full, read-only) and says nothing
+		// of the server's health.
+		c.health.failed(server, time.Now())
+	} else {
+		c.health.answered(server, time.Since(start))
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// doMaster sends a request to a master; its answer, too, must begin within
+// Config.AnswerTimeout. A kept-alive connection whose other end is gone (a
+// cut network, or this process's own address changed under it: a container
+// reconnected to its network) never breaks by itself and would hold the
+// request until its context ends instead of moving on to the next master.
+// Masters may redirect, so it goes through the http.Client; masters are not
+// volume servers, so the health table is left alone.
+func (c *Client) doMaster(req *http.Request) (*http.Response, error) {
+	parent := req.Context()
+	ctx, cancel := context.WithCancel(parent)
+	timer := time.AfterFunc(c.answerTimeout, cancel)
+	resp, err := c.hc.Do(req.WithContext(ctx))
+	if !timer.Stop() && parent.Err() == nil {
+		if err == nil {
+			resp.Body.Close()
+		}
+		cancel()
+		return nil, fmt.Errorf("%w from master %s within %v", ErrNoAnswer, req.URL.Host, c.answerTimeout)
 	}
 	if err != nil {
 		cancel()
@@ -228,6 +289,10 @@ func (c *Client) answerWithin(req *http.Request, roundTrip bool) (*http.Response
 	}
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 	return resp, nil
+}
+
+func isRead(req *http.Request) bool {
+	return req.Method == http.MethodGet || req.Method == http.MethodHead
 }
 
 // ErrNoAnswer is returned (wrapped) when a volume server did not begin to

@@ -31,16 +31,16 @@ type keyBlocks struct {
 
 // assignOne returns an assignment for one file, from a reserved block when
 // Config.AssignBatch allows.
-func (c *Client) assignOne(ctx context.Context, req AssignRequest) (Assignment, error) {
+func (c *Client) assignOne(ctx context.Context, until time.Time, req AssignRequest) (Assignment, error) {
 	if c.assignBatch <= 1 || req.Count > 1 {
-		return c.Assign(ctx, req)
+		return c.assign(ctx, until, req)
 	}
 	if a, ok := c.keys.take(req, c.now()); ok {
 		return a, nil
 	}
 	batch := req
 	batch.Count = uint64(c.assignBatch)
-	a, err := c.Assign(ctx, batch)
+	a, err := c.assign(ctx, until, batch)
 	if err != nil {
 		return Assignment{}, err
 	}

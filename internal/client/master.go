@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -46,10 +47,16 @@ type cacheEntry struct {
 	expires time.Time
 }
 
-// Assign asks the master for a file id.
+// Assign asks the master for a file id, waiting up to Config.MasterWait
+// for a master that can answer.
 func (c *Client) Assign(ctx context.Context, req AssignRequest) (Assignment, error) {
+	return c.assign(ctx, time.Now().Add(c.masterWait), req)
+}
+
+// assign is Assign with the time after which it stops retrying.
+func (c *Client) assign(ctx context.Context, until time.Time, req AssignRequest) (Assignment, error) {
 	var ans assignAnswer
-	err := c.masterGet(ctx, assignPath(req), func(body []byte) error {
+	err := c.masterGetUntil(ctx, until, assignPath(req), func(body []byte) error {
 		return decodeAssignAnswer(body, &ans)
 	})
 	if err != nil {
@@ -156,17 +163,82 @@ func (c *Client) lookupMaster(ctx context.Context, volumeID uint32) ([]Location,
 	return ans.Locations, nil
 }
 
-// maxLeaderHops bounds how many leader hints one request follows, so two
+// maxLeaderHops bounds how many leader hints one round follows, so two
 // confused masters pointing at each other cannot loop forever.
 const maxLeaderHops = 3
 
 // masterGet sends GET base+path to the masters and hands a 200 body to
-// decode. The master that answered last is tried first; the others follow
-// in configured order, but only after a connection error: an HTTP error is
-// the cluster's answer and is returned as is, except that a {"leader": ...}
-// hint is followed. Redirects are followed by the http.Client, and the
-// master that finally answered is remembered.
+// decode, retrying for up to Config.MasterWait while no master can answer.
 func (c *Client) masterGet(ctx context.Context, path string, decode func(body []byte) error) error {
+	return c.masterGetUntil(ctx, time.Now().Add(c.masterWait), path, decode)
+}
+
+// masterGetUntil is masterGet with the time after which no new round
+// starts; Put shares one such bound between all its assigns.
+//
+// While the leader is down the masters are unreachable or answer 503 ("not
+// the leader", "leader unreachable", a new leader still warming up), for
+// about an election's time (0.5-2 s). A round asks every master once; after a
+// round that only met such transient failures, masterGetUntil pauses with
+// exponential backoff (25 ms doubling to 500 ms, jittered) and starts another,
+// until one answers, ctx ends or until has passed. The first round always
+// runs. Any other answer (200, 4xx, 500) ends it at once.
+func (c *Client) masterGetUntil(ctx context.Context, until time.Time, path string, decode func(body []byte) error) error {
+	start := time.Now()
+	for round := 1; ; round++ {
+		err := c.masterRound(ctx, path, decode)
+		if err == nil || !masterTransient(ctx, err) {
+			return err
+		}
+		pause := masterBackoff(round)
+		if time.Now().Add(pause).After(until) {
+			return fmt.Errorf("client: %s: no master could answer in %v (%d rounds): %w",
+				path, time.Since(start).Round(time.Millisecond), round, err)
+		}
+		c.log.Debug("client: no master could answer, retrying", "path", path, "round", round, "pause", pause, "err", err)
+		if cerr := sleepCtx(ctx, pause); cerr != nil {
+			return fmt.Errorf("client: %s: %w (last error: %w)", path, cerr, err)
+		}
+	}
+}
+
+// masterTransient reports whether a round's failure may pass by itself: no
+// master reachable, or a 502/503/504/429 answer (an election, a new leader
+// warming up, no writable volume while one is grown).
+func masterTransient(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if errors.Is(err, ErrNoMaster) {
+		return true
+	}
+	var he *HTTPError
+	return errors.As(err, &he) && transientStatus(he.Status)
+}
+
+func transientStatus(status int) bool {
+	switch status {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout, http.StatusTooManyRequests:
+		return true
+	}
+	return false
+}
+
+// masterBackoff is the pause after round n (n >= 1): 25 ms doubling to
+// 500 ms, plus up to 50% jitter so that clients do not retry in step.
+func masterBackoff(n int) time.Duration {
+	d := min(25*time.Millisecond<<min(n-1, 5), 500*time.Millisecond)
+	return d + rand.N(d/2+1)
+}
+
+// masterRound asks the masters once each. The master that answered last is
+// tried first; the others follow in configured order after a connection
+// error or a transient answer (a 503 from a follower that lost its leader
+// says nothing of the others). Any other HTTP error is the cluster's answer
+// and is returned as is. A {"leader": ...} hint moves the leader it names
+// to the front. Redirects are followed by the http.Client, and the master
+// that finally answered is remembered.
+func (c *Client) masterRound(ctx context.Context, path string, decode func(body []byte) error) error {
 	first := *c.current.Load()
 	var stack [4]string // the usual one to three masters need no allocation
 	candidates := append(stack[:0], first)
@@ -176,6 +248,7 @@ func (c *Client) masterGet(ctx context.Context, path string, decode func(body []
 		}
 	}
 	var errs []error
+	var transient *HTTPError // the last 5xx/429 answer of this round
 	hops := 0
 	for i := 0; i < len(candidates); i++ {
 		base := candidates[i]
@@ -203,6 +276,11 @@ func (c *Client) masterGet(ctx context.Context, path string, decode func(body []
 					continue
 				}
 			}
+			if transientStatus(he.Status) {
+				c.log.Debug("client: master cannot answer now, trying next", "master", answered, "err", he)
+				transient = he
+				continue
+			}
 			c.remember(answered)
 			return he
 		}
@@ -218,6 +296,9 @@ func (c *Client) masterGet(ctx context.Context, path string, decode func(body []
 		}
 		c.remember(answered)
 		return nil
+	}
+	if transient != nil {
+		return transient
 	}
 	return fmt.Errorf("%w: %w", ErrNoMaster, errors.Join(errs...))
 }

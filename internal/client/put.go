@@ -3,11 +3,9 @@ package client
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"time"
 
 	"github.com/kelpfs/kelp/internal/fid"
@@ -15,9 +13,11 @@ import (
 
 // Put stores size bytes read from body under a new file id: assign, then
 // upload. When the upload fails in a way another volume could fix (volume
-// full or read-only, 5xx, connection error, volume gone) or the master has
-// no writable volume yet, it starts over with a NEW assignment, at most
-// Config.MaxRetries more times, with a short growing pause. A file id whose
+// full or read-only, 5xx, connection error, volume gone), it starts over
+// with a NEW assignment, at most Config.MaxRetries more times, with a short
+// growing pause. Assign itself waits through an election or a master with
+// no writable volume yet, for Config.MasterWait in all (see masterGetUntil),
+// and its failure after that wait ends Put. A file id whose
 // upload failed is never reused: the failed server may have written part of
 // it. body is read from offset 0 on every attempt, which is why it is an
 // io.ReaderAt.
@@ -38,6 +38,7 @@ func (c *Client) PutBytes(ctx context.Context, req AssignRequest, data []byte, o
 // put is Put with reopen returning a fresh reader of the body per attempt.
 func (c *Client) put(ctx context.Context, req AssignRequest, reopen func() io.Reader, size int64, opts UploadOptions) (fid.FileID, UploadResult, error) {
 	var lastErr error
+	until := time.Now().Add(c.masterWait)
 	attempts := c.maxRetries + 1
 	for attempt := 0; attempt < attempts; attempt++ {
 		if attempt > 0 {
@@ -45,14 +46,9 @@ func (c *Client) put(ctx context.Context, req AssignRequest, reopen func() io.Re
 				return fid.FileID{}, UploadResult{}, fmt.Errorf("client: put: %w (last error: %w)", err, lastErr)
 			}
 		}
-		a, err := c.assignOne(ctx, req)
+		a, err := c.assignOne(ctx, until, req)
 		if err != nil {
-			lastErr = err
-			if !retryableAssign(ctx, err) {
-				return fid.FileID{}, UploadResult{}, err
-			}
-			c.log.Debug("client: assign failed, retrying", "attempt", attempt+1, "err", err)
-			continue
+			return fid.FileID{}, UploadResult{}, fmt.Errorf("client: put: %w", err)
 		}
 		res, err := c.upload(ctx, a.URL, a.FID, reopen(), reopen, size, opts)
 		if err == nil {
@@ -66,16 +62,6 @@ func (c *Client) put(ctx context.Context, req AssignRequest, reopen func() io.Re
 		c.log.Debug("client: upload failed, retrying with a new assignment", "attempt", attempt+1, "fid", a.FID.String(), "err", err)
 	}
 	return fid.FileID{}, UploadResult{}, fmt.Errorf("client: put gave up after %d attempts: %w", attempts, lastErr)
-}
-
-// retryableAssign: no master reachable or a 5xx (503: no writable volume
-// while the master grows one) may pass; a 4xx is the caller's mistake.
-func retryableAssign(ctx context.Context, err error) bool {
-	var he *HTTPError
-	if errors.As(err, &he) {
-		return he.Status >= 500 || he.Status == http.StatusTooManyRequests
-	}
-	return retryable(ctx, err)
 }
 
 // backoff is the pause before retry n (n >= 1): 10ms doubling to 640ms, with

@@ -134,7 +134,7 @@ func (c *Client) upload(ctx context.Context, server string, id fid.FileID, body 
 	if reopen != nil {
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(reopen()), nil }
 	}
-	resp, err := c.doVolume(req)
+	resp, err := c.doVolume(req, 0)
 	if err != nil {
 		return UploadResult{}, fmt.Errorf("client: upload %s: %w", target, err)
 	}
@@ -204,8 +204,13 @@ var quoteEscaper = strings.NewReplacer("\\", "\\\\", `"`, "\\\"", "\r", "", "\n"
 // A missing needle is ErrNotFound.
 func (c *Client) Get(ctx context.Context, id fid.FileID, rng *Range) (io.ReadCloser, ObjectInfo, error) {
 	var resp *http.Response
-	err := c.onLocations(ctx, id.Volume, func(loc Location) error {
-		r, err := c.get(ctx, loc.URL, id, rng)
+	err := c.onLocations(ctx, id.Volume, func(loc Location, more bool) error {
+		// With another replica to try, a silent one is given up on sooner.
+		within := time.Duration(0)
+		if more {
+			within = c.failoverAfter
+		}
+		r, err := c.get(ctx, loc.URL, id, rng, within)
 		resp = r
 		return err
 	})
@@ -215,7 +220,7 @@ func (c *Client) Get(ctx context.Context, id fid.FileID, rng *Range) (io.ReadClo
 	return resp.Body, objectInfo(resp), nil
 }
 
-func (c *Client) get(ctx context.Context, server string, id fid.FileID, rng *Range) (*http.Response, error) {
+func (c *Client) get(ctx context.Context, server string, id fid.FileID, rng *Range, within time.Duration) (*http.Response, error) {
 	target := volumeURL(server, id)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
@@ -228,7 +233,7 @@ func (c *Client) get(ctx context.Context, server string, id fid.FileID, rng *Ran
 		}
 		req.Header["Range"] = []string{v}
 	}
-	resp, err := c.doVolume(req)
+	resp, err := c.doVolume(req, within)
 	if err != nil {
 		return nil, fmt.Errorf("client: get %s: %w", target, err)
 	}
@@ -273,13 +278,13 @@ func objectInfo(resp *http.Response) ObjectInfo {
 // wins: the volume server forwards it to the other replicas. A missing
 // needle is ErrNotFound.
 func (c *Client) Delete(ctx context.Context, id fid.FileID) error {
-	return c.onLocations(ctx, id.Volume, func(loc Location) error {
+	return c.onLocations(ctx, id.Volume, func(loc Location, _ bool) error {
 		target := volumeURL(loc.URL, id)
 		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, target, nil)
 		if err != nil {
 			return fmt.Errorf("client: delete request: %w", err)
 		}
-		resp, err := c.doVolume(req)
+		resp, err := c.doVolume(req, 0)
 		if err != nil {
 			return fmt.Errorf("client: delete %s: %w", target, err)
 		}
@@ -292,14 +297,15 @@ func (c *Client) Delete(ctx context.Context, id fid.FileID) error {
 	})
 }
 
-// onLocations runs try on volume vol's locations in order until one
-// succeeds. A failure that another server cannot fix (a 4xx other than 404)
-// ends it at once. When every location failed, the cached locations are
-// dropped; if they came from the cache, the master is asked again and the
-// servers not yet tried are tried. The error returned prefers a real
-// failure over a 404, because a replica that was not reached might hold the
-// needle.
-func (c *Client) onLocations(ctx context.Context, vol uint32, try func(Location) error) error {
+// onLocations runs try on volume vol's locations, healthiest first (see
+// health.go), until one succeeds; try's more says whether another location
+// is left to try after this one. A failure that another server cannot fix
+// (a 4xx other than 404) ends it at once. When every location failed, the
+// cached locations are dropped; if they came from the cache, the master is
+// asked again and the servers not yet tried are tried. The error returned
+// prefers a real failure over a 404, because a replica that was not reached
+// might hold the needle.
+func (c *Client) onLocations(ctx context.Context, vol uint32, try func(loc Location, more bool) error) error {
 	locs, cached, err := c.lookup(ctx, vol)
 	if err != nil {
 		return err
@@ -307,11 +313,19 @@ func (c *Client) onLocations(ctx context.Context, vol uint32, try func(Location)
 	var tried map[string]bool // allocated on the first failure only
 	var notFound, failure error
 	for round := 0; ; round++ {
+		locs = c.orderLocations(locs)
+		left := 0
+		for _, loc := range locs {
+			if !tried[loc.URL] {
+				left++
+			}
+		}
 		for _, loc := range locs {
 			if tried[loc.URL] {
 				continue
 			}
-			err := try(loc)
+			left--
+			err := try(loc, left > 0)
 			if err == nil {
 				return nil
 			}

@@ -2,12 +2,16 @@ package consensus
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 // testGroup is three members on loopback, each in its own directory.
@@ -18,43 +22,58 @@ type testGroup struct {
 	nodes []*Node
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
+// newTestGroup opens size members. Raft needs every member's address before
+// any listens, so the ports are picked free and bound a moment later (see
+// testutil.FreePort); when another test took one in between, the group
+// opens again on fresh ports and directories.
 func newTestGroup(t *testing.T, size int) *testGroup {
-	g := &testGroup{t: t, dir: t.TempDir(), nodes: make([]*Node, size)}
-	for i := 0; i < size; i++ {
-		g.peers = append(g.peers, Peer{ID: "m" + string(rune('1'+i)), Address: freeAddr(t)})
-	}
-	for i := range g.nodes {
-		g.open(i)
-	}
+	g := &testGroup{t: t, nodes: make([]*Node, size)}
 	t.Cleanup(func() {
 		for i := range g.nodes {
 			g.close(i)
 		}
 	})
-	return g
+	for attempt := 0; ; attempt++ {
+		g.dir, g.peers = t.TempDir(), nil
+		for i, port := range testutil.FreePorts(t, size) {
+			g.peers = append(g.peers, Peer{ID: "m" + string(rune('1'+i)), Address: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))})
+		}
+		var err error
+		for i := range g.nodes {
+			if err = g.tryOpen(i); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			return g
+		}
+		for i := range g.nodes {
+			g.close(i)
+		}
+		if attempt == 5 || !testutil.AddrInUse(err) {
+			t.Fatal(err)
+		}
+	}
 }
 
 func (g *testGroup) open(i int) {
 	g.t.Helper()
+	if err := g.tryOpen(i); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+func (g *testGroup) tryOpen(i int) error {
 	n, err := Open(Config{
 		Dir: filepath.Join(g.dir, g.peers[i].ID), ID: g.peers[i].ID, BindAddr: g.peers[i].Address, Peers: g.peers,
 		KeyBlock: 50, HeartbeatTimeout: 300 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
-		g.t.Fatal(err)
+		return err
 	}
 	g.nodes[i] = n
+	return nil
 }
 
 func (g *testGroup) close(i int) {
@@ -120,7 +139,14 @@ func TestGroupFailoverKeepsKeysUniqueAndRejoinCatchesUp(t *testing.T) {
 	start := time.Now()
 	newLead := g.leader(5 * time.Second)
 	t.Logf("new leader after %v", time.Since(start))
+	// On a loaded machine the first leader of a new term can lose its
+	// leadership again while committing; keys must then come from whoever
+	// leads next, and still above every key handed out before.
 	k, err := g.nodes[newLead].NextKeys(ctx, 1)
+	for errors.Is(err, ErrNotLeader) && time.Since(start) < 10*time.Second {
+		newLead = g.leader(5 * time.Second)
+		k, err = g.nodes[newLead].NextKeys(ctx, 1)
+	}
 	if err != nil || k <= last {
 		t.Fatalf("key from the new leader %d, %v; want > %d", k, err, last)
 	}

@@ -25,4 +25,8 @@ var (
 	ErrEventsTrimmed = errors.New("filer: events trimmed")
 	// ErrClosed: the Filer was closed.
 	ErrClosed = errors.New("filer: closed")
+	// ErrStore: the metadata store failed. A write that fails with it may
+	// or may not have been committed (a connection can break while COMMIT's
+	// answer is on its way): whatever the change refers to must be kept.
+	ErrStore = errors.New("filer: store")
 )

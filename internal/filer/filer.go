@@ -160,6 +160,13 @@ func (f *Filer) update(ctx context.Context, fn func(t *txn) error) error {
 	return nil
 }
 
+// durable returns once every commit visible now is durable: an empty
+// Update promises that (see package store). Call it between reading
+// something and acting on it in a way a power cut cannot undo.
+func (f *Filer) durable(ctx context.Context) error {
+	return f.st.Update(ctx, func(store.Tx) error { return nil })
+}
+
 // storeErr keeps filer errors as they are and marks the others as coming
 // from the store.
 func storeErr(err error) error {
@@ -174,7 +181,7 @@ func storeErr(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	return fmt.Errorf("filer: store: %w", err)
+	return fmt.Errorf("%w: %w", ErrStore, err)
 }
 
 func (f *Filer) notify() {

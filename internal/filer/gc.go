@@ -93,6 +93,12 @@ func (f *Filer) CollectGarbage(ctx context.Context) (int, error) {
 			batch = append(batch, item{fid: string(k[1:]), manifest: len(v) > 0 && v[0]&1 != 0})
 			return nil
 		})
+		if err == nil && len(batch) > 0 {
+			// A queued blob may come from a commit that is visible but not
+			// yet durable; deleting the blob cannot be undone if a power cut
+			// then loses that commit (the file would be back without its data).
+			err = f.durable(ctx)
+		}
 		if err != nil || len(batch) == 0 {
 			return total, storeErr(err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/kelpfs/kelp/internal/filer/store"
 	"github.com/kelpfs/kelp/internal/filer/store/postgres"
 	"github.com/kelpfs/kelp/internal/filer/store/redis"
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 // The defaults match scripts/test-deps.sh and the store backends' tests.
@@ -35,10 +36,7 @@ func randomName() string {
 // tests do: CI must not pass without the servers.
 func unreachable(tb testing.TB, what string, err error) {
 	tb.Helper()
-	if os.Getenv("KELP_TEST_ALLOW_SKIP") == "1" {
-		tb.Skipf("%s unreachable (%v); run scripts/test-deps.sh", what, err)
-	}
-	tb.Fatalf("%s unreachable: %v; run scripts/test-deps.sh (KELP_TEST_ALLOW_SKIP=1 skips)", what, err)
+	testutil.SkipOrFail(tb, "%s unreachable: %v", what, err)
 }
 
 // postgresOpener returns a function opening stores on one fresh table,

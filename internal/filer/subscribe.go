@@ -60,6 +60,13 @@ func (f *Filer) scanEvents(ctx context.Context, since uint64, limit int) ([]*Eve
 		next++
 		return nil
 	})
+	if err == nil && len(out) > 0 {
+		// An event may belong to a commit that is visible but not durable
+		// yet. Handed out and then lost in a power cut, its sequence number
+		// would be given to another change, which a subscriber resuming
+		// after the lost one would never see.
+		err = f.durable(ctx)
+	}
 	if err != nil {
 		return nil, storeErr(err)
 	}

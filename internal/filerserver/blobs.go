@@ -21,8 +21,19 @@ type clusterBlobs struct {
 
 var _ chunk.Blobs = (*clusterBlobs)(nil)
 
+// Put stores a chunk where the request asked (withChunkLayout), else
+// where the filer's configuration says.
 func (b *clusterBlobs) Put(ctx context.Context, data []byte) (string, error) {
-	id, _, err := b.c.PutBytes(ctx, b.req, data, client.UploadOptions{})
+	req := b.req
+	if l, ok := chunkLayoutFrom(ctx); ok {
+		if l.Collection != "" {
+			req.Collection = l.Collection
+		}
+		if l.Replication != "" {
+			req.Replication = l.Replication
+		}
+	}
+	id, _, err := b.c.PutBytes(ctx, req, data, client.UploadOptions{})
 	if err != nil {
 		return "", err
 	}

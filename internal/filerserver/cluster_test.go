@@ -31,6 +31,7 @@ import (
 	"github.com/kelpfs/kelp/internal/filer/store/postgres"
 	"github.com/kelpfs/kelp/internal/pb/filerpb"
 	"github.com/kelpfs/kelp/internal/testcluster"
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 // startOn runs a filer against cluster c; cfg's Masters and Logger are filled in.
@@ -200,10 +201,7 @@ func TestClusterTwoFilersOnPostgres(t *testing.T) {
 		err = pool.Ping(context.Background())
 	}
 	if err != nil {
-		if os.Getenv("KELP_TEST_ALLOW_SKIP") == "1" {
-			t.Skipf("PostgreSQL unreachable: %v", err)
-		}
-		t.Fatalf("PostgreSQL at %s unreachable: %v; run scripts/test-deps.sh (KELP_TEST_ALLOW_SKIP=1 skips)", dsn, err)
+		testutil.SkipOrFail(t, "PostgreSQL at %s unreachable: %v", dsn, err)
 	}
 	var rb [6]byte
 	rand.Read(rb[:])

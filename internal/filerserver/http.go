@@ -103,6 +103,10 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, p string) {
 	dirSlash := strings.HasSuffix(r.URL.Path, "/")
 	switch {
 	case op == "mkdir" || (op == "" && dirSlash && !isMultipart(r)):
+		if err := refuseChunkLayout(q, "mkdir"); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		mode, err := parseMode(q.Get("mode"), 0o755)
 		if err != nil {
 			s.writeError(w, r, err)
@@ -120,6 +124,10 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, p string) {
 		writeJSON(w, http.StatusCreated, entryJSON(e, false))
 		return
 	case op == "rename":
+		if err := refuseChunkLayout(q, op); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		from := q.Get("from")
 		if from == "" {
 			s.writeError(w, r, fmt.Errorf("%w: rename needs ?from=/source/path", errBadRequest))
@@ -136,7 +144,20 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, p string) {
 		}
 		writeJSON(w, http.StatusOK, entryJSON(e, false))
 		return
-	case op == "truncate":
+	case op != "" && op != "append" && op != "write" && op != "truncate":
+		s.writeError(w, r, fmt.Errorf("%w: unknown op %q", errBadRequest, op))
+		return
+	}
+	// Whatever is left stores data: its new chunks go where the request says.
+	layout, err := parseChunkLayout(q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if ctx = withChunkLayout(ctx, layout); ctx != r.Context() {
+		r = r.WithContext(ctx)
+	}
+	if op == "truncate" {
 		size, err := strconv.ParseInt(q.Get("size"), 10, 64)
 		if err != nil || size < 0 {
 			s.writeError(w, r, fmt.Errorf("%w: truncate needs ?size=N (bytes, 0 or more)", errBadRequest))
@@ -148,9 +169,6 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, p string) {
 			return
 		}
 		writeJSON(w, http.StatusOK, entryJSON(e, false))
-		return
-	case op != "" && op != "append" && op != "write":
-		s.writeError(w, r, fmt.Errorf("%w: unknown op %q", errBadRequest, op))
 		return
 	}
 	s.write(w, r, p, op == "append", dirSlash)

@@ -17,6 +17,7 @@ import (
 	"github.com/kelpfs/kelp/internal/consensus"
 	"github.com/kelpfs/kelp/internal/fid"
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 func grpcClient(t *testing.T, s *Server) masterpb.MasterClient {
@@ -107,9 +108,15 @@ func TestAdminLockAndConfigureChangeAssignAtRunTime(t *testing.T) {
 	if err != nil || r.Token != l.Token {
 		t.Fatalf("renew: %v %v", r, err)
 	}
-	time.Sleep(250 * time.Millisecond)
+	// Another owner gets the lock once the 200ms lease has run out.
 	var lj lockJSON
-	if code := postForm(t, s, "/admin/lock", url.Values{"owner": {"script"}}, &lj); code != 200 || lj.Token <= l.Token || lj.Owner != "script" {
+	var code int
+	leased := func() bool {
+		lj = lockJSON{}
+		code = postForm(t, s, "/admin/lock", url.Values{"owner": {"script"}}, &lj)
+		return code == 200
+	}
+	if !testutil.Eventually(5*time.Second, leased) || lj.Token <= l.Token || lj.Owner != "script" {
 		t.Fatalf("HTTP lock after the lease ran out: %d %+v", code, lj)
 	}
 	if _, err := c.ReleaseAdminLock(ctx, &masterpb.ReleaseAdminLockRequest{Owner: "shell@test", Token: l.Token}); status.Code(err) != codes.FailedPrecondition {

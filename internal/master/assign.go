@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kelpfs/kelp/internal/fid"
 	"github.com/kelpfs/kelp/internal/replication"
@@ -112,8 +113,17 @@ func growCount(code replication.Code, disks int) int {
 	return min(most, max(1, disks/code.Copies()))
 }
 
-func (s *Server) growLock(key topology.LayoutKey, dc string) *sync.Mutex {
-	name := key.String() + " dc " + dc
+// growName names a layout's growth in one data center ("" for any): the
+// unit of the growth lock and of the pause after failures.
+func growName(key topology.LayoutKey, dc string) string {
+	name := "growth of " + key.String()
+	if dc != "" {
+		name += " in data center " + dc
+	}
+	return name
+}
+
+func (s *Server) growLock(name string) *sync.Mutex {
 	s.growMu.Lock()
 	defer s.growMu.Unlock()
 	mu := s.growLocks[name]
@@ -128,12 +138,16 @@ func (s *Server) growLock(key topology.LayoutKey, dc string) *sync.Mutex {
 // nothing when a writable volume appeared while waiting for the lock). Growth
 // is serialised per layout so that a burst of assigns grows once.
 func (s *Server) grow(ctx context.Context, key topology.LayoutKey, dc string, count int) ([]uint32, error) {
-	mu := s.growLock(key, dc)
+	name := growName(key, dc)
+	mu := s.growLock(name)
 	mu.Lock()
 	defer mu.Unlock()
 	if count == 0 {
 		if _, err := s.topo.PickForAssign(key, dc); err == nil {
 			return nil, nil
+		}
+		if err := s.growthBackoff.check(name, time.Now()); err != nil {
+			return nil, err
 		}
 		count = growCount(key.Replication, s.topo.DisksWithRoom(dc))
 	}
@@ -171,11 +185,12 @@ func (s *Server) grow(ctx context.Context, key topology.LayoutKey, dc string, co
 		}
 		grown = append(grown, r.vid)
 	}
-	if len(grown) == 0 {
-		return nil, fmt.Errorf("%w: %w", ErrGrowthFailed, errors.Join(errs...))
+	failed := errors.Join(errs...)
+	if pause := s.growthBackoff.record(name, failed, time.Now()); pause > 0 {
+		s.log.Warn("volume growth failed; automatic growth paused", "layout", name, "grown", len(grown), "failed", len(errs), "pause", pause, "err", failed)
 	}
-	if len(errs) > 0 {
-		s.log.Warn("some volumes failed to grow", "layout", key.String(), "grown", len(grown), "err", errors.Join(errs...))
+	if len(grown) == 0 {
+		return nil, fmt.Errorf("%w: %w", ErrGrowthFailed, failed)
 	}
 	s.log.Info("grew volumes", "layout", key.String(), "volumes", grown)
 	return grown, nil
@@ -196,9 +211,20 @@ func (s *Server) allocate(ctx context.Context, vid uint32, key topology.LayoutKe
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		// The copies that did get created show up in heartbeats, but the
-		// volume is not writable without all of them.
-		return fmt.Errorf("volume %d on %s: %w", vid, strings.Join(p.URLs(), ","), err)
+		err = fmt.Errorf("volume %d on %s: %w", vid, strings.Join(p.URLs(), ","), err)
+		var made, maybe []topology.Location
+		for i, e := range errs {
+			switch {
+			case e == nil:
+				made = append(made, p.Locations[i])
+			case mayExist(e):
+				maybe = append(maybe, p.Locations[i])
+			}
+		}
+		if len(made)+len(maybe) > 0 {
+			s.rollBack(ctx, vid, made, maybe, err)
+		}
+		return err
 	}
 	return s.topo.RegisterVolume(topology.Volume{
 		ID: vid, Collection: key.Collection, Replication: key.Replication, TTL: key.TTL,

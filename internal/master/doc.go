@@ -51,6 +51,13 @@
 // change. A volume with fewer copies than its code asks for is never
 // writable.
 //
+// Heartbeats do not prove that a volume server can be reached: every master
+// probes each one at its advertised gRPC address once a pulse and marks it
+// unreachable after two failures in a row (reach.go); its copies then count
+// as missing and growth skips it. Growth that fails part way deletes the
+// copies it made and pauses automatic growth of the layout, 1s doubling to
+// 30s (growth.go).
+//
 // Only internal/cli (and tests) import this package. It is the only place in
 // the control plane where protobuf and HTTP types appear; errors are mapped to
 // HTTP and gRPC codes in errors.go.

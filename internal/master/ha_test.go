@@ -24,6 +24,7 @@ import (
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
 	"github.com/kelpfs/kelp/internal/testcluster"
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 func haCluster(t *testing.T) *testcluster.Cluster {
@@ -171,15 +172,14 @@ func TestLeaderKilledDuringWrites(t *testing.T) {
 		return time.Since(start)
 	}
 	t.Logf("first 50 writes in %v", waitCount(50, 10*time.Second))
-	// Long enough for the followers to have mirrored the leader's topology
-	// after the initial growth, as they would have in a cluster that has run
-	// for more than a second.
-	time.Sleep(1500 * time.Millisecond)
+	// The followers have mirrored the leader's topology after the initial
+	// growth, as they have in a cluster that has run for a while.
+	c.WaitMirrored()
 
 	stopAt := time.Now()
-	killed := c.StopLeader()
+	killed := c.KillLeader()
 	killedAt := time.Now()
-	t.Logf("stop took %v", killedAt.Sub(stopAt))
+	t.Logf("kill took %v", killedAt.Sub(stopAt))
 	before := count()
 	t.Logf("first write after the kill within %v", waitCount(before+1, 10*time.Second))
 	resumed := waitCount(before+50, 10*time.Second)
@@ -192,9 +192,7 @@ func TestLeaderKilledDuringWrites(t *testing.T) {
 
 	killed.Start(t)
 	rs := time.Now()
-	for killed.Master().Leader() == "" {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 10*time.Second, func() bool { return killed.Master().Leader() != "" }, "restarted %s never learnt the leader", killed.Addr)
 	t.Logf("restarted %s knows the leader after %v", killed.Addr, time.Since(rs))
 	cancel()
 	wg.Wait()
@@ -243,16 +241,21 @@ func TestLeaderKilledDuringWrites(t *testing.T) {
 	checkStatus(t, c, leader, nil)
 }
 
-// TestFailoverTimes measures, KELP_FAILOVER_ROUNDS times, the time from
-// stopping the leader to the first successful assign through any surviving
-// master, and reports the median and the worst. KELP_RAFT_TIMEOUT (e.g.
-// 300ms) overrides the raft heartbeat timeout.
+// TestFailoverTimes kills the leader abruptly (master.Server.Crash) a few
+// times and measures the time to the first successful assign through any
+// surviving master. Three rounds run by default, each bound to 5 s so that
+// a loaded CI machine passes; KELP_FAILOVER_ROUNDS=N measures N rounds and
+// holds them to the 2 s the design promises (run it on a quiet machine).
+// KELP_RAFT_TIMEOUT (e.g. 300ms) overrides the raft heartbeat timeout.
 //
 //	KELP_FAILOVER_ROUNDS=20 go test -run TestFailoverTimes -v ./internal/master/
 func TestFailoverTimes(t *testing.T) {
-	rounds, _ := strconv.Atoi(os.Getenv("KELP_FAILOVER_ROUNDS"))
-	if rounds <= 0 {
-		t.Skip("set KELP_FAILOVER_ROUNDS=N to measure fail-over N times")
+	if testing.Short() {
+		t.Skip("three masters and volume servers: not in -short")
+	}
+	rounds, bound := 3, 5*time.Second
+	if n, _ := strconv.Atoi(os.Getenv("KELP_FAILOVER_ROUNDS")); n > 0 {
+		rounds, bound = n, 2*time.Second
 	}
 	timeout, _ := time.ParseDuration(os.Getenv("KELP_RAFT_TIMEOUT"))
 	c := testcluster.Start(t, testcluster.Options{
@@ -276,9 +279,9 @@ func TestFailoverTimes(t *testing.T) {
 	var times []time.Duration
 	for r := 0; r < rounds; r++ {
 		leader := c.Leader()
-		// Let the followers mirror the leader as they would in a running
-		// cluster (the mirror runs every second).
-		time.Sleep(1200 * time.Millisecond)
+		// Start from a cluster whose followers mirror the leader, as in one
+		// that has run for a while.
+		c.WaitMirrored()
 		var survivors []string
 		for _, m := range c.Masters {
 			if m != leader {
@@ -286,30 +289,21 @@ func TestFailoverTimes(t *testing.T) {
 			}
 		}
 		start := time.Now()
-		leader.Stop()
-		for ok := false; !ok; {
-			for _, addr := range survivors {
-				if ok = assign(addr); ok {
-					break
-				}
-			}
-			if time.Since(start) > 20*time.Second {
-				t.Fatalf("round %d: no assign within 20s", r)
-			}
-			if !ok {
-				time.Sleep(5 * time.Millisecond)
-			}
+		leader.Kill()
+		assigned := func() bool { return slices.ContainsFunc(survivors, assign) }
+		if !testutil.Eventually(20*time.Second, assigned) {
+			t.Fatalf("round %d: no assign within 20s of killing the leader", r)
 		}
 		d := time.Since(start)
 		times = append(times, d)
-		t.Logf("round %d: leader %s stopped; first assign after %v", r, leader.Addr, d)
+		t.Logf("round %d: leader %s killed; first assign after %v", r, leader.Addr, d)
 		leader.Start(t)
 	}
 	slices.Sort(times)
 	t.Logf("fail-over over %d rounds (raft timeout %v): median %v, worst %v, best %v",
 		rounds, cmp.Or(timeout, 400*time.Millisecond), times[len(times)/2], times[len(times)-1], times[0])
-	if worst := times[len(times)-1]; worst > 2*time.Second {
-		t.Errorf("worst fail-over %v is above 2s", worst)
+	if worst := times[len(times)-1]; worst > bound {
+		t.Errorf("worst fail-over %v is above %v", worst, bound)
 	}
 }
 
@@ -341,8 +335,8 @@ func TestAdminThroughFollowersSurvivesFailover(t *testing.T) {
 	if _, err := cl.Assign(ctx, client.AssignRequest{}); err != nil { // grows 010 volumes
 		t.Fatal(err)
 	}
-	time.Sleep(1200 * time.Millisecond) // followers mirror the leader every second
-	killed := c.StopLeader()
+	c.WaitMirrored()
+	killed := c.KillLeader()
 	leader := c.Leader()
 	a, err := cl.Assign(ctx, client.AssignRequest{})
 	if err != nil {

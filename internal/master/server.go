@@ -77,11 +77,14 @@ type Server struct {
 	leaderSince atomic.Int64                       // unix nanos this master last became leader
 	maxVID      atomic.Uint32                      // highest volume id known committed
 
-	growMu    sync.Mutex
-	growLocks map[string]*sync.Mutex // per layout and data center
+	growMu        sync.Mutex
+	growLocks     map[string]*sync.Mutex // per layout and data center (growName)
+	growthBackoff growthBackoff          // pauses growth after failures (growth.go)
+	abandoned     abandonedCopies        // rolled-back copies whose delete failed
 
 	volumeClients volumeClients
 	masterClients masterClients // gRPC connections to the other masters
+	prober        prober        // reachability of the volume servers (reach.go)
 	streams       streamRegistry
 	proxy         *httputil.ReverseProxy // followers forward HTTP requests to the leader
 	peerHTTP      *http.Client           // status probes of the other masters
@@ -226,7 +229,8 @@ func (s *Server) Run(ctx context.Context) error {
 	errc := make(chan error, 2)
 	go func() { errc <- s.httpSrv.Serve(s.httpLn) }()
 	go func() { errc <- s.grpcSrv.Serve(s.grpcLn) }()
-	s.wg.Add(3)
+	s.wg.Add(4)
+	go s.probeLoop()
 	go s.expireLoop()
 	go s.leadershipLoop()
 	go s.mirrorLoop()
@@ -258,6 +262,23 @@ func (s *Server) Close() error {
 		s.closeErr = errors.Join(err, s.volumeClients.Close(), s.masterClients.Close(), s.cons.Close())
 	})
 	return s.closeErr
+}
+
+// Crash stops the master as a killed process stops, for fail-over tests:
+// raft first, so that leadership ends at once with nothing said to the
+// peers, then every listener and connection is cut, no request finished.
+// Close afterwards does nothing more.
+func (s *Server) Crash() {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		s.closeErr = s.cons.Close()
+		s.httpSrv.Server.Close()
+		s.grpcSrv.Stop()
+		s.closeListeners()
+		s.wg.Wait()
+		s.volumeClients.Close()
+		s.masterClients.Close()
+	})
 }
 
 func (s *Server) closeListeners() {

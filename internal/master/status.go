@@ -29,6 +29,9 @@ type ClusterStatus struct {
 	VolumeServers      []topology.NodeStatus `json:"volumeServers"`
 	// UnwritableVolumes were taken out of assigns by a reported write failure.
 	UnwritableVolumes []topology.VolumeFailure `json:"unwritableVolumes,omitempty"`
+	// AbandonedCopies are copies left by a failed volume growth whose
+	// delete failed; the master retries the delete every pulse.
+	AbandonedCopies []AbandonedCopy `json:"abandonedCopies,omitempty"`
 }
 
 // AdminLockStatus shows who holds the admin lock (never its token).
@@ -76,6 +79,7 @@ func (s *Server) clusterStatus(ctx context.Context) ClusterStatus {
 		CollectionRepl: set.CollectionReplication,
 		MaxVolumeID:    st.MaxVolumeID, PulseSeconds: s.cfg.PulseInterval.Seconds(),
 		VolumeServers: s.topo.Nodes(false), UnwritableVolumes: s.topo.Failures(),
+		AbandonedCopies: s.abandoned.list(),
 	}
 	if st.Lock.Owner != "" && time.Now().Before(st.Lock.ExpiresAt) {
 		cs.AdminLock = &AdminLockStatus{Owner: st.Lock.Owner, ExpiresAt: st.Lock.ExpiresAt.UTC()}

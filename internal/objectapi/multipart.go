@@ -179,7 +179,9 @@ func (l *Layer) commitPart(ctx context.Context, up *filer.Entry, n int, u *uploa
 		e.Xattrs[xaChecksum] = c
 	}
 	if err := l.ns.CreateEntry(ctx, e, filer.CreateOptions{NoParents: true}); err != nil {
-		l.discard(u.chunks)
+		if !commitUncertain(err) {
+			l.discard(u.chunks)
+		}
 		if errors.Is(err, filer.ErrNotFound) {
 			return PartInfo{}, errorf(ErrNoSuchUpload, "aborted while part %d was uploaded", n)
 		}
@@ -385,7 +387,7 @@ func (l *Layer) CompleteMultipartUpload(ctx context.Context, bucket, key, id str
 			}})
 	}
 	if err != nil {
-		if len(packed) != len(chunks) {
+		if len(packed) != len(chunks) && !commitUncertain(err) {
 			l.discard(manifestChunks(packed))
 		}
 		if exclusive && errors.Is(err, filer.ErrExists) {
@@ -407,6 +409,15 @@ func (l *Layer) CompleteMultipartUpload(ctx context.Context, bucket, key, id str
 	oi := l.info(bucket, e)
 	oi.VersionID = vid
 	return oi, nil
+}
+
+// commitUncertain reports whether a failed commit may have been applied all
+// the same: the store failed (a connection broken during COMMIT) or the
+// context ended while committing. The blobs the entry refers to must then
+// stay; at worst they are garbage nobody collects, which beats an object
+// whose data is gone.
+func commitUncertain(err error) bool {
+	return errors.Is(err, filer.ErrStore) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 func manifestChunks(cs []chunk.Chunk) []chunk.Chunk {

@@ -72,9 +72,14 @@ func DialOptions() []grpc.DialOption {
 	}
 }
 
-// ServerOptions are the options every Kelp gRPC server uses.
+// ServerOptions are the options every Kelp gRPC server uses: keepalive, and
+// a handler panic answered codes.Internal and logged (see recover.go).
 func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.KeepaliveEnforcementPolicy(ServerKeepalive)}
+	return []grpc.ServerOption{
+		grpc.KeepaliveEnforcementPolicy(ServerKeepalive),
+		grpc.ChainUnaryInterceptor(recoverUnary),
+		grpc.ChainStreamInterceptor(recoverStream),
+	}
 }
 
 // Listen opens a server's HTTP and gRPC listeners on ip. grpcPort 0 means

@@ -1,15 +1,20 @@
 package s3
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 func TestAuthentication(t *testing.T) {
@@ -103,6 +108,11 @@ func TestAuthentication(t *testing.T) {
 	}
 }
 
+// TestIdentityFileHotReload: a key added to the identity file is refused
+// before the file changes and accepted after, a removed key is refused after,
+// and a broken file is read (its error logged) and changes nothing. Each step
+// waits for the gateway to have re-read the file, so the test fails when the
+// file is never re-read.
 func TestIdentityFileHotReload(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ids.json")
 	write := func(s string) {
@@ -114,41 +124,78 @@ func TestIdentityFileHotReload(t *testing.T) {
 		}
 	}
 	write(`{"identities":[{"name":"a","credentials":[{"accessKey":"AKFILE1","secretKey":"s1"}],"actions":["Admin"]}]}`)
+	logs := &recordingHandler{}
 	e := startEnv(t, func(c *Config) {
 		c.Identities = nil
 		c.ConfigFile = path
 		c.ReloadInterval = 20 * time.Millisecond
+		c.Logger = slog.New(logs)
 	})
 	c1 := e.client("AKFILE1", "s1")
+	c2 := e.client("AKFILE2", "s2")
+	list := func(c *s3.Client) error {
+		_, err := c.ListObjectsV2(e.ctx, &s3.ListObjectsV2Input{Bucket: aws.String("hot")})
+		return err
+	}
 	if _, err := c1.CreateBucket(e.ctx, &s3.CreateBucketInput{Bucket: aws.String("hot")}); err != nil {
 		t.Fatal(err)
 	}
+	// Not in the file yet: refused.
+	e.wantCode(list(c2), "InvalidAccessKeyId")
+
 	write(`{"identities":[{"name":"b","credentials":[{"accessKey":"AKFILE2","secretKey":"s2"}],"actions":["List"]}]}`)
-	c2 := e.client("AKFILE2", "s2")
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, err := c2.ListObjectsV2(e.ctx, &s3.ListObjectsV2Input{Bucket: aws.String("hot")})
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("new identity not loaded: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testutil.Eventually(5*time.Second, func() bool { return list(c2) == nil }) {
+		t.Fatalf("new identity AKFILE2 not accepted: %v", list(c2))
 	}
-	_, err := c1.ListObjectsV2(e.ctx, &s3.ListObjectsV2Input{Bucket: aws.String("hot")})
-	e.wantCode(err, "InvalidAccessKeyId")
-	_, err = c2.PutObject(e.ctx, &s3.PutObjectInput{Bucket: aws.String("hot"), Key: aws.String("x"), Body: strings.NewReader("x")})
+	e.wantCode(list(c1), "InvalidAccessKeyId")
+	_, err := c2.PutObject(e.ctx, &s3.PutObjectInput{Bucket: aws.String("hot"), Key: aws.String("x"), Body: strings.NewReader("x")})
 	e.wantCode(err, "AccessDenied")
-	// A broken file keeps the identities that work.
+
+	// A broken file keeps the identities that work: wait until the gateway
+	// has read it and said so.
 	write(`{"identities": [`)
-	time.Sleep(100 * time.Millisecond)
-	if _, err := c2.ListObjectsV2(e.ctx, &s3.ListObjectsV2Input{Bucket: aws.String("hot")}); err != nil {
+	testutil.WaitFor(t, 5*time.Second, func() bool { return logs.count("s3: identity file not reloaded") > 0 },
+		"the broken identity file was never read")
+	if err := list(c2); err != nil {
 		t.Fatalf("after a broken file: %v", err)
 	}
+	e.wantCode(list(c1), "InvalidAccessKeyId")
 	if _, err := LoadIdentityFile(path); err == nil {
 		t.Fatal("broken identity file loaded")
 	}
+}
+
+// recordingHandler is a slog.Handler that counts messages, so a test can
+// wait for something the server only logs.
+type recordingHandler struct {
+	mu   sync.Mutex
+	msgs map[string]int
+}
+
+func (h *recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordingHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *recordingHandler) WithGroup(string) slog.Handler            { return h }
+func (h *recordingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.msgs == nil {
+		h.msgs = map[string]int{}
+	}
+	h.msgs[r.Message]++
+	return nil
+}
+
+// count is how many messages starting with prefix were logged.
+func (h *recordingHandler) count(prefix string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for msg, k := range h.msgs {
+		if strings.HasPrefix(msg, prefix) {
+			n += k
+		}
+	}
+	return n
 }
 
 func TestNoIdentitiesRefused(t *testing.T) {

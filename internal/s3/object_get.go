@@ -49,6 +49,14 @@ var responseOverrides = map[string]string{
 }
 
 func (s *Server) readObject(rq *request, head bool) error {
+	for q := range responseOverrides {
+		// Checked before any work: Go's server would write a control
+		// character into the header and the client could not parse it.
+		if !validHeaderValue(rq.q.Get(q)) {
+			return &apiError{Code: "InvalidArgument", Status: http.StatusBadRequest,
+				Message: "The value of " + q + " contains control characters."}
+		}
+	}
 	opts := objectapi.GetOptions{Conditions: conditions(rq.r.Header, ""), NoBody: head}
 	if pn := rq.q.Get("partNumber"); pn != "" {
 		n, err := strconv.Atoi(pn)

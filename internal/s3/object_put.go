@@ -64,7 +64,50 @@ func metadata(r *http.Request) (objectapi.Metadata, error) {
 		}
 		md.Tags = t
 	}
+	if err := checkHeaderValues(md); err != nil {
+		return md, err
+	}
 	return md, nil
+}
+
+// checkHeaderValues refuses metadata that could not be sent back in a
+// response header. Request headers cannot carry control characters (the
+// HTTP server refuses them), but a form upload's fields can, and Go's
+// server writes a header value as it is: every later GET of the object
+// would be an answer the client cannot parse.
+func checkHeaderValues(md objectapi.Metadata) error {
+	bad := func(name, v string) error {
+		if validHeaderValue(v) {
+			return nil
+		}
+		return &apiError{Code: "InvalidArgument", Status: http.StatusBadRequest,
+			Message: "The value of " + name + " contains control characters."}
+	}
+	if err := bad("Content-Type", md.ContentType); err != nil {
+		return err
+	}
+	for k, v := range md.Headers {
+		if err := bad(k, v); err != nil {
+			return err
+		}
+	}
+	for k, v := range md.UserMeta {
+		if err := bad("x-amz-meta-"+k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validHeaderValue reports whether v can be a header value: no control
+// characters other than tab.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // checkEncryption refuses server-side encryption Kelp cannot honour:

@@ -4,7 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	"github.com/kelpfs/kelp/internal/replication"
 	"github.com/kelpfs/kelp/internal/topology"
@@ -34,13 +36,22 @@ func setupFixReplication(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		plan := topology.PlanReplicationFix(v.snapshot())
+		h := s.fetchHealth(ctx)
+		h.printUnreachable(s)
+		nodes, stranded := h.plannable(v.snapshot())
+		plan := topology.PlanReplicationFix(nodes)
 		steps := filterCollection(plan.Steps, *collection)
+		for _, id := range slices.Sorted(maps.Keys(stranded)) {
+			if *collection == "" || v.anyCopy(id).GetCollection() == *collection {
+				fmt.Fprintf(s.out, "cannot fix volume %d: every copy is on an unreachable server (%s)\n", id, strings.Join(stranded[id], ", "))
+			}
+		}
 		for _, p := range plan.Unfixable {
 			if *collection == "" || p.Collection == *collection {
 				fmt.Fprintf(s.out, "cannot fix volume %d: %v\n", p.VolumeID, p.Err)
 			}
 		}
+		printDivergent(s, s.divergentCopies(ctx, v, h), *collection, "checked live on each reachable copy")
 		if len(steps) == 0 {
 			fmt.Fprintln(s.out, "every volume that can be fixed satisfies its replication")
 			return nil
@@ -64,7 +75,10 @@ func setupBalance(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		steps := topology.PlanBalance(v.snapshot())
+		h := s.fetchHealth(ctx)
+		h.printUnreachable(s)
+		nodes, _ := h.plannable(v.snapshot())
+		steps := topology.PlanBalance(nodes)
 		if len(steps) == 0 {
 			fmt.Fprintln(s.out, "volumes are balanced")
 			return nil

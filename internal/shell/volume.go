@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
 	"github.com/kelpfs/kelp/internal/pb/volumepb"
 	"github.com/kelpfs/kelp/internal/replication"
+	"github.com/kelpfs/kelp/internal/topology"
 )
 
 func volumeCommands() []command {
@@ -33,6 +35,7 @@ func setupVolumeList(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		h := s.fetchHealth(ctx)
 		filter := func(vol *masterpb.VolumeInfo) bool { return *collection == "" || vol.GetCollection() == *collection }
 		r := v.resp
 		fmt.Fprintf(s.out, "Topology: volume size limit %s, default replication %s\n", bytesString(r.GetVolumeSizeLimit()), orDefault(r.GetDefaultReplication(), "000"))
@@ -46,7 +49,11 @@ func setupVolumeList(fs *flag.FlagSet) runFunc {
 						used += len(d.GetVolumes())
 						slots += int(d.GetMaxVolumes())
 					}
-					fmt.Fprintf(s.out, "      Server %s  volumes %d/%d\n", n.GetUrl(), used, slots)
+					reach := ""
+					if why, bad := h.unreachable[n.GetUrl()]; bad {
+						reach = "  UNREACHABLE " + why
+					}
+					fmt.Fprintf(s.out, "      Server %s  volumes %d/%d%s\n", n.GetUrl(), used, slots, reach)
 					for _, d := range n.GetDisks() {
 						fmt.Fprintf(s.out, "        Disk %s  volumes %d/%d  free %s\n", d.GetDir(), len(d.GetVolumes()), d.GetMaxVolumes(), bytesString(d.GetFreeBytes()))
 						vols := slices.Clone(d.GetVolumes())
@@ -60,6 +67,9 @@ func setupVolumeList(fs *flag.FlagSet) runFunc {
 				}
 			}
 		}
+		// From the heartbeats alone, which is cheap; volume.fix.replication
+		// checks the copies live.
+		printDivergent(s, topology.FindDivergentCopies(v.snapshot(), time.Now(), 2*h.pulse), *collection, "by their last heartbeats")
 		return nil
 	}
 }

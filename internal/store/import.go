@@ -54,13 +54,20 @@ func (s *Store) Import(ctx context.Context, id uint32, collection string, fill f
 		s.cfg.FS.Remove(tmp)
 		return fmt.Errorf("store: import %d: %w", id, err)
 	}
-	v, err := volume.Open(s.volumeConfig(d, id, collection))
+	cfg := s.volumeConfig(d, id, collection)
+	v, err := volume.Open(cfg)
 	if err != nil {
 		return fmt.Errorf("store: import %d: %w", id, err)
 	}
 	s.mu.Lock()
 	s.volumes[id] = &entry{v: v, disk: d}
 	s.mu.Unlock()
+	// A heartbeat may have changed the limit while the volume opened; it
+	// set the volumes it found in the map, which this one was not yet in.
+	limit := s.sizeLimit.Load()
+	if limit != cfg.SizeLimit {
+		v.SetSizeLimit(limit)
+	}
 	installed = true
 	s.log.Info("imported volume", "volume", id, "collection", collection, "dir", d.Dir)
 	s.notify()

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kelpfs/kelp/internal/replication"
 	"github.com/kelpfs/kelp/internal/ttl"
@@ -78,8 +79,11 @@ type Store struct {
 	mu        sync.RWMutex
 	volumes   map[uint32]*entry
 	importing map[uint32]bool // ids whose copy is arriving (Import)
-	sizeLimit int64
 	closed    bool
+
+	// sizeLimit is read when a volume opens (also during Import, without
+	// mu) and set from heartbeat answers.
+	sizeLimit atomic.Int64
 
 	notifyCh chan struct{}
 	stop     chan struct{}
@@ -100,9 +104,10 @@ func New(cfg Config) (*Store, error) {
 		return nil, errors.New("store: no disks configured")
 	}
 	s := &Store{
-		cfg: cfg, log: cfg.Logger, volumes: map[uint32]*entry{}, sizeLimit: cfg.VolumeSizeLimit,
+		cfg: cfg, log: cfg.Logger, volumes: map[uint32]*entry{},
 		notifyCh: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
+	s.sizeLimit.Store(cfg.VolumeSizeLimit)
 	for _, dc := range cfg.Disks {
 		if err := cfg.FS.MkdirAll(dc.Dir, 0o755); err != nil {
 			return nil, fmt.Errorf("store: disk %s: %w", dc.Dir, err)
@@ -185,7 +190,7 @@ func ParseFileName(name string) (collection string, id uint32, ok bool) {
 func (s *Store) volumeConfig(d *disk, id uint32, collection string) volume.Config {
 	return volume.Config{
 		FS: s.cfg.FS, Dir: d.Dir, ID: id, Collection: collection,
-		SizeLimit: s.sizeLimit, Fsync: s.cfg.Fsync, OnChange: s.notify,
+		SizeLimit: s.sizeLimit.Load(), Fsync: s.cfg.Fsync, OnChange: s.notify,
 		Logger: s.log,
 	}
 }
@@ -349,9 +354,8 @@ func (s *Store) Status() []DiskStatus {
 
 // SetVolumeSizeLimit changes the size limit of every volume, present and future.
 func (s *Store) SetVolumeSizeLimit(limit int64) {
+	changed := s.sizeLimit.Swap(limit) != limit
 	s.mu.Lock()
-	changed := s.sizeLimit != limit
-	s.sizeLimit = limit
 	vols := make([]*volume.Volume, 0, len(s.volumes))
 	for _, e := range s.volumes {
 		vols = append(vols, e.v)

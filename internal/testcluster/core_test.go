@@ -12,7 +12,6 @@ import (
 
 	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/fid"
-	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/volumepb"
 	"github.com/kelpfs/kelp/internal/testcluster"
 
@@ -129,7 +128,7 @@ func vacuumAll(t *testing.T, c *testcluster.Cluster) int {
 	t.Helper()
 	vacuumed := 0
 	for _, v := range c.Volume {
-		addr, _ := pb.GRPCAddress(v.Addr)
+		addr := v.VolumeServer().GRPCAddr()
 		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/kelpfs/kelp/internal/fid"
 	"github.com/kelpfs/kelp/internal/replication"
 	"github.com/kelpfs/kelp/internal/testcluster"
+	"github.com/kelpfs/kelp/internal/testutil"
 	"github.com/kelpfs/kelp/internal/topology"
 )
 
@@ -87,8 +89,11 @@ func TestReplicatedWritesLandWhereTheCodeSays(t *testing.T) {
 }
 
 // TestReplicaLossDuringWritesLosesNoAcknowledgedWrite stops a volume server
-// holding copies while writers run: only writes in flight may fail, and every
-// acknowledged write is readable afterwards from a surviving copy.
+// holding copies while writers run: only writes in flight may fail, writes
+// that meet the lost copy are retried elsewhere, and every acknowledged write
+// is readable afterwards from a surviving copy. Writes acknowledged after the
+// stop must have both their copies on live servers (a replicated write is
+// acknowledged only when every copy has it).
 func TestReplicaLossDuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{Volumes: twoByTwoByTwo(), Fsync: true})
 	cl, err := client.New(client.Config{Masters: c.MasterAddrs()})
@@ -96,10 +101,12 @@ func TestReplicaLossDuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	var (
-		mu     sync.Mutex
-		acked  = map[fid.FileID][]byte{}
-		failed atomic.Int64
-		seq    atomic.Int64
+		mu        sync.Mutex
+		acked     = map[fid.FileID]ackedWrite{}
+		ackedLate atomic.Int64 // acknowledged writes begun after the stop
+		failed    atomic.Int64
+		seq       atomic.Int64
+		stopped   atomic.Bool
 	)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -109,6 +116,7 @@ func TestReplicaLossDuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
+				late := stopped.Load()
 				body := []byte(fmt.Sprintf("payload %d", seq.Add(1)))
 				id, _, err := cl.PutBytes(ctx, client.AssignRequest{Replication: "010"}, body, client.UploadOptions{})
 				if err != nil {
@@ -118,38 +126,124 @@ func TestReplicaLossDuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 					continue
 				}
 				mu.Lock()
-				acked[id] = body
+				acked[id] = ackedWrite{body, late}
 				mu.Unlock()
+				if late {
+					ackedLate.Add(1)
+				}
 			}
 		}()
 	}
-	time.Sleep(700 * time.Millisecond)
-	victim := c.Volume[0]
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
+	if !testutil.Eventually(20*time.Second, func() bool { return count() >= 50 }) {
+		t.Fatalf("only %d writes acknowledged before the stop", count())
+	}
+
+	// The victim holds a copy of a volume being written.
+	victim, vid, survivor := holderOf(t, c, cl, &mu, acked)
 	victim.Stop()
-	time.Sleep(2 * time.Second)
+	stopped.Store(true)
+	// A write to the surviving copy of that volume is refused, naming the
+	// lost copy: an acknowledgement means every copy has the bytes.
+	requireRefused(t, survivor, vid, victim.Addr)
+	if !testutil.Eventually(20*time.Second, func() bool { return ackedLate.Load() >= 100 }) {
+		t.Fatalf("only %d writes acknowledged after %s stopped", ackedLate.Load(), victim.Addr)
+	}
 	cancel()
 	wg.Wait()
 
 	mu.Lock()
 	defer mu.Unlock()
-	if len(acked) < 50 {
-		t.Fatalf("only %d writes acknowledged", len(acked))
-	}
 	// The client retries on a new assignment, so a lost replica costs at most
 	// the writes that were in flight on it.
 	if f := failed.Load(); f > writers {
 		t.Errorf("%d writes failed after retries; want at most the %d in flight", f, writers)
 	}
-	for id, want := range acked {
+	for id, w := range acked {
 		rc, _, err := cl.Get(context.Background(), id, nil)
 		if err != nil {
 			t.Fatalf("acknowledged %s unreadable with %s down: %v", id, victim.Addr, err)
 		}
 		got, err := io.ReadAll(rc)
 		rc.Close()
-		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("acknowledged %s reads %q, want %q (err %v)", id, got, want, err)
+		if err != nil || !bytes.Equal(got, w.body) {
+			t.Fatalf("acknowledged %s reads %q, want %q (err %v)", id, got, w.body, err)
+		}
+		if w.afterStop {
+			requireLiveCopies(t, cl, id, w.body, victim.Addr, 2)
 		}
 	}
-	t.Logf("%d writes acknowledged, %d failed, all readable with one server down", len(acked), failed.Load())
+	t.Logf("%d writes acknowledged (%d after %s stopped), %d failed", len(acked), ackedLate.Load(), victim.Addr, failed.Load())
+}
+
+// ackedWrite is an acknowledged write and whether it began after the victim
+// had stopped.
+type ackedWrite struct {
+	body      []byte
+	afterStop bool
+}
+
+// holderOf returns a running volume server holding a copy of one of the
+// acknowledged writes, the volume, and the server holding its other copy.
+func holderOf(t *testing.T, c *testcluster.Cluster, cl *client.Client, mu *sync.Mutex, acked map[fid.FileID]ackedWrite) (*testcluster.Node, uint32, string) {
+	t.Helper()
+	mu.Lock()
+	var id fid.FileID
+	for id = range acked {
+		break
+	}
+	mu.Unlock()
+	locs, err := cl.Lookup(context.Background(), id.Volume)
+	if err != nil || len(locs) != 2 {
+		t.Fatalf("lookup %s: %+v %v; want two copies", id, locs, err)
+	}
+	for _, v := range c.Volume {
+		if v.Addr == locs[0].URL {
+			return v, id.Volume, locs[1].URL
+		}
+	}
+	t.Fatalf("volume %d is on %s, not a server of the cluster", id.Volume, locs[0].URL)
+	return nil, 0, ""
+}
+
+// requireRefused writes a new file of volume vid to server and requires a
+// 503 that names the unreachable copy down (or, once the master has dropped
+// it, says that copies are missing).
+func requireRefused(t *testing.T, server string, vid uint32, down string) {
+	t.Helper()
+	id := fid.FileID{Volume: vid, Key: 1 << 60, Cookie: 0x5eed}
+	req, _ := http.NewRequest(http.MethodPut, "http://"+server+"/"+id.String(), strings.NewReader("after the loss"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	clear := strings.Contains(string(body), down) || strings.Contains(string(body), "needs 2 copies")
+	if resp.StatusCode != http.StatusServiceUnavailable || !clear {
+		t.Fatalf("write to volume %d on %s with its copy on %s down: %d %s; want 503 naming %s",
+			vid, server, down, resp.StatusCode, body, down)
+	}
+}
+
+// requireLiveCopies fails unless at least n servers other than down hold the
+// bytes of id.
+func requireLiveCopies(t *testing.T, cl *client.Client, id fid.FileID, want []byte, down string, n int) {
+	t.Helper()
+	locs, err := cl.Lookup(context.Background(), id.Volume)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := 0
+	for _, l := range locs {
+		if l.URL == down {
+			continue
+		}
+		if status, got, err := readFrom(l.URL, id); err == nil && status == http.StatusOK && bytes.Equal(got, want) {
+			live++
+		}
+	}
+	if live < n {
+		t.Fatalf("%s acknowledged after %s stopped has %d live copies, want %d (locations %+v)", id, down, live, n, locs)
+	}
 }

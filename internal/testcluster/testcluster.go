@@ -1,9 +1,13 @@
 // Package testcluster starts a whole Kelp cluster inside one test process: masters
 // and volume servers in chosen data centers and racks, on real loopback ports, with
-// helpers to stop and restart any of them. Tests use it instead of subprocesses.
+// helpers to stop, kill and restart any of them. Tests use it instead of subprocesses.
 //
-// With Options.Masters > 1 the masters form a raft group on loopback (HTTP port p,
-// gRPC p+10000, raft p+20000); every volume server is given every master's address.
+// Volume servers listen on ports the kernel picks (:0) and keep them across
+// restarts. Masters follow the port convention (HTTP port p, gRPC p+10000,
+// raft p+20000), which :0 cannot give: their ports are picked free below the
+// ephemeral range and the masters start again on fresh ones if another test
+// took one meanwhile. With Options.Masters > 1 the masters form a raft group
+// on loopback; every volume server is given every master's address.
 //
 // Only tests import it.
 package testcluster
@@ -14,10 +18,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -27,6 +32,7 @@ import (
 	"github.com/kelpfs/kelp/internal/master"
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/store"
+	"github.com/kelpfs/kelp/internal/testutil"
 	"github.com/kelpfs/kelp/internal/volumeserver"
 )
 
@@ -78,6 +84,7 @@ type Node struct {
 	start            func() (runner, error)
 
 	mu     sync.Mutex
+	ran    bool // started before: its ports are its own
 	cancel context.CancelFunc
 	done   chan struct{}
 	srv    runner
@@ -119,42 +126,76 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if c.opts.PulseInterval == 0 {
 		c.opts.PulseInterval = time.Second
 	}
-	ports := make([]int, c.opts.Masters)
-	var peers []string
-	for i := range ports {
-		ports[i] = freeMasterPort(t, ports[:i])
-		if c.opts.Masters > 1 {
-			peers = append(peers, addr(ports[i]))
-		}
-	}
-	for i, port := range ports {
-		mcfg := master.Config{
-			IP:                   "127.0.0.1",
-			Port:                 port,
-			MetaDir:              filepath.Join(c.dir, fmt.Sprintf("master%d", i)),
-			Peers:                peers,
-			VolumeSizeLimit:      opts.VolumeSizeLimit,
-			DefaultReplication:   opts.DefaultReplication,
-			PulseInterval:        c.opts.PulseInterval,
-			RaftHeartbeatTimeout: opts.RaftHeartbeatTimeout,
-			Logger:               c.log.With("node", fmt.Sprintf("master%d", i)),
-		}
-		c.Masters = append(c.Masters, &Node{Addr: addr(port), start: func() (runner, error) { return master.New(mcfg) }})
-	}
+	t.Cleanup(c.Stop)
+	c.startMasters()
 	c.Master = c.Masters[0]
 	for i, spec := range opts.Volumes {
-		c.Volume = append(c.Volume, c.volumeNode(i, spec))
-	}
-	t.Cleanup(c.Stop)
-	for _, m := range c.Masters {
-		m.Start(t)
-	}
-	c.Leader()
-	for _, v := range c.Volume {
+		v := c.volumeNode(i, spec)
+		c.Volume = append(c.Volume, v)
 		v.Start(t)
 	}
 	c.WaitForVolumeServers(len(c.Volume))
 	return c
+}
+
+// startMasters starts the masters on fresh ports and waits for a leader.
+// Their ports follow the convention (gRPC +10000, raft +20000), so they are
+// picked free and bound a moment later (see testutil.FreePort); when another
+// test took one in between, every master starts again on fresh ports and
+// empty directories.
+func (c *Cluster) startMasters() {
+	c.t.Helper()
+	for attempt := 0; ; attempt++ {
+		ports := testutil.FreePorts(c.t, c.opts.Masters, pb.GRPCPortOffset, pb.RaftPortOffset)
+		c.Masters = nil
+		var peers []string
+		for _, p := range ports {
+			if c.opts.Masters > 1 {
+				peers = append(peers, addr(p))
+			}
+		}
+		for i, port := range ports {
+			c.Masters = append(c.Masters, c.masterNode(i, port, peers))
+		}
+		err := c.tryStartMasters()
+		if err == nil {
+			c.Leader()
+			return
+		}
+		for _, m := range c.Masters {
+			m.Stop()
+		}
+		if attempt == 5 || !testutil.AddrInUse(err) {
+			c.t.Fatalf("testcluster: %v", err)
+		}
+		c.t.Logf("testcluster: %v; starting the masters again on fresh ports", err)
+	}
+}
+
+func (c *Cluster) tryStartMasters() error {
+	for _, m := range c.Masters {
+		if err := m.tryStart(c.t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) masterNode(i, port int, peers []string) *Node {
+	dir := filepath.Join(c.dir, fmt.Sprintf("master%d", i))
+	os.RemoveAll(dir) // left by an attempt on other ports
+	mcfg := master.Config{
+		IP:                   "127.0.0.1",
+		Port:                 port,
+		MetaDir:              dir,
+		Peers:                peers,
+		VolumeSizeLimit:      c.opts.VolumeSizeLimit,
+		DefaultReplication:   c.opts.DefaultReplication,
+		PulseInterval:        c.opts.PulseInterval,
+		RaftHeartbeatTimeout: c.opts.RaftHeartbeatTimeout,
+		Logger:               c.log.With("node", fmt.Sprintf("master%d", i)),
+	}
+	return &Node{Addr: addr(port), start: func() (runner, error) { return master.New(mcfg) }}
 }
 
 // MasterAddrs are the HTTP addresses of every master, in order.
@@ -221,6 +262,58 @@ func (c *Cluster) StopLeader() *Node {
 	return l
 }
 
+// KillLeader kills the leading master as a crash would (see Node.Kill) and
+// returns it; Start brings it back.
+func (c *Cluster) KillLeader() *Node {
+	c.t.Helper()
+	l := c.Leader()
+	l.Kill()
+	return l
+}
+
+// WaitMirrored waits until every running follower lists the leader's volume
+// servers with as many volumes each, as a cluster that has run for a while
+// does (followers copy the leader's topology on a timer). A fail-over test
+// starts from there.
+func (c *Cluster) WaitMirrored() {
+	c.t.Helper()
+	view := func(m *Node) (map[string]int, error) {
+		var status struct {
+			VolumeServers []struct {
+				URL     string `json:"url"`
+				Volumes int    `json:"volumes"`
+			} `json:"volumeServers"`
+		}
+		if err := getJSON("http://"+m.Addr+"/cluster/status", &status); err != nil {
+			return nil, err
+		}
+		out := map[string]int{}
+		for _, v := range status.VolumeServers {
+			out[v.URL] = v.Volumes
+		}
+		return out, nil
+	}
+	var last string
+	mirrored := func() bool {
+		want, err := view(c.Leader())
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		for _, f := range c.Followers() {
+			got, err := view(f)
+			if err != nil || !maps.Equal(got, want) {
+				last = fmt.Sprintf("follower %s has %v (%v), the leader %v", f.Addr, got, err, want)
+				return false
+			}
+		}
+		return true
+	}
+	if !testutil.Eventually(20*time.Second, mirrored) {
+		c.t.Fatalf("testcluster: followers never mirrored the leader: %s", last)
+	}
+}
+
 // VolumesIn returns the volume servers of a data center, of one rack in it
 // when rack is not empty.
 func (c *Cluster) VolumesIn(dataCenter, rack string) []*Node {
@@ -273,8 +366,9 @@ func (c *Cluster) runningVolumes() int {
 	return n
 }
 
+// volumeNode returns a volume server that listens on ports the kernel picks
+// when it first starts, and on the same ports when it starts again.
 func (c *Cluster) volumeNode(i int, spec VolumeSpec) *Node {
-	port := FreePortPair(c.t)
 	maxVolumes, disks := spec.MaxVolumes, spec.Disks
 	if maxVolumes == 0 {
 		maxVolumes = 8
@@ -284,7 +378,6 @@ func (c *Cluster) volumeNode(i int, spec VolumeSpec) *Node {
 	}
 	cfg := volumeserver.Config{
 		IP:              "127.0.0.1",
-		Port:            port,
 		Masters:         c.MasterAddrs(),
 		DataCenter:      spec.DataCenter,
 		Rack:            spec.Rack,
@@ -299,33 +392,60 @@ func (c *Cluster) volumeNode(i int, spec VolumeSpec) *Node {
 			MaxVolumes: maxVolumes,
 		})
 	}
-	return &Node{Addr: addr(port), DataCenter: spec.DataCenter, Rack: spec.Rack, start: func() (runner, error) { return volumeserver.New(cfg) }}
+	n := &Node{DataCenter: spec.DataCenter, Rack: spec.Rack}
+	n.start = func() (runner, error) {
+		v, err := volumeserver.New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.Port == 0 { // first start: keep the ports the kernel gave
+			cfg.Port, cfg.GRPCPort = port(v.URL()), port(v.GRPCAddr())
+			n.Addr = v.URL()
+		}
+		return v, nil
+	}
+	return n
 }
 
-// Start runs the node (again).
+func port(hostport string) int {
+	_, p, _ := net.SplitHostPort(hostport)
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// Start runs the node (again) and waits until it answers.
 func (n *Node) Start(t testing.TB) {
+	t.Helper()
+	if err := n.tryStart(t); err != nil {
+		t.Fatalf("testcluster: start %s: %v", n.Addr, err)
+	}
+}
+
+// restartRetry is how long a node started again keeps trying its ports: a
+// test picking free ports (see testutil.FreePort) may hold one for a
+// moment.
+const restartRetry = 5 * time.Second
+
+func (n *Node) tryStart(t testing.TB) error {
 	t.Helper()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.srv != nil {
-		return
+		return nil
 	}
-	var srv runner
-	var err error
-	// A port just released by a stopped node can take a moment to be reusable.
-	for i := 0; i < 50; i++ {
-		if srv, err = n.start(); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+	srv, err := n.start()
+	for deadline := time.Now().Add(restartRetry); testutil.AddrInUse(err) && n.ran && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		srv, err = n.start()
 	}
 	if err != nil {
-		t.Fatalf("testcluster: start %s: %v", n.Addr, err)
+		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	n.srv, n.cancel, n.done = srv, cancel, make(chan struct{})
+	n.srv, n.cancel, n.done, n.ran = srv, cancel, make(chan struct{}), true
 	go func() { defer close(n.done); srv.Run(ctx) }()
 	waitHealthy(t, n.Addr)
+	return nil
 }
 
 // Stop stops the node gracefully and waits until it has closed.
@@ -334,6 +454,24 @@ func (n *Node) Stop() {
 	defer n.mu.Unlock()
 	if n.srv == nil {
 		return
+	}
+	n.cancel()
+	<-n.done
+	n.srv.Close()
+	n.srv = nil
+}
+
+// Kill stops a master as a crash would: raft stops leading at once without
+// a word to the peers, and its connections are cut with no request
+// finished (master.Server.Crash). Other nodes stop as with Stop.
+func (n *Node) Kill() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.srv == nil {
+		return
+	}
+	if m, ok := n.srv.(interface{ Crash() }); ok {
+		m.Crash()
 	}
 	n.cancel()
 	<-n.done
@@ -413,54 +551,6 @@ func (c *Cluster) WaitForVolumeServers(n int) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	c.t.Fatalf("testcluster: master sees %d volume servers, want %d", got, n)
-}
-
-// FreePortPair finds a port p on 127.0.0.1 such that p and p+10000 (its gRPC
-// port) are both free right now.
-func FreePortPair(t testing.TB) int {
-	t.Helper()
-	for i := 0; i < 100; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := ln.Addr().(*net.TCPAddr).Port
-		if p+pb.GRPCPortOffset > 65535 {
-			ln.Close()
-			continue
-		}
-		ln2, err := net.Listen("tcp", addr(p+pb.GRPCPortOffset))
-		ln.Close()
-		if err == nil {
-			ln2.Close()
-			return p
-		}
-	}
-	t.Fatal("testcluster: no free port pair")
-	return 0
-}
-
-// raftPortOffset is the master's raft port relative to its HTTP port (see
-// internal/master).
-const raftPortOffset = 20000
-
-// freeMasterPort finds a port p such that p, p+10000 (gRPC) and p+20000
-// (raft) are all free right now and p is not in taken.
-func freeMasterPort(t testing.TB, taken []int) int {
-	t.Helper()
-	for i := 0; i < 500; i++ {
-		p := FreePortPair(t)
-		if p+raftPortOffset > 65535 || slices.Contains(taken, p) {
-			continue
-		}
-		ln, err := net.Listen("tcp", addr(p+raftPortOffset))
-		if err == nil {
-			ln.Close()
-			return p
-		}
-	}
-	t.Fatal("testcluster: no free master port triple")
-	return 0
 }
 
 func addr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }

@@ -13,6 +13,10 @@
 // for that node. A node not heard from for the dead timeout is dropped by
 // ExpireNodes; a node whose stream closed cleanly is dropped by RemoveNode.
 //
+// A node may also be marked unreachable (SetReachable) by the master's
+// probes: it stays in the model, but its copies count as missing and
+// placement skips it.
+//
 // # Volume layouts
 //
 // Volumes are grouped by (collection, replication, ttl). A volume is writable

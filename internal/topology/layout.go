@@ -39,6 +39,11 @@ func (t *Topology) writable(e *volumeEntry) bool {
 		return false
 	}
 	for _, c := range e.copies {
+		// A copy the master cannot reach is a missing copy: writes to it
+		// would fail (or wait) as surely as to one that is gone.
+		if !t.reachableLocked(c.node.info.URL) {
+			return false
+		}
 		if c.vol.ReadOnly || (t.sizeLimit > 0 && c.vol.Size >= t.sizeLimit) {
 			return false
 		}

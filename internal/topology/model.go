@@ -112,6 +112,8 @@ type Topology struct {
 	volumes   map[uint32]*volumeEntry
 	layouts   map[LayoutKey]*layout
 	failures  map[uint32]failure
+	// unreachable are live nodes the master cannot reach (see SetReachable).
+	unreachable map[string]unreachableMark
 }
 
 type node struct {
@@ -176,13 +178,14 @@ func New(opts Options) *Topology {
 		opts.FailureCooldown = DefaultFailureCooldown
 	}
 	return &Topology{
-		intn:      opts.Intn,
-		cooldown:  opts.FailureCooldown,
-		failures:  map[uint32]failure{},
-		sizeLimit: opts.VolumeSizeLimit,
-		nodes:     map[string]*node{},
-		volumes:   map[uint32]*volumeEntry{},
-		layouts:   map[LayoutKey]*layout{},
+		intn:        opts.Intn,
+		cooldown:    opts.FailureCooldown,
+		failures:    map[uint32]failure{},
+		unreachable: map[string]unreachableMark{},
+		sizeLimit:   opts.VolumeSizeLimit,
+		nodes:       map[string]*node{},
+		volumes:     map[uint32]*volumeEntry{},
+		layouts:     map[LayoutKey]*layout{},
 	}
 }
 
@@ -306,6 +309,8 @@ func (t *Topology) removeLocked(url string) bool {
 	affected := map[LayoutKey]bool{}
 	t.detach(n, affected)
 	delete(t.nodes, url)
+	// A node that comes back is probed afresh.
+	delete(t.unreachable, url)
 	for k := range affected {
 		t.refreshLayout(k)
 	}
@@ -371,7 +376,9 @@ func (t *Topology) detach(n *node, affected map[LayoutKey]bool) {
 	}
 }
 
-// Lookup returns the locations of a volume's copies, sorted by URL.
+// Lookup returns the locations of a volume's copies, sorted by URL, except
+// that copies on nodes marked unreachable come last: a reader tries them
+// only when the others fail.
 func (t *Topology) Lookup(volumeID uint32) ([]Location, error) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -379,11 +386,16 @@ func (t *Topology) Lookup(volumeID uint32) ([]Location, error) {
 	if e == nil {
 		return nil, fmt.Errorf("%w: volume %d", ErrVolumeNotFound, volumeID)
 	}
-	locs := make([]Location, len(e.copies))
-	for i, c := range e.copies {
-		locs[i] = c.node.location()
+	locs := make([]Location, 0, len(e.copies))
+	var last []Location
+	for _, c := range e.copies {
+		if t.reachableLocked(c.node.info.URL) {
+			locs = append(locs, c.node.location())
+		} else {
+			last = append(last, c.node.location())
+		}
 	}
-	return locs, nil
+	return append(locs, last...), nil
 }
 
 // RegisterVolume records a volume just allocated on the given nodes, without

@@ -37,11 +37,22 @@ func (p Plan) URLs() []string {
 func (t *Topology) PlanGrowth(code replication.Code, count int, opts PlanOptions) ([]Plan, error) {
 	t.mu.RLock()
 	cands := make([]candidate, 0, len(t.nodes))
+	var unreachable []string
 	for _, n := range t.nodes {
+		if !t.reachableLocked(n.info.URL) {
+			unreachable = append(unreachable, n.info.URL)
+			continue
+		}
 		cands = append(cands, candidate{loc: n.location(), free: n.freeSlots()})
 	}
 	t.mu.RUnlock()
-	return planGrowth(cands, code, count, opts)
+	plans, err := planGrowth(cands, code, count, opts)
+	if err != nil && len(unreachable) > 0 {
+		slices.Sort(unreachable)
+		err = fmt.Errorf("%w (not counted: %d volume servers that send heartbeats but cannot be reached: %s)",
+			err, len(unreachable), strings.Join(unreachable, ", "))
+	}
+	return plans, err
 }
 
 // DisksWithRoom counts the disks that can take a new volume, in data center
@@ -51,7 +62,7 @@ func (t *Topology) DisksWithRoom(dc string) int {
 	defer t.mu.RUnlock()
 	n := 0
 	for _, node := range t.nodes {
-		if dc != "" && node.info.DataCenter != dc {
+		if (dc != "" && node.info.DataCenter != dc) || !t.reachableLocked(node.info.URL) {
 			continue
 		}
 		for i := range node.info.Disks {

@@ -36,7 +36,13 @@ type NodeStatus struct {
 	MaxVolumes    int       `json:"maxVolumes"`
 	FreeSlots     int       `json:"freeSlots"`
 	LastHeartbeat time.Time `json:"lastHeartbeat"`
-	Disks         []Disk    `json:"disks,omitempty"`
+	// Reachable is false when the node sends heartbeats but the master's
+	// probes of its advertised address fail; its copies then count as
+	// missing. UnreachableSince and ProbeError say since when and why.
+	Reachable        bool      `json:"reachable"`
+	UnreachableSince time.Time `json:"unreachableSince,omitzero"`
+	ProbeError       string    `json:"probeError,omitempty"`
+	Disks            []Disk    `json:"disks,omitempty"`
 }
 
 // LayoutStatus summarises one volume layout.
@@ -57,7 +63,10 @@ func (t *Topology) Nodes(withDisks bool) []NodeStatus {
 	for _, n := range t.nodes {
 		s := NodeStatus{
 			URL: n.info.URL, PublicURL: n.info.PublicURL, DataCenter: n.info.DataCenter, Rack: n.info.Rack,
-			GRPCPort: n.info.GRPCPort, FreeSlots: n.freeSlots(), LastHeartbeat: n.lastSeen,
+			GRPCPort: n.info.GRPCPort, FreeSlots: n.freeSlots(), LastHeartbeat: n.lastSeen, Reachable: true,
+		}
+		if m, bad := t.unreachable[n.info.URL]; bad {
+			s.Reachable, s.UnreachableSince, s.ProbeError = false, m.since, m.cause
 		}
 		for i := range n.info.Disks {
 			s.Volumes += len(n.info.Disks[i].Volumes)

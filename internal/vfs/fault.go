@@ -31,7 +31,7 @@ type Fault struct {
 	Skip int    // let this many matching operations succeed first
 	// Times is how many matching operations fail after Skip; 0 means all.
 	Times int
-	// Err is the error returned; nil means ENOSPC, unless Delay is set.
+	// Err is the error returned; nil means ENOSPC, unless Delay or Block is set.
 	Err error
 	// Delay makes matching operations sleep first (a slow disk). With Err
 	// unset, the operation then proceeds normally.
@@ -39,6 +39,10 @@ type Fault struct {
 	// Short makes a failing write store the first half of its bytes before
 	// returning Err, like a disk that filled up mid-write.
 	Short bool
+	// Block makes matching operations wait until it is closed (a disk that
+	// stalls until the test says so). With Err unset, the operation then
+	// proceeds normally.
+	Block <-chan struct{}
 }
 
 // FaultFS wraps an FS and fails operations as told. It is safe for
@@ -57,7 +61,7 @@ func NewFaulty(inner FS) *FaultFS { return &FaultFS{inner: inner, counts: map[Op
 func (f *FaultFS) Inject(fl Fault) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if fl.Err == nil && fl.Delay == 0 {
+	if fl.Err == nil && fl.Delay == 0 && fl.Block == nil {
 		fl.Err = syscall.ENOSPC
 	}
 	f.faults = append(f.faults, &fl)
@@ -91,6 +95,9 @@ func (f *FaultFS) check(op Op, name string) *Fault {
 		return nil
 	}
 	delay(fl.Delay)
+	if fl.Block != nil {
+		<-fl.Block
+	}
 	if fl.Err == nil {
 		return nil
 	}

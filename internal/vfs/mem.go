@@ -3,6 +3,7 @@ package vfs
 import (
 	"io"
 	"io/fs"
+	"maps"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -21,17 +22,26 @@ type MemFS struct {
 
 	powerLoss  bool
 	rng        *rand.Rand
-	garbage    bool // a torn tail may end in random bytes
+	garbage    bool // a written-back page may be torn
+	dropAll    bool // every unsynced change is lost
 	crashed    bool
 	crashAfter int // crash automatically when this many more mutations have run; 0 = never
 	afterCrash *MemFS
 }
 
+// The power-loss model works on pages and sectors, as a kernel's page cache
+// and a disk do: a dirty page is written back whole or not at all (or, with
+// Garbage, torn at a sector boundary), in any order; a sector is atomic.
+const (
+	pageSize   = 4096
+	sectorSize = 512
+)
+
 type inode struct {
-	data     []byte
-	synced   []byte // durable content (power-loss mode)
-	minDirty int    // lowest offset changed since the last Sync
-	mtime    time.Time
+	data   []byte
+	synced []byte           // durable content (power-loss mode)
+	dirty  map[int]struct{} // pages changed since the last Sync (power-loss mode)
+	mtime  time.Time
 }
 
 // NewMem returns an empty in-memory FS on which every write is immediately
@@ -42,9 +52,13 @@ func NewMem() *MemFS {
 
 // CrashOptions tune the power-loss model of NewCrash.
 type CrashOptions struct {
-	// Garbage lets a surviving unsynced tail end in up to 512 random bytes,
-	// as when a sector was half written.
+	// Garbage lets a dirty page be written back only in part (a prefix of
+	// its sectors), with the next sector holding random bytes if it never
+	// held synced data, as when a write was cut off mid-sector.
 	Garbage bool
+	// DropUnsynced loses every change not yet synced (the worst case)
+	// instead of a random subset of them; tests use it to make a loss certain.
+	DropUnsynced bool
 }
 
 // NewCrash returns an in-memory FS that remembers what was synced, so Crash
@@ -54,6 +68,7 @@ func NewCrash(seed int64, opt CrashOptions) *MemFS {
 	m.powerLoss = true
 	m.rng = rand.New(rand.NewSource(seed))
 	m.garbage = opt.Garbage
+	m.dropAll = opt.DropUnsynced
 	m.durable = map[string]*inode{}
 	return m
 }
@@ -83,12 +98,19 @@ func (m *MemFS) Crashed() bool {
 //   - a directory entry (create, rename, remove) survives only if SyncDir ran
 //     on its directory afterwards; otherwise the previous entry is restored.
 //     Directories made by MkdirAll are always durable.
-//   - a file keeps the content it had at its last Sync, plus a random prefix
-//     (possibly empty, possibly all) of what was appended after it; with
-//     Garbage, the end of that prefix may be random bytes.
-//   - if the file was truncated or overwritten below its synced length since
-//     the last Sync, the result is either the synced content or the current
-//     content cut at a random point at or after the lowest change.
+//   - a file keeps the content it had at its last Sync. Of the 4 KiB pages
+//     changed since (written, or cut off or grown by Truncate), each is, at
+//     random and independently, written back with its current content or
+//     not at all — so unsynced data may be lost in the middle of the
+//     unsynced region while later unsynced pages survive. With Garbage a
+//     written-back page may be torn: only a prefix of its 512-byte sectors
+//     is new, and the sector after that prefix is random bytes if it held
+//     no synced data (synced sectors are never garbled: sector writes are
+//     atomic).
+//   - the file's length is its synced length, its current length, or (when
+//     it grew) any length in between; bytes that no written-back page
+//     covers read as the synced content, or zeros past the synced length.
+//   - with DropUnsynced, a file is exactly its synced content.
 func (m *MemFS) Crash() *MemFS {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -103,7 +125,7 @@ func (m *MemFS) crashLocked() {
 	m.crashed = true
 	n := NewMem()
 	if m.powerLoss {
-		n.powerLoss, n.rng, n.garbage, n.durable = true, m.rng, m.garbage, map[string]*inode{}
+		n.powerLoss, n.rng, n.garbage, n.dropAll, n.durable = true, m.rng, m.garbage, m.dropAll, map[string]*inode{}
 	}
 	for d := range m.dirs {
 		n.dirs[d] = true
@@ -124,7 +146,9 @@ func (m *MemFS) crashLocked() {
 		if !ok {
 			s = &inode{data: m.survivor(ino), mtime: ino.mtime}
 			s.synced = append([]byte(nil), s.data...)
-			s.minDirty = len(s.data)
+			if m.powerLoss {
+				s.dirty = map[int]struct{}{}
+			}
 			done[ino] = s
 		}
 		n.files[name] = s
@@ -139,27 +163,49 @@ func (m *MemFS) survivor(ino *inode) []byte {
 	if !m.powerLoss {
 		return append([]byte(nil), ino.data...)
 	}
-	base, tail := ino.synced, []byte(nil)
-	if ino.minDirty >= len(ino.synced) {
-		if len(ino.data) > len(ino.synced) {
-			tail = ino.data[len(ino.synced):]
+	if m.dropAll {
+		return append([]byte(nil), ino.synced...)
+	}
+	size := len(ino.synced)
+	if lo, hi := min(len(ino.synced), len(ino.data)), max(len(ino.synced), len(ino.data)); lo != hi {
+		switch m.rng.Intn(3) {
+		case 0: // the length change was lost
+		case 1:
+			size = len(ino.data)
+		default:
+			if len(ino.data) > len(ino.synced) { // grown: written back part way
+				size = lo + m.rng.Intn(hi-lo+1)
+			} else {
+				size = len(ino.data)
+			}
 		}
-	} else if m.rng.Intn(2) == 0 {
-		tail = nil
-	} else {
-		base = ino.data[:ino.minDirty]
-		tail = ino.data[ino.minDirty:]
 	}
-	out := append([]byte(nil), base...)
-	if len(tail) == 0 {
-		return out
+	out := make([]byte, size)
+	copy(out, ino.synced)
+	pages := make([]int, 0, len(ino.dirty))
+	for p := range ino.dirty {
+		pages = append(pages, p)
 	}
-	k := m.rng.Intn(len(tail) + 1)
-	start := len(out)
-	out = append(out, tail[:k]...)
-	if m.garbage && k > 0 && m.rng.Intn(2) == 0 {
-		g := min(k, 1+m.rng.Intn(512))
-		m.rng.Read(out[start+k-g:])
+	sort.Ints(pages) // deterministic use of rng
+	for _, p := range pages {
+		start, end := p*pageSize, min((p+1)*pageSize, size)
+		if start >= end || m.rng.Intn(2) == 0 {
+			continue // not written back
+		}
+		torn := -1
+		if m.garbage && m.rng.Intn(4) == 0 {
+			torn = start + m.rng.Intn(pageSize/sectorSize)*sectorSize
+			end = min(end, torn)
+		}
+		for i := start; i < end; i++ {
+			out[i] = 0
+			if i < len(ino.data) {
+				out[i] = ino.data[i]
+			}
+		}
+		if torn >= 0 && torn < size && torn >= len(ino.synced) {
+			m.rng.Read(out[torn:min(torn+sectorSize, size)])
+		}
 	}
 	return out
 }
@@ -204,6 +250,9 @@ func (m *MemFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) 
 			return nil, pathErr("open", name, err)
 		}
 		ino = &inode{mtime: time.Now()}
+		if m.powerLoss {
+			ino.dirty = map[int]struct{}{}
+		}
 		m.files[name] = ino
 	}
 	if ok && flag&os.O_TRUNC != 0 {
@@ -371,28 +420,61 @@ func (i memInfo) Mode() fs.FileMode {
 	return 0o644
 }
 
+// markDirty records that bytes [from, to) changed since the last Sync.
+func (ino *inode) markDirty(from, to int) {
+	if ino.dirty == nil {
+		return // not tracked: everything is durable at once
+	}
+	for p := from / pageSize; p*pageSize < to; p++ {
+		ino.dirty[p] = struct{}{}
+	}
+}
+
 func (ino *inode) truncate(size int) {
+	ino.markDirty(min(size, len(ino.data)), max(size, len(ino.data)))
 	if size < len(ino.data) {
 		ino.data = ino.data[:size]
 	} else {
 		ino.data = append(ino.data, make([]byte, size-len(ino.data))...)
 	}
-	ino.minDirty = min(ino.minDirty, size)
 	ino.mtime = time.Now()
 }
 
 func (ino *inode) writeAt(p []byte, off int) {
+	ino.markDirty(min(off, len(ino.data)), off+len(p)) // a hole before off is new zeros
 	if end := off + len(p); end > len(ino.data) {
 		if end > cap(ino.data) {
 			grown := make([]byte, len(ino.data), max(end, 2*cap(ino.data)))
 			copy(grown, ino.data)
 			ino.data = grown
 		}
+		old := len(ino.data)
 		ino.data = ino.data[:end]
+		if off > old {
+			clear(ino.data[old:off]) // capacity may hold bytes from before a truncate
+		}
 	}
 	copy(ino.data[off:], p)
-	ino.minDirty = min(ino.minDirty, off)
 	ino.mtime = time.Now()
+}
+
+// sync makes the current content the durable one.
+func (ino *inode) sync() {
+	if ino.dirty == nil {
+		return
+	}
+	if len(ino.synced) > len(ino.data) {
+		ino.synced = ino.synced[:len(ino.data)]
+	} else {
+		ino.synced = append(ino.synced, ino.data[len(ino.synced):]...)
+	}
+	for p := range ino.dirty {
+		start := p * pageSize
+		if start < len(ino.data) {
+			copy(ino.synced[start:], ino.data[start:min(start+pageSize, len(ino.data))])
+		}
+	}
+	clear(ino.dirty)
 }
 
 type memFile struct {
@@ -493,12 +575,7 @@ func (f *memFile) Sync() error {
 	if err := f.fs.mutate(); err != nil {
 		return pathErr("sync", f.name, err)
 	}
-	ino := f.ino
-	if f.fs.powerLoss {
-		keep := min(ino.minDirty, len(ino.synced), len(ino.data))
-		ino.synced = append(ino.synced[:keep], ino.data[keep:]...)
-	}
-	ino.minDirty = len(ino.data)
+	f.ino.sync()
 	return nil
 }
 
@@ -529,7 +606,7 @@ func (m *MemFS) Snapshot() *MemFS {
 	defer m.mu.Unlock()
 	n := NewMem()
 	if m.powerLoss {
-		n.powerLoss, n.garbage, n.durable = true, m.garbage, map[string]*inode{}
+		n.powerLoss, n.garbage, n.dropAll, n.durable = true, m.garbage, m.dropAll, map[string]*inode{}
 		n.rng = rand.New(rand.NewSource(m.rng.Int63()))
 	}
 	for d := range m.dirs {
@@ -540,7 +617,10 @@ func (m *MemFS) Snapshot() *MemFS {
 		if c, ok := copies[ino]; ok {
 			return c
 		}
-		c := &inode{data: append([]byte(nil), ino.data...), synced: append([]byte(nil), ino.synced...), minDirty: ino.minDirty, mtime: ino.mtime}
+		c := &inode{data: append([]byte(nil), ino.data...), synced: append([]byte(nil), ino.synced...), mtime: ino.mtime}
+		if ino.dirty != nil {
+			c.dirty = maps.Clone(ino.dirty)
+		}
 		copies[ino] = c
 		return c
 	}

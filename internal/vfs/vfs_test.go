@@ -113,7 +113,7 @@ func writeFile(t *testing.T, fsys FS, name string, data []byte, sync bool) File 
 	return f
 }
 
-func TestCrashKeepsSyncedAndPrefixOfUnsynced(t *testing.T) {
+func TestCrashKeepsSyncedAndSomeOfUnsynced(t *testing.T) {
 	sawShort, sawFull := false, false
 	for seed := int64(0); seed < 50; seed++ {
 		m := NewCrash(seed, CrashOptions{})
@@ -130,14 +130,59 @@ func TestCrashKeepsSyncedAndPrefixOfUnsynced(t *testing.T) {
 			t.Fatal(err)
 		}
 		full := []byte("synced|unsynced-tail")
-		if !bytes.HasPrefix(full, got) || len(got) < len("synced|") {
-			t.Fatalf("seed %d: survivor %q is not synced data plus a prefix of the tail", seed, got)
+		if !bytes.HasPrefix(got, []byte("synced|")) || len(got) > len(full) {
+			t.Fatalf("seed %d: survivor %q lost synced data or grew", seed, got)
+		}
+		for i := len("synced|"); i < len(got); i++ {
+			if got[i] != full[i] && got[i] != 0 {
+				t.Fatalf("seed %d: survivor %q: byte %d is neither written nor zero", seed, got, i)
+			}
 		}
 		sawShort = sawShort || len(got) < len(full)
-		sawFull = sawFull || len(got) == len(full)
+		sawFull = sawFull || bytes.Equal(got, full)
 	}
 	if !sawShort || !sawFull {
 		t.Fatalf("crash model never varied: short=%v full=%v", sawShort, sawFull)
+	}
+}
+
+// TestCrashLosesUnsyncedPagesInTheMiddle: pages are written back in any
+// order, so a crash can keep a later unsynced page and lose an earlier one,
+// but never touches what was synced.
+func TestCrashLosesUnsyncedPagesInTheMiddle(t *testing.T) {
+	synced := bytes.Repeat([]byte{'s'}, 3*pageSize+100)
+	unsynced := bytes.Repeat([]byte{'u'}, 6*pageSize)
+	sawHole := false
+	for seed := int64(0); seed < 50; seed++ {
+		m := NewCrash(seed, CrashOptions{Garbage: seed%2 == 0})
+		m.MkdirAll("/d", 0o755)
+		f := writeFile(t, m, "/d/f", synced, true)
+		m.SyncDir("/d")
+		f.Write(unsynced)
+		got, err := ReadFile(m.Crash(), "/d/f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.HasPrefix(got, synced) {
+			t.Fatalf("seed %d: synced data damaged", seed)
+		}
+		rest := got[len(synced):]
+		if i := bytes.IndexByte(rest, 0); i >= 0 && bytes.IndexByte(rest[i:], 'u') >= 0 {
+			sawHole = true
+		}
+	}
+	if !sawHole {
+		t.Fatal("no crash lost a page in the middle and kept a later one")
+	}
+	// DropUnsynced keeps exactly the synced content.
+	m := NewCrash(1, CrashOptions{DropUnsynced: true})
+	m.MkdirAll("/d", 0o755)
+	f := writeFile(t, m, "/d/f", synced, true)
+	m.SyncDir("/d")
+	f.Write(unsynced)
+	f.WriteAt([]byte("overwritten"), 10)
+	if got, _ := ReadFile(m.Crash(), "/d/f"); !bytes.Equal(got, synced) {
+		t.Fatalf("DropUnsynced kept %d bytes, want the %d synced", len(got), len(synced))
 	}
 }
 
@@ -240,6 +285,28 @@ func TestSnapshotIsIndependent(t *testing.T) {
 	}
 	if m.Crashed() {
 		t.Fatal("snapshot's crash crashed the original")
+	}
+}
+
+func TestFaultBlock(t *testing.T) {
+	f := NewFaulty(NewMem())
+	f.MkdirAll("/d", 0o755)
+	file := writeFile(t, f, "/d/f", []byte("x"), false)
+	gate := make(chan struct{})
+	f.Inject(Fault{Op: OpSync, Block: gate})
+	done := make(chan error, 1)
+	go func() { done <- file.Sync() }()
+	for f.Count(OpSync) == 0 { // the sync has started
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("blocked sync returned %v before the gate opened", err)
+	default:
+	}
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatalf("sync after the gate opened: %v", err)
 	}
 }
 

@@ -48,9 +48,33 @@
 // in-memory index, appends the index record to a buffer, and, with
 // Config.Fsync, waits for the group-commit syncer: one goroutine per volume
 // calls fdatasync on behalf of every writer that appended before the sync
-// began, so concurrent writers share fsyncs. An acknowledged write or delete
-// is therefore on disk. A failed fsync is sticky: the volume stops accepting
-// writes (Stats().ReadOnly) and calls Config.OnChange.
+// began, so concurrent writers share fsyncs. A failed fsync is sticky: the
+// volume stops accepting writes (Stats().ReadOnly), calls Config.OnChange,
+// and never again reports an append durable (a later fsync that succeeds
+// proves nothing about the pages the failed one could not write).
+//
+// The rule, with Config.Fsync: an answer that reports success promises
+// that what it describes survives a power cut, so it is given only once
+// that is on disk — even when this call wrote nothing itself:
+//
+//   - Write returning nil: the needle as written is durable. That includes
+//     Unchanged: the identical record already stored may be a concurrent
+//     write (a client's retry racing its first attempt) still waiting for
+//     its fsync, so Unchanged waits for every append published so far.
+//   - Delete returning the freed size: the tombstone is durable. Delete
+//     returning ErrDeleted, which callers treat as "done", waits the same
+//     way, for the tombstone it found. ErrNotFound promises nothing.
+//   - Vacuum returning nil: the new .dat is synced and renamed into place
+//     and the directory synced; appends made meanwhile are in it.
+//   - SetReadOnly, SetReplication, Create, Open (after recovery) and Close
+//     return only after their files (and directory entries) are synced.
+//
+// Without Config.Fsync only a process crash (kill -9) is survived: data is
+// in the kernel's page cache when the call returns.
+//
+// Reads may see a record before it is durable (reads never wait); a
+// record read that way can vanish in a power cut only if its writer has
+// not been answered yet or got an error.
 //
 // The .idx is only a cache. Every CheckpointInterval (if anything changed)
 // and on Close the buffered index records are written, the .idx and .dat are
@@ -61,8 +85,15 @@
 // from the superblock), checking each record's CRC, re-creates the index
 // records for the good ones and truncates the .dat at the first torn or
 // corrupt record. So after kill -9 or power loss every acknowledged record
-// (synced, hence before any torn tail) survives, and an .idx that is behind,
-// ahead, damaged or missing is repaired.
+// survives, and an .idx that is behind, ahead, damaged or missing is
+// repaired.
+//
+// Cutting at the first bad record is safe although a power cut can lose
+// unsynced pages anywhere in the unsynced region, keeping later ones: the
+// .dat is append-only, and every fdatasync covers the whole file, so each
+// acknowledged record lies before the end of the last completed sync and
+// each lost or torn byte after it. Any record after a bad one was appended
+// later, hence after that point too, and was never acknowledged.
 //
 // # Reads
 //

@@ -104,6 +104,12 @@ func (v *Volume) checkpoint() error {
 
 func (v *Volume) checkpointLocked() error {
 	v.ckpDirty.Store(false)
+	// After a failed fsync the .dat's content on disk is unknown, and a
+	// later fsync that succeeds does not say otherwise: vouch for nothing,
+	// so that Open re-scans from the last good checkpoint.
+	if err := v.syncer.failure(); err != nil {
+		return fmt.Errorf("%w: no checkpoint after a failed fsync: %w", ErrBroken, err)
+	}
 	if err := v.flushIndex(); err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ type syncer struct {
 	requested uint64
 	err       error // sticky: after a failed fsync nothing is acknowledged
 	stopped   bool
+	waiting   int // writers blocked in wait, for tests
 	kick      chan struct{}
 	syncs     uint64        // completed fdatasyncs, for benchmarks
 	syncTime  time.Duration // time spent in them by the syncer
@@ -40,9 +41,11 @@ func (s *syncer) wait(seq uint64) error {
 		default:
 		}
 	}
+	s.waiting++
 	for s.synced < seq && s.err == nil && !s.stopped {
 		s.cond.Wait()
 	}
+	s.waiting--
 	switch {
 	case s.synced >= seq:
 		return nil
@@ -54,16 +57,35 @@ func (s *syncer) wait(seq uint64) error {
 }
 
 // done records that appends up to seq are durable (or that syncing failed).
+// After a failure nothing more is ever marked durable: on Linux a later
+// fsync of the same file can succeed although the pages the failed one
+// could not write were dropped, so its success proves nothing about them.
 func (s *syncer) done(seq uint64, err error) {
 	s.mu.Lock()
-	if err != nil && s.err == nil {
+	switch {
+	case s.err != nil:
+	case err != nil:
 		s.err = err
-	} else if err == nil && seq > s.synced {
+	case seq > s.synced:
 		s.synced = seq
 	}
 	s.syncs++
 	s.cond.Broadcast()
 	s.mu.Unlock()
+}
+
+// failure returns the error of the fsync that failed, if one did.
+func (s *syncer) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// waiters returns how many writers are blocked waiting for a sync.
+func (s *syncer) waiters() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiting
 }
 
 func (s *syncer) shutdown() {

@@ -78,6 +78,14 @@ func (v *Volume) Write(ctx context.Context, m needle.Meta, data io.Reader, size 
 			return WriteResult{}, err
 		}
 		if unchanged {
+			// The stored copy may still be waiting for its group fsync (a
+			// retry racing its first attempt): answer only once it is durable.
+			seq := v.published()
+			v.appendMu.Unlock()
+			locked = false
+			if err := v.waitDurable(seq); err != nil {
+				return WriteResult{}, fmt.Errorf("volume %d: write %x: %w", v.cfg.ID, m.Key, err)
+			}
 			return WriteResult{ETag: etag(dataCRC), Size: size, Unchanged: true}, nil
 		}
 	}
@@ -227,6 +235,14 @@ func (v *Volume) publish(key uint64, off int64, size uint32) uint64 {
 	return seq
 }
 
+// published returns the sequence number of the latest append: once it is
+// durable, so is every record the index points to now.
+func (v *Volume) published() uint64 {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.seq
+}
+
 // sizeOnDisk maps an index size to a record body size.
 func sizeOnDisk(size uint32) uint32 {
 	if size == needle.TombstoneSize {
@@ -261,6 +277,14 @@ func (v *Volume) Delete(ctx context.Context, key uint64, cookie uint32) (int64, 
 	case !existed:
 		return 0, fmt.Errorf("volume %d: delete %x: %w", v.cfg.ID, key, ErrNotFound)
 	case old.size == needle.TombstoneSize:
+		// Callers take "already deleted" as success, so it too waits until
+		// the tombstone (perhaps a racing delete's, still unsynced) is durable.
+		seq := v.published()
+		v.appendMu.Unlock()
+		locked = false
+		if err := v.waitDurable(seq); err != nil {
+			return 0, fmt.Errorf("volume %d: delete %x: %w", v.cfg.ID, key, err)
+		}
 		return 0, fmt.Errorf("volume %d: delete %x: %w", v.cfg.ID, key, ErrDeleted)
 	}
 	if _, err := v.checkOverwrite(d, needle.Meta{Key: key, Cookie: cookie}, old, nil); err != nil {

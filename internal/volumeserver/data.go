@@ -157,6 +157,13 @@ type uploadResponse struct {
 }
 
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, id fid.FileID) {
+	if _, ok := s.store.Volume(id.Volume); !ok && isReplicaRequest(r) {
+		// The primary takes a replica's 404 as "this copy never had the
+		// needle" and reports the delete done; a server without the whole
+		// volume (a copy still being moved here, say) cannot vouch for that.
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("volume %d not found on %s", id.Volume, s.URL()))
+		return
+	}
 	v, ok := s.volumeFor(w, id)
 	if !ok {
 		return

@@ -183,4 +183,19 @@ func TestDataPath(t *testing.T) {
 			t.Errorf("/healthz: %d", r.status)
 		}
 	})
+
+	t.Run("replicated delete to a server without the volume fails", func(t *testing.T) {
+		// The primary takes a replica's 404 as "this copy never had the
+		// needle" and reports the delete done; a server that lacks the whole
+		// volume (a copy still being moved there, say) cannot vouch for that.
+		url := assign(t, cl)
+		base := url[:strings.LastIndexByte(url, '/')+1]
+		r := do(t, "DELETE", base+"999,0100000000?type=replicate", nil, nil)
+		if r.status != http.StatusServiceUnavailable {
+			t.Fatalf("replicated DELETE on a missing volume: %d %s, want 503", r.status, r.body)
+		}
+		if r := do(t, "DELETE", base+"999,0100000000", nil, nil); r.status != http.StatusNotFound {
+			t.Fatalf("client DELETE on a missing volume: %d %s, want 404", r.status, r.body)
+		}
+	})
 }

@@ -6,9 +6,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +17,9 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/kelpfs/kelp/internal/pb"
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 // kelpBin is the binary under test, built once per test binary run.
@@ -75,50 +78,77 @@ func (p *process) kill() {
 	}
 }
 
-// freePortPair returns a port p such that p, its gRPC port p+10000 and a
-// master's Raft port (p+20000, or p-20000 above 45535) are free on 127.0.0.1.
-func freePortPair(t *testing.T) int {
-	t.Helper()
-	free := func(port int) bool {
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err == nil {
-			ln.Close()
-		}
-		return err == nil
-	}
-	for i := 0; i < 100; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		raft := p + 20000
-		if raft > 65535 {
-			raft = p - 20000
-		}
-		if p+10000 <= 65535 && free(p+10000) && free(raft) {
-			return p
-		}
-	}
-	t.Fatal("no free port pair")
-	return 0
+// serverPorts are the ports of one `kelp server`: the master's, the volume
+// server's and the filer's (each with its gRPC port +10000, the master's raft
+// port +20000) and the S3 gateway's.
+type serverPorts struct{ master, volume, filer, s3 int }
+
+func freshPorts(t *testing.T) serverPorts {
+	p := testutil.FreePorts(t, 4, pb.GRPCPortOffset, pb.RaftPortOffset)
+	return serverPorts{p[0], p[1], p[2], p[3]}
 }
 
-func waitHealthy(t *testing.T, hostport string, p *process) {
+func (sp serverPorts) args() []string {
+	return []string{"--master.port=" + strconv.Itoa(sp.master), "--volume.port=" + strconv.Itoa(sp.volume),
+		"--filer.port=" + strconv.Itoa(sp.filer), "--s3.port=" + strconv.Itoa(sp.s3)}
+}
+
+func hostport(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+
+// startServer starts `kelp server --dir=dir` with extra arguments on *ports
+// (fresh ones when zero) and waits until its master, volume server and S3
+// gateway answer. Ports are picked free and bound by the process a moment
+// later, so another test may take one in between: when the process ends
+// saying so, it is started again on fresh ports, written back to *ports.
+func startServer(t *testing.T, dir string, ports *serverPorts, extra ...string) *process {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get("http://" + hostport + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
+	if *ports == (serverPorts{}) {
+		*ports = freshPorts(t)
 	}
-	t.Fatalf("%s never became healthy; log:\n%s", hostport, p.log.String())
+	for attempt := 0; ; attempt++ {
+		args := append([]string{"server", "--dir=" + dir, "--ip=127.0.0.1"}, ports.args()...)
+		p := startKelp(t, append(args, extra...)...)
+		err := waitServing(p, *ports)
+		if err == nil {
+			return p
+		}
+		p.kill()
+		if attempt < 5 && testutil.AddrInUse(errors.New(p.log.String())) {
+			t.Logf("a port was taken (%v); starting again on fresh ports", err)
+			*ports = freshPorts(t)
+			continue
+		}
+		t.Fatalf("kelp server: %v; log:\n%s", err, p.log.String())
+	}
+}
+
+// waitServing waits until the master and volume server are healthy and the
+// S3 gateway answers, or the process has ended.
+func waitServing(p *process, ports serverPorts) error {
+	deadline := time.Now().Add(60 * time.Second)
+	urls := []string{"http://" + hostport(ports.master) + "/healthz", "http://" + hostport(ports.volume) + "/healthz",
+		"http://" + hostport(ports.s3) + "/healthz"}
+	for _, u := range urls {
+		for !answers(u) {
+			if exited(p) {
+				return fmt.Errorf("exited before %s answered", u)
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s never answered", u)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+func answers(url string) bool {
+	resp, err := http.Get(url)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 type assignment struct {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 // TestS3RealClients starts one `kelp server` with known keys and runs every
@@ -347,10 +349,17 @@ func testAWSPresign(t *testing.T, s *s3Server) {
 	}
 
 	expiring := strings.TrimSpace(a.aws(s, "s3", "presign", "s3://aws-presign/shared/obj file.bin", "--expires-in", "1"))
-	time.Sleep(2100 * time.Millisecond)
+	// Valid for a second: refused once it has passed (the URL's clock is
+	// the wall clock, so the test waits for that refusal, not for a time).
 	body := filepath.Join(work, "err-expired")
-	code := curl.run("-s", "-o", body, "-w", "%{http_code}", expiring)
-	if b, _ := os.ReadFile(body); code != "403" || !strings.Contains(string(b), "<Code>AccessDenied</Code>") {
+	var code string
+	var b []byte
+	refused := func() bool {
+		code = curl.run("-s", "-o", body, "-w", "%{http_code}", expiring)
+		b, _ = os.ReadFile(body)
+		return code == "403" && strings.Contains(string(b), "<Code>AccessDenied</Code>")
+	}
+	if !testutil.Eventually(10*time.Second, refused) {
 		t.Errorf("expired presigned URL: HTTP %s %s, want 403 AccessDenied", code, b)
 	}
 }

@@ -12,15 +12,15 @@ import (
 	"io"
 	"io/fs"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 // The S3 tests drive `kelp server`'s gateway with the real clients users
@@ -49,55 +49,11 @@ type s3Server struct {
 
 func startS3Server(t *testing.T) *s3Server {
 	t.Helper()
-	ports := distinctPorts(t)
-	mport, vport, fport, sport := ports[0], ports[1], ports[2], ports[3]
-	p := startKelp(t, "server", "--dir="+t.TempDir(), "--ip=127.0.0.1",
-		"--master.port="+strconv.Itoa(mport), "--volume.port="+strconv.Itoa(vport),
-		"--filer.port="+strconv.Itoa(fport), "--s3.port="+strconv.Itoa(sport),
-		"--s3.access-key="+s3AccessKey, "--s3.secret-key="+s3SecretKey)
-	s := &s3Server{proc: p, hostport: "127.0.0.1:" + strconv.Itoa(sport)}
+	var ports serverPorts
+	p := startServer(t, t.TempDir(), &ports, "--s3.access-key="+s3AccessKey, "--s3.secret-key="+s3SecretKey)
+	s := &s3Server{proc: p, hostport: hostport(ports.s3)}
 	s.endpoint = "http://" + s.hostport
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(s.endpoint + "/")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode < 500 {
-				return s
-			}
-		}
-		if exited(p) || time.Now().After(deadline) {
-			t.Fatalf("S3 gateway on %s never answered; log:\n%s", s.hostport, p.log.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// distinctPorts returns ports for master, volume, filer and S3: each of
-// them and, for the first three, its gRPC port +10000 are free and no two of
-// these eight are equal.
-func distinctPorts(t *testing.T) [4]int {
-	t.Helper()
-	var ports [4]int
-	used := map[int]bool{}
-	for i := range ports {
-		for tries := 0; ; tries++ {
-			if tries == 100 {
-				t.Fatal("no free ports")
-			}
-			p := freePortPair(t)
-			if i == 3 {
-				p += 10000 // any free port; the pair's upper half is
-			}
-			if used[p] || used[p+10000] || used[p-10000] {
-				continue
-			}
-			used[p], used[p+10000] = true, true
-			ports[i] = p
-			break
-		}
-	}
-	return ports
+	return s
 }
 
 // exited reports whether p's process has ended (a zombie not yet waited for).
@@ -118,10 +74,7 @@ func needTool(t *testing.T, name string) string {
 	if err == nil {
 		return p
 	}
-	if os.Getenv("KELP_TEST_ALLOW_SKIP") == "1" {
-		t.Skipf("%s is not installed (KELP_TEST_ALLOW_SKIP=1)", name)
-	}
-	t.Fatalf("%s is not installed: run scripts/test-deps.sh, or set KELP_TEST_ALLOW_SKIP=1 to skip", name)
+	testutil.SkipOrFail(t, "%s is not installed", name)
 	return ""
 }
 

@@ -74,6 +74,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Seed makes contents and read order repeatable; 0 picks one.
 	Seed uint64
+	// Cold empties the page cache of this machine between the PUT and the
+	// GET phase, as benchmark.Config.Cold.
+	Cold bool
+	// DropCaches is what Cold calls; nil means benchmark.DropPageCache.
+	DropCaches func() error
 }
 
 // Report is the result of a run; its JSON form is the last line of --json.
@@ -84,6 +89,12 @@ type Report struct {
 
 // Failed is the number of failed requests in both phases.
 func (r *Report) Failed() int { return r.Put.Failed + r.Get.Failed }
+
+// Err is nil when no request failed, else the error `kelp benchmark s3`
+// exits with: the count and the first failure.
+func (r *Report) Err() error {
+	return benchmark.FailuresErr([]string{"put", "get"}, []benchmark.Phase{r.Put, r.Get})
+}
 
 func (cfg *Config) normalize() error {
 	switch {
@@ -101,6 +112,12 @@ func (cfg *Config) normalize() error {
 		return fmt.Errorf("%w: negative concurrency", ErrConfig)
 	case cfg.PartSize != 0 && cfg.PartSize < minPartSize:
 		return fmt.Errorf("%w: part size %d is below S3's minimum of 5 MiB", ErrConfig, cfg.PartSize)
+	}
+	if cfg.Cold && cfg.DropCaches == nil {
+		if err := benchmark.CheckDropPageCache(); err != nil {
+			return err
+		}
+		cfg.DropCaches = benchmark.DropPageCache
 	}
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = DefaultConcurrency
@@ -183,6 +200,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return rep, fmt.Errorf("s3bench: %w", err)
 	}
 
+	if cfg.Cold {
+		fmt.Fprintf(cfg.Out, "Dropping the page cache before reading (sync; echo 1 > /proc/sys/vm/drop_caches)\n\n")
+		if err := cfg.DropCaches(); err != nil {
+			return rep, err
+		}
+	}
 	var order []int
 	for i, ok := range stored {
 		if ok {
@@ -197,7 +220,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		return cfg.Size, b.get(ctx, w, order[i])
 	})
-	benchmark.PrintPhase(cfg.Out, "get", "objects", rep.Get)
+	benchmark.PrintPhase(cfg.Out, "get", "objects", rep.Get, benchmark.ReadNote(cfg.Cold))
 	if cfg.Cleanup {
 		if err := b.cleanup(ctx, order); err != nil {
 			fmt.Fprintf(cfg.Out, "cleanup: %v\n\n", err)

@@ -19,6 +19,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"mime"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -101,7 +102,7 @@ func NewCluster(tb testing.TB, opts Options) *Cluster {
 func (c *Cluster) Close() {
 	c.Master.srv.Close()
 	for _, s := range c.Servers {
-		s.srv.Close()
+		s.Close()
 	}
 }
 
@@ -270,16 +271,115 @@ type VolumeServer struct {
 	Writes atomic.Int64
 
 	cluster *Cluster
-	srv     *httptest.Server
 	hook    atomic.Pointer[Hook]
 	volumes map[uint32]bool // fixed after NewCluster
+
+	mu     sync.Mutex
+	srv    *httptest.Server // nil while frozen
+	frozen *frozenListener
 }
 
 // SetHook installs h (nil removes it).
 func (s *VolumeServer) SetHook(h Hook) { s.hook.Store(&h) }
 
 // Close stops the server (to test fail-over). Its volumes stay in lookups.
-func (s *VolumeServer) Close() { s.srv.Close() }
+func (s *VolumeServer) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil {
+		s.srv.Close()
+	}
+	if s.frozen != nil {
+		s.frozen.Close()
+	}
+}
+
+// Freeze makes the server behave like a stopped process (SIGSTOP) or one
+// behind a link that drops replies: its port still accepts TCP connections,
+// but no request is ever answered. Its open connections are closed. Thaw
+// serves again on the same address.
+func (s *VolumeServer) Freeze(tb testing.TB) {
+	tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv == nil {
+		return
+	}
+	s.srv.Close()
+	s.srv = nil
+	l, err := net.Listen("tcp", s.URL)
+	if err != nil {
+		tb.Fatalf("clienttest: freeze %s: %v", s.URL, err)
+	}
+	s.frozen = newFrozenListener(l)
+}
+
+// FrozenConns is the number of connections the frozen port has accepted.
+func (s *VolumeServer) FrozenConns() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.frozen == nil {
+		return 0
+	}
+	return s.frozen.accepted.Load()
+}
+
+// Thaw undoes Freeze.
+func (s *VolumeServer) Thaw(tb testing.TB) {
+	tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.frozen == nil {
+		return
+	}
+	s.frozen.Close()
+	s.frozen = nil
+	l, err := net.Listen("tcp", s.URL)
+	if err != nil {
+		tb.Fatalf("clienttest: thaw %s: %v", s.URL, err)
+	}
+	s.srv = &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(s.serve)}}
+	s.srv.Start()
+}
+
+// frozenListener accepts connections and holds them without reading or
+// writing a byte, until Close.
+type frozenListener struct {
+	l        net.Listener
+	accepted atomic.Int64
+	mu       sync.Mutex
+	conns    []net.Conn
+	done     chan struct{}
+}
+
+func newFrozenListener(l net.Listener) *frozenListener {
+	f := &frozenListener{l: l, done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			f.accepted.Add(1)
+			f.mu.Lock()
+			f.conns = append(f.conns, c)
+			f.mu.Unlock()
+		}
+	}()
+	return f
+}
+
+func (f *frozenListener) Close() {
+	f.l.Close()
+	<-f.done
+	f.mu.Lock()
+	for _, c := range f.conns {
+		c.Close()
+	}
+	f.conns = nil
+	f.mu.Unlock()
+}
 
 func (s *VolumeServer) serve(w http.ResponseWriter, r *http.Request) {
 	if h := s.hook.Load(); h != nil && *h != nil && (*h)(w, r) {

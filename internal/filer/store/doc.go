@@ -45,6 +45,15 @@
 //   - Every call that may block takes a context; a cancelled context makes
 //     the call return an error that wraps ctx.Err(), and an Update whose
 //     context is cancelled before it commits writes nothing.
+//   - Durability: when Update returns nil, fn's writes and every commit
+//     that was visible when it began are durable, as far as the backend is
+//     set up to be (pebble without NoSync, PostgreSQL with
+//     synchronous_commit on, Redis with appendfsync always) — also when fn
+//     wrote nothing, since its caller may answer "already done" on the
+//     strength of a read. View, Get and Scan may see a commit that is not
+//     durable yet (pebble makes commits visible before their fsync
+//     returns): a caller that acts irreversibly on what it read (deleting
+//     blobs, handing out events) runs an empty Update first.
 //   - Close waits for calls in flight, then releases the backend; later
 //     calls return ErrClosed. Close is idempotent.
 //

@@ -8,11 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 // These tests run the real Python clients (botocore, the aws CLI) against
-// a verifying server. They are skipped when the tools are not installed
-// and in -short mode (each start costs about a second of Python import).
+// a verifying server. They are skipped in -short mode (each start costs
+// about a second of Python import); a missing tool fails them unless
+// KELP_TEST_ALLOW_SKIP=1.
 
 func needTool(t *testing.T, name string, args ...string) {
 	t.Helper()
@@ -20,7 +23,7 @@ func needTool(t *testing.T, name string, args ...string) {
 		t.Skip("starts external clients")
 	}
 	if err := exec.Command(name, args...).Run(); err != nil {
-		t.Skipf("%s not usable: %v", name, err)
+		testutil.SkipOrFail(t, "%s not usable: %v", name, err)
 	}
 }
 

@@ -17,6 +17,15 @@
 // from an iterator's implicit snapshot, so neither ever sees part of a
 // batch. Commits are fsynced unless Options.NoSync.
 //
+// Durability: Update returns nil only once its batch and every batch
+// visible when it began are in the synced WAL. Batches are applied (and
+// visible) before their fsync, so that concurrent commits share one; an
+// Update that writes nothing may therefore have read a commit still waiting
+// for it (a retried create that finds its first attempt's entry). Such an
+// Update waits for a synced empty WAL record, which is durable only once
+// everything before it is — unless no applied batch is waiting, which is
+// the common case and costs nothing. View, Get and Scan do not wait.
+//
 // Memory: the block cache and memtables are sized small by default (a few
 // MiB) because the filer's hot metadata is small and the whole `kelp
 // server` is meant to idle in well under 100 MB.

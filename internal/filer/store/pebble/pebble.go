@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	cpebble "github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kelpfs/kelp/internal/filer/store"
 	"github.com/kelpfs/kelp/internal/filer/store/internal/gate"
@@ -28,6 +30,10 @@ type Options struct {
 	NoSync bool
 	// Logger receives Pebble's log lines; nil discards them.
 	Logger *slog.Logger
+
+	// FS replaces the operating system's file system; tests pass one that can
+	// stall or crash. Nil means the OS's.
+	FS vfs.FS
 }
 
 // Store is a store.Store on a Pebble database.
@@ -36,6 +42,8 @@ type Store struct {
 	writeOpts *cpebble.WriteOptions
 	writer    sync.Mutex // serialises Update: see the package comment
 	gate      gate.Gate
+	unsynced  atomic.Int64 // batches applied whose WAL sync has not returned
+	syncWaits atomic.Int32 // no-op Updates waiting for others' syncs (tests)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -60,6 +68,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		// The filer holds few files open; Pebble's default of 1000 table
 		// handles each pins index blocks.
 		MaxOpenFiles: 256,
+		FS:           o.FS,
 	}
 	db, err := cpebble.Open(dir, po)
 	if err != nil {
@@ -187,46 +196,77 @@ func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
 	}
 	b := s.db.NewIndexedBatch()
 	defer b.Close()
-	synced, err := s.apply(ctx, b, fn)
-	if err != nil || !synced {
+	wait, err := s.apply(ctx, b, fn)
+	if err != nil {
 		return err
 	}
 	// Wait for the WAL sync outside the writer lock, so that concurrent
 	// transactions share one fsync (group commit) instead of queueing on it.
-	if err := b.SyncWait(); err != nil {
+	switch wait {
+	case waitOwn:
+		err = b.SyncWait()
+		s.unsynced.Add(-1)
+	case waitOthers:
+		// fn wrote nothing, but its success vouches for what it read, which
+		// may be a commit still waiting for its fsync (a retried create that
+		// finds its first attempt's entry). A synced empty log record is
+		// durable only once everything before it in the WAL is.
+		s.syncWaits.Add(1)
+		err = s.db.LogData(nil, cpebble.Sync)
+		s.syncWaits.Add(-1)
+	}
+	if err != nil {
 		return fmt.Errorf("pebble: commit: %w", err)
 	}
 	return nil
 }
 
+// syncWait says what an applied Update must wait for before it answers.
+type syncWait int
+
+const (
+	waitNone   syncWait = iota // durable already, or NoSync
+	waitOwn                    // its own batch's WAL sync
+	waitOthers                 // the syncs of batches it may have read
+)
+
 // apply runs fn and applies its batch while holding the writer lock, which
-// is what makes transactions serialisable. It reports whether the batch was
-// applied with a WAL sync still to wait for.
-func (s *Store) apply(ctx context.Context, b *cpebble.Batch, fn func(tx store.Tx) error) (syncPending bool, err error) {
+// is what makes transactions serialisable. It reports what the caller must
+// wait for before answering.
+func (s *Store) apply(ctx context.Context, b *cpebble.Batch, fn func(tx store.Tx) error) (syncWait, error) {
 	s.writer.Lock()
 	defer s.writer.Unlock()
 	t := &tx{ctx: ctx, r: b, b: b}
-	err = fn(t)
+	err := fn(t)
 	t.finish()
 	if err != nil {
-		return false, err
+		return waitNone, err
 	}
 	if err := ctx.Err(); err != nil {
-		return false, err
+		return waitNone, err
 	}
-	if b.Empty() {
-		return false, nil
-	}
-	if !s.writeOpts.Sync {
-		if err := b.Commit(s.writeOpts); err != nil {
-			return false, fmt.Errorf("pebble: commit: %w", err)
+	switch {
+	case !s.writeOpts.Sync:
+		if !b.Empty() {
+			if err := b.Commit(s.writeOpts); err != nil {
+				return waitNone, fmt.Errorf("pebble: commit: %w", err)
+			}
 		}
-		return false, nil
+		return waitNone, nil
+	case b.Empty():
+		// Counted under the writer lock: every batch fn could have read
+		// was counted before it was applied.
+		if s.unsynced.Load() > 0 {
+			return waitOthers, nil
+		}
+		return waitNone, nil
 	}
+	s.unsynced.Add(1)
 	if err := s.db.ApplyNoSyncWait(b, s.writeOpts); err != nil {
-		return false, fmt.Errorf("pebble: commit: %w", err)
+		s.unsynced.Add(-1)
+		return waitNone, fmt.Errorf("pebble: commit: %w", err)
 	}
-	return true, nil
+	return waitOwn, nil
 }
 
 // Close implements store.Store.

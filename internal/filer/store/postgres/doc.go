@@ -19,5 +19,11 @@
 // READ ONLY transactions, so they see one snapshot; scans fetch pages of
 // rows by key so that the callback may use the store while scanning.
 //
+// Durability is PostgreSQL's: with fsync and synchronous_commit on (the
+// defaults) COMMIT returns, and the commit becomes visible to others, only
+// after its WAL record is flushed, so an Update that answers nil — one that
+// wrote nothing but read another's commit included — promises only what
+// is on disk. With synchronous_commit off a crash may lose the last commits.
+//
 // Imported by internal/cli (wiring) and tests.
 package postgres

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kelpfs/kelp/internal/filer/store"
 	"github.com/kelpfs/kelp/internal/filer/store/storetest"
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 // defaultDSN is where scripts/test-deps.sh starts PostgreSQL.
@@ -35,10 +36,7 @@ func testDSN(tb testing.TB) string {
 	if err == nil {
 		return dsn
 	}
-	if os.Getenv("KELP_TEST_ALLOW_SKIP") == "1" {
-		tb.Skipf("PostgreSQL at %s unreachable (%v); run scripts/test-deps.sh", dsn, err)
-	}
-	tb.Fatalf("PostgreSQL at %s unreachable: %v; run scripts/test-deps.sh or set KELP_TEST_POSTGRES_DSN (KELP_TEST_ALLOW_SKIP=1 skips)", dsn, err)
+	testutil.SkipOrFail(tb, "PostgreSQL at %s unreachable (set KELP_TEST_POSTGRES_DSN to use another): %v", dsn, err)
 	return ""
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kelpfs/kelp/internal/filer/store"
 	"github.com/kelpfs/kelp/internal/filer/store/storetest"
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 // defaultURL is where scripts/test-deps.sh starts Redis.
@@ -36,10 +37,7 @@ func testURL(tb testing.TB) string {
 	if err == nil {
 		return url
 	}
-	if os.Getenv("KELP_TEST_ALLOW_SKIP") == "1" {
-		tb.Skipf("Redis at %s unreachable (%v); run scripts/test-deps.sh", url, err)
-	}
-	tb.Fatalf("Redis at %s unreachable: %v; run scripts/test-deps.sh or set KELP_TEST_REDIS_URL (KELP_TEST_ALLOW_SKIP=1 skips)", url, err)
+	testutil.SkipOrFail(tb, "Redis at %s unreachable (set KELP_TEST_REDIS_URL to use another): %v", url, err)
 	return ""
 }
 

@@ -1,0 +1,233 @@
+package filer
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/kelpfs/kelp/internal/chunk"
+	"github.com/kelpfs/kelp/internal/chunk/chunktest"
+	"github.com/kelpfs/kelp/internal/filer/store"
+	"github.com/kelpfs/kelp/internal/filer/store/pebble"
+)
+
+// walStall stalls Pebble's WAL syncs while its gate is set.
+type walStall struct {
+	vfs.FS
+	gate    atomic.Pointer[chan struct{}]
+	stalled atomic.Int32
+}
+
+func (f *walStall) wrap(name string, file vfs.File, err error) (vfs.File, error) {
+	if err != nil || !strings.HasSuffix(name, ".log") {
+		return file, err
+	}
+	return &walStallFile{File: file, fs: f}, nil
+}
+
+func (f *walStall) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	file, err := f.FS.Create(name, c)
+	return f.wrap(name, file, err)
+}
+
+func (f *walStall) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	file, err := f.FS.ReuseForWrite(oldname, newname, c)
+	return f.wrap(newname, file, err)
+}
+
+func (f *walStall) wait() {
+	if g := f.gate.Load(); g != nil {
+		f.stalled.Add(1)
+		<-*g
+		f.stalled.Add(-1)
+	}
+}
+
+type walStallFile struct {
+	vfs.File
+	fs *walStall
+}
+
+func (f *walStallFile) Sync() error     { f.fs.wait(); return f.File.Sync() }
+func (f *walStallFile) SyncData() error { f.fs.wait(); return f.File.SyncData() }
+func (f *walStallFile) SyncTo(n int64) (bool, error) {
+	f.fs.wait()
+	return f.File.SyncTo(n)
+}
+
+// updateCounter counts Store.Update calls in progress.
+type updateCounter struct {
+	store.Store
+	inFlight atomic.Int32
+}
+
+func (s *updateCounter) Update(ctx context.Context, fn func(tx store.Tx) error) error {
+	s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	return s.Store.Update(ctx, fn)
+}
+
+// TestGCDeletesOnlyDurablyQueuedBlobs: a delete's commit becomes visible
+// before its WAL sync returns. The garbage collector must not delete the
+// blobs it finds queued until that commit is durable: after a power cut the
+// delete may be gone, and the file with it would point at deleted data.
+func TestGCDeletesOnlyDurablyQueuedBlobs(t *testing.T) {
+	ctx := context.Background()
+	f, st, fsys, mem := newStalledFiler(t)
+	blobs := f.blobs.(*chunktest.Mem)
+	fid, err := blobs.Put(ctx, []byte("precious"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Entry{Path: "/f", Mode: 0o644, Size: 8, Chunks: []chunk.Chunk{{FID: fid, Size: 8}}}
+	if err := f.CreateEntry(ctx, e, CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.CollectGarbage(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	release := fsys.stall(t)
+	deleted := make(chan error, 1)
+	go func() { deleted <- f.DeleteEntry(ctx, "/f", false) }()
+	waitUntil(t, "the delete to be visible, waiting for its WAL sync", func() bool {
+		n, err := f.PendingGarbage(ctx)
+		return err == nil && n > 0 && fsys.stalled.Load() > 0
+	})
+	collected := make(chan error, 1)
+	go func() { _, err := f.CollectGarbage(ctx); collected <- err }()
+	waitUntil(t, "the collector to delete the blob or wait", func() bool {
+		return !blobs.Has(fid) || st.inFlight.Load() >= 2
+	})
+	blobGone := !blobs.Has(fid)
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	release()
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-collected; err != nil {
+		t.Fatal(err)
+	}
+	if !blobGone {
+		return
+	}
+	af := reopenFiler(t, crashed)
+	if _, err := af.FindEntry(ctx, "/f"); err == nil {
+		t.Fatal("the collector deleted the blob of /f before the delete of /f was durable; after the power cut /f is back without its data")
+	}
+}
+
+// TestEventsHandedOutOnlyWhenDurable: an event read while its commit
+// waits for its fsync, then lost in a power cut, would have its sequence
+// number reused by another change, which a subscriber resuming after it
+// would never see.
+func TestEventsHandedOutOnlyWhenDurable(t *testing.T) {
+	ctx := context.Background()
+	f, st, fsys, mem := newStalledFiler(t)
+	since, err := f.LastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := fsys.stall(t)
+	created := make(chan error, 1)
+	go func() { created <- f.CreateEntry(ctx, &Entry{Path: "/new", Mode: 0o644}, CreateOptions{}) }()
+	waitUntil(t, "the create to be visible, waiting for its WAL sync", func() bool {
+		seq, err := f.LastSeq(ctx)
+		return err == nil && seq > since && fsys.stalled.Load() > 0
+	})
+	type result struct {
+		evs []*Event
+		err error
+	}
+	read := make(chan result, 1)
+	go func() { evs, err := f.ReadEvents(ctx, since, 10); read <- result{evs, err} }()
+	var handed []*Event
+	waitUntil(t, "the reader to answer or wait", func() bool {
+		select {
+		case r := <-read:
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			handed = r.evs
+			read <- r
+			return true
+		default:
+			return st.inFlight.Load() >= 2
+		}
+	})
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	release()
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+	if r := <-read; r.err != nil {
+		t.Fatal(r.err)
+	}
+	if len(handed) == 0 {
+		return
+	}
+	af := reopenFiler(t, crashed)
+	kept, err := af.ReadEvents(ctx, since, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) < len(handed) {
+		t.Fatalf("event %d was handed out before it was durable; after the power cut the log ends at %d events", handed[len(handed)-1].Seq, len(kept))
+	}
+}
+
+func newStalledFiler(t *testing.T) (*Filer, *updateCounter, *walStall, *vfs.MemFS) {
+	t.Helper()
+	mem := vfs.NewCrashableMem()
+	fsys := &walStall{FS: mem}
+	pst, err := pebble.Open("/meta", &pebble.Options{FS: fsys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &updateCounter{Store: pst}
+	f, err := New(Config{Store: st, Blobs: chunktest.New(), GCInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close(); pst.Close() })
+	return f, st, fsys, mem
+}
+
+// stall makes WAL syncs block until the returned release is called.
+func (f *walStall) stall(t *testing.T) (release func()) {
+	gate := make(chan struct{})
+	release = sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release)
+	f.gate.Store(&gate)
+	return release
+}
+
+func reopenFiler(t *testing.T, fsys vfs.FS) *Filer {
+	t.Helper()
+	st, err := pebble.Open("/meta", &pebble.Options{FS: fsys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(Config{Store: st, Blobs: chunktest.New(), GCInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close(); st.Close() })
+	return f
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}

@@ -1,0 +1,155 @@
+package pebble
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/kelpfs/kelp/internal/filer/store"
+)
+
+// stallFS stalls WAL syncs while its gate is set, so a test can act while a
+// transaction waits for its fsync.
+type stallFS struct {
+	vfs.FS
+	mu      sync.Mutex
+	gate    chan struct{}
+	stalled atomic.Int32 // syncs blocked right now
+}
+
+func (f *stallFS) wrap(name string, file vfs.File, err error) (vfs.File, error) {
+	if err != nil || !strings.HasSuffix(name, ".log") {
+		return file, err
+	}
+	return &stallFile{File: file, fs: f}, nil
+}
+
+func (f *stallFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	file, err := f.FS.Create(name, c)
+	return f.wrap(name, file, err)
+}
+
+func (f *stallFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	file, err := f.FS.ReuseForWrite(oldname, newname, c)
+	return f.wrap(newname, file, err)
+}
+
+func (f *stallFS) wait() {
+	f.mu.Lock()
+	gate := f.gate
+	f.mu.Unlock()
+	if gate != nil {
+		f.stalled.Add(1)
+		<-gate
+		f.stalled.Add(-1)
+	}
+}
+
+type stallFile struct {
+	vfs.File
+	fs *stallFS
+}
+
+func (f *stallFile) Sync() error     { f.fs.wait(); return f.File.Sync() }
+func (f *stallFile) SyncData() error { f.fs.wait(); return f.File.SyncData() }
+func (f *stallFile) SyncTo(n int64) (bool, error) {
+	f.fs.wait()
+	return f.File.SyncTo(n)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// TestNoOpUpdateWaitsForWhatItRead: a transaction that finds its work
+// already done (a retried create, say) writes nothing, but its success
+// promises what it read; if that is a concurrent commit still waiting for
+// its WAL fsync, the answer must wait too, or a power cut loses a change
+// that was acknowledged.
+func TestNoOpUpdateWaitsForWhatItRead(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	fsys := &stallFS{FS: mem}
+	s, err := Open("/db", &Options{FS: fsys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	release := sync.OnceFunc(func() { close(gate) })
+	defer release()
+	fsys.mu.Lock()
+	fsys.gate = gate
+	fsys.mu.Unlock()
+
+	ctx := context.Background()
+	key := []byte("/dir/file")
+	create := func(tx store.Tx) error {
+		if _, err := tx.Get(key); !errors.Is(err, store.ErrNotFound) {
+			return err // exists already (or failed): nothing to do
+		}
+		return tx.Put(key, []byte("entry"))
+	}
+	first := make(chan error, 1)
+	go func() { first <- s.Update(ctx, create) }()
+	waitFor(t, "the first commit to be visible, waiting for its WAL sync", func() bool {
+		_, err := s.Get(ctx, key)
+		return err == nil && fsys.stalled.Load() > 0
+	})
+
+	retry := make(chan error, 1)
+	go func() { retry <- s.Update(ctx, create) }()
+	answered := false
+	waitFor(t, "the retry to answer or wait", func() bool {
+		select {
+		case err := <-retry:
+			if err != nil {
+				t.Fatalf("retry: %v", err)
+			}
+			answered = true
+			return true
+		default:
+			return s.syncWaits.Load() > 0
+		}
+	})
+	if !answered {
+		select {
+		case err := <-retry:
+			t.Fatalf("the retry answered (%v) while the sync it waits for is stalled", err)
+		default:
+		}
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	release() // the original file system lives on: both finish
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if !answered {
+		if err := <-retry; err != nil {
+			t.Fatalf("retry after the sync: %v", err)
+		}
+	}
+	s.Close()
+	if !answered {
+		return
+	}
+	after, err := Open("/db", &Options{FS: crashed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer after.Close()
+	if _, err := after.Get(ctx, key); err != nil {
+		t.Fatalf("the retry was acknowledged before the entry it saw was durable; after the power cut: %v", err)
+	}
+}
