@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 // cluster is one project of the shipped deploy/docker-compose.yml, with its
@@ -30,19 +32,11 @@ type cluster struct {
 }
 
 // composeCommand finds Compose: the v2 plugin first, else v1. Without it, or
-// without a Docker engine, the test fails unless KELP_TEST_ALLOW_SKIP=1:
-// a CI machine must not pass by skipping.
+// without a Docker engine, the test fails unless KELP_TEST_ALLOW_SKIP=1
+// (testutil.SkipOrFail): a CI machine must not pass by skipping.
 func composeCommand(t *testing.T) []string {
-	fail := func(format string, args ...any) {
-		t.Helper()
-		msg := fmt.Sprintf(format, args...)
-		if os.Getenv("KELP_TEST_ALLOW_SKIP") == "1" && os.Getenv("KELP_TEST_REQUIRE_DOCKER") != "1" {
-			t.Skipf("%s (KELP_TEST_ALLOW_SKIP=1)", msg)
-		}
-		t.Fatalf("%s: run scripts/test-deps.sh and start Docker, or set KELP_TEST_ALLOW_SKIP=1 to skip", msg)
-	}
 	if out, err := exec.Command("docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
-		fail("no usable Docker engine (docker info: %v: %s)", err, strings.TrimSpace(string(out)))
+		testutil.SkipOrFail(t, "no usable Docker engine (docker info: %v: %s)", err, strings.TrimSpace(string(out)))
 	}
 	if exec.Command("docker", "compose", "version").Run() == nil {
 		return []string{"docker", "compose"}
@@ -50,7 +44,7 @@ func composeCommand(t *testing.T) []string {
 	if exec.Command("docker-compose", "version").Run() == nil {
 		return []string{"docker-compose"}
 	}
-	fail("neither `docker compose` nor `docker-compose` works")
+	testutil.SkipOrFail(t, "neither `docker compose` nor `docker-compose` works")
 	return nil
 }
 
@@ -63,18 +57,14 @@ func run(t *testing.T, name string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// hostPorts returns n distinct free ports on 127.0.0.1. They are picked
-// before the containers start and published by Docker afterwards, because a
-// volume server advertises its public URL, port included, from the start.
+// hostPorts returns n distinct free ports on 127.0.0.1 (below the kernel's
+// ephemeral range, see testutil.FreePort). They are picked before the
+// containers start and published by Docker afterwards, because a volume
+// server advertises its public URL, port included, from the start.
 func hostPorts(t *testing.T, n int) []string {
 	var ports []string
-	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close() // held until all are picked, so that none repeats
-		ports = append(ports, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+	for _, p := range testutil.FreePorts(t, n) {
+		ports = append(ports, strconv.Itoa(p))
 	}
 	return ports
 }
