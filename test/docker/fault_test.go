@@ -466,6 +466,14 @@ func (c *cluster) loseDataCenter(t *testing.T, dc string, servers []string, file
 	if len(refusals) > 0 {
 		t.Logf("writes refused after %s came back (%d):\n%s", dc, len(refusals), strings.Join(refusals, "\n"))
 	}
+	// A server that does not have a volume the master placed on it: the
+	// allocation went to whichever server now has the old address of the
+	// name it was meant for (a peer that kept a resolved address).
+	for _, r := range refusals {
+		if strings.Contains(r, "404") && strings.Contains(r, "not found on") {
+			t.Errorf("after %s came back, a volume was not where the master put it: %s", dc, r)
+		}
+	}
 	if err := c.copies("m1", b); err != nil {
 		t.Fatalf("after %s came back: %v", dc, err)
 	}
