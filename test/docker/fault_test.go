@@ -456,7 +456,7 @@ func (c *cluster) loseDataCenter(t *testing.T, dc string, servers []string, file
 	// Once a second: each refused assign may make the master try (and
 	// fail) to grow volumes.
 	var refusals []string
-	took := eventuallyEvery(t, 60*time.Second, time.Second, "a write after "+dc+" came back", func() (err error) {
+	took := eventuallyEvery(t, 90*time.Second, time.Second, "a write after "+dc+" came back", func() (err error) {
 		b, err = c.writeBlob("m1", randomBytes(777))
 		if err != nil {
 			refusals = append(refusals, fmt.Sprintf("%v: %.200s", time.Since(back).Round(time.Second), err))
