@@ -2,7 +2,9 @@
 # test-deps.sh — install and start what Kelp's tests need, on a Debian 12 machine.
 #
 # Idempotent and fast when everything is present: packages are installed only
-# when their command is missing (apt-get update runs only then), and the test
+# when their command is missing (apt-get update runs only then): postgresql,
+# redis, fuse3, rclone, s3cmd, curl, awscli, python3-boto3, docker.io (only
+# without any docker) and docker-compose (only without `docker compose`). The test
 # PostgreSQL / Redis servers are started only when nothing answers on their
 # ports. It never stops or kills anything: servers it started keep running for
 # later test runs; stop them by hand with the commands it prints.
@@ -43,6 +45,17 @@ command -v redis-cli >/dev/null || missing+=(redis-tools)
 command -v fusermount3 >/dev/null || missing+=(fuse3)
 command -v rclone >/dev/null || missing+=(rclone)
 command -v s3cmd >/dev/null || missing+=(s3cmd)
+command -v curl >/dev/null || missing+=(curl)
+command -v aws >/dev/null || missing+=(awscli)
+# test/docker: a Docker engine and Compose. The engine (docker.io) is only
+# installed when there is no docker at all; `docker compose` (v2) or
+# docker-compose (v1) both do.
+command -v docker >/dev/null || missing+=(docker.io)
+docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null || missing+=(docker-compose)
+# test/blackbox runs boto3 with the python3 on PATH. Debian's python3-boto3
+# serves /usr/bin/python3; another python3 first on PATH (pyenv, a venv) must
+# bring its own boto3 (checked at the end: pip needs the network).
+/usr/bin/python3 -c 'import boto3' >/dev/null 2>&1 || missing+=(python3-boto3)
 
 if [ ${#missing[@]} -gt 0 ]; then
 	[ "$(id -u)" -eq 0 ] || die "missing ${missing[*]}; run as root to install them"
@@ -111,6 +124,12 @@ if ! redis_ready; then
 		--dir "$REDIS_DIR" --pidfile "$REDIS_DIR/redis.pid" --logfile "$REDIS_DIR/redis.log" >/dev/null
 	for _ in $(seq 50); do redis_ready && break; sleep 0.1; done
 	redis_ready || die "Redis did not start, see $REDIS_DIR/redis.log"
+fi
+
+# --- the python the tests run ---------------------------------------------------
+if ! python3 -c 'import boto3' >/dev/null 2>&1; then
+	py=$(command -v python3 || echo python3)
+	die "$py cannot import boto3; python3-boto3 serves /usr/bin/python3: put /usr/bin ahead of $(dirname "$py") on PATH, or install boto3 into $py"
 fi
 
 # --- what the tests read --------------------------------------------------------

@@ -13,9 +13,9 @@ import (
 
 // filerFlags are the flags of `kelp filer`; `kelp server` embeds them with a
 // "filer." prefix (--filer.port, --filer.store, --filer.store.dsn, ...) and
-// sets ip, masters and dir itself.
+// sets addr, masters and dir itself.
 type filerFlags struct {
-	ip          string
+	addr        addrFlags
 	port        int
 	masters     string
 	store       string
@@ -61,8 +61,13 @@ func (f *filerFlags) config(log *slog.Logger) (filerserver.Config, error) {
 	if len(masters) == 0 {
 		return filerserver.Config{}, fmt.Errorf("--master is required")
 	}
+	bind, err := f.addr.bindIP()
+	if err != nil {
+		return filerserver.Config{}, err
+	}
 	return filerserver.Config{
-		IP:             f.ip,
+		IP:             f.addr.ip,
+		BindIP:         bind,
 		Port:           f.port,
 		Masters:        masters,
 		Store:          f.store,
@@ -102,7 +107,7 @@ func newFilerCommand(g *globalFlags) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.ip, "ip", "127.0.0.1", "address to listen on")
+	f.addr.addFlags(fl, "filer")
 	fl.StringVar(&f.masters, "master", "127.0.0.1:9333", "master addresses host:port[,host:port...]")
 	fl.StringVar(&f.dir, "dir", "./filer", "directory of the embedded metadata store")
 	f.addFlags(fl, "")

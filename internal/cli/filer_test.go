@@ -12,7 +12,7 @@ import (
 func TestFilerFlags(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	parse := func(prefix string, args ...string) (*filerFlags, error) {
-		f := &filerFlags{ip: "127.0.0.1", masters: "m:9333", dir: "/tmp/x"}
+		f := &filerFlags{addr: addrFlags{ip: "127.0.0.1"}, masters: "m:9333", dir: "/tmp/x"}
 		fl := pflag.NewFlagSet("t", pflag.ContinueOnError)
 		f.addFlags(fl, prefix)
 		return f, fl.Parse(args)

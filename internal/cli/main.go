@@ -57,6 +57,7 @@ func newRootCommand() *cobra.Command {
 		newS3Command(g),
 		newBenchmarkCommand(g),
 		newShellCommand(g),
+		newHealthCommand(),
 		newVersionCommand(),
 	)
 	return root

@@ -14,7 +14,7 @@ import (
 // masterFlags are the flags of `kelp master`; `kelp server` embeds them with a
 // "master." prefix.
 type masterFlags struct {
-	ip                 string
+	addr               addrFlags
 	port               int
 	mdir               string
 	peers              string
@@ -32,9 +32,11 @@ func (f *masterFlags) addFlags(fl *pflag.FlagSet, prefix string) {
 	fl.DurationVar(&f.raftTimeout, prefix+"raft-timeout", 400*time.Millisecond, "Raft heartbeat and election timeout: a dead leader is replaced within about 2-3 of these (raft port is the HTTP port + 20000)")
 }
 
-func (f *masterFlags) config(log *slog.Logger) master.Config {
+func (f *masterFlags) config(log *slog.Logger) (master.Config, error) {
+	bind, err := f.addr.bindIP()
 	return master.Config{
-		IP:                   f.ip,
+		IP:                   f.addr.ip,
+		BindIP:               bind,
 		Port:                 f.port,
 		MetaDir:              f.mdir,
 		Peers:                splitList(f.peers),
@@ -43,7 +45,7 @@ func (f *masterFlags) config(log *slog.Logger) master.Config {
 		RaftHeartbeatTimeout: f.raftTimeout,
 		PulseInterval:        5 * time.Second,
 		Logger:               log,
-	}
+	}, err
 }
 
 func newMasterCommand(g *globalFlags) *cobra.Command {
@@ -60,7 +62,11 @@ func newMasterCommand(g *globalFlags) *cobra.Command {
 			if f.mdir == "" {
 				return fmt.Errorf("--mdir is required: the master keeps its Raft log there")
 			}
-			m, err := master.New(f.config(log))
+			cfg, err := f.config(log)
+			if err != nil {
+				return err
+			}
+			m, err := master.New(cfg)
 			if err != nil {
 				return err
 			}
@@ -71,7 +77,7 @@ func newMasterCommand(g *globalFlags) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.ip, "ip", "127.0.0.1", "address to listen on and to advertise")
+	f.addr.addFlags(fl, "master")
 	fl.StringVar(&f.mdir, "mdir", "", "directory for the master's Raft log and snapshots (required)")
 	f.addFlags(fl, "")
 	return cmd

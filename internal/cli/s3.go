@@ -22,7 +22,7 @@ import (
 // s3Flags are the flags of the S3 gateway: `kelp s3` registers them with no
 // prefix, `kelp server` with "s3." (--s3.port, --s3.access-key, ...).
 type s3Flags struct {
-	ip         string
+	addr       addrFlags
 	port       int
 	domains    string
 	idFile     string
@@ -51,8 +51,12 @@ const storedKeysFile = "s3-credentials.json"
 // on first start, stored in keyDir and printed to out (later starts reuse
 // it), so that the endpoint is never open by accident.
 func (f *s3Flags) config(log *slog.Logger, ns objectapi.Namespace, keyDir string, out io.Writer) (s3.Config, error) {
+	bind, err := f.addr.bindIP()
+	if err != nil {
+		return s3.Config{}, err
+	}
 	cfg := s3.Config{
-		IP: f.ip, Port: f.port, Namespace: ns, BucketRoot: f.bucketRoot,
+		IP: f.addr.ip, BindIP: bind, Port: f.port, Namespace: ns, BucketRoot: f.bucketRoot,
 		Domains: splitList(f.domains), Region: f.region, ConfigFile: f.idFile, Logger: log,
 	}
 	ak, sk := f.accessKey, f.secretKey
@@ -66,7 +70,6 @@ func (f *s3Flags) config(log *slog.Logger, ns objectapi.Namespace, keyDir string
 		if keyDir == "" {
 			return cfg, errors.New("s3: no credentials: give --access-key and --secret-key, KELP_ACCESS_KEY and KELP_SECRET_KEY, or --config")
 		}
-		var err error
 		if ak, sk, err = storedKeys(filepath.Join(keyDir, storedKeysFile), out); err != nil {
 			return cfg, err
 		}
@@ -127,7 +130,7 @@ func newS3Command(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ff.ip, ff.dir = f.ip, filepath.Join(dir, "filer")
+			ff.addr, ff.dir = f.addr, filepath.Join(dir, "filer")
 			fcfg, err := ff.config(log)
 			if err != nil {
 				return err
@@ -154,7 +157,7 @@ func newS3Command(g *globalFlags) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.ip, "ip", "127.0.0.1", "address to listen on")
+	f.addr.addFlags(fl, "gateway")
 	fl.StringVar(&ff.masters, "master", "127.0.0.1:9333", "master addresses host:port[,host:port...]")
 	fl.StringVar(&dir, "dir", "./s3", "directory of the embedded filer's store and the generated key pair")
 	f.addFlags(fl, "")

@@ -20,7 +20,8 @@ import (
 // newServerCommand is `kelp server`: a whole cluster in one process (master,
 // volume server, filer, S3 gateway), on one directory.
 func newServerCommand(g *globalFlags) *cobra.Command {
-	var dir, ip string
+	var dir string
+	var addr addrFlags
 	mf := &masterFlags{}
 	vf := &volumeFlags{}
 	ff := &filerFlags{}
@@ -34,11 +35,11 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			mf.ip, vf.ip, ff.ip, sf.ip = ip, ip, ip, ip
+			mf.addr, vf.addr, ff.addr, sf.addr = addr, addr, addr, addr
 			mf.mdir = filepath.Join(dir, "master")
 			vf.dirs = filepath.Join(dir, "volumes")
 			ff.dir = filepath.Join(dir, "filer")
-			vf.masters = net.JoinHostPort(ip, strconv.Itoa(mf.port))
+			vf.masters = net.JoinHostPort(addr.ip, strconv.Itoa(mf.port))
 			ff.masters = vf.masters
 			for _, d := range []string{mf.mdir, vf.dirs, ff.dir} {
 				if err := os.MkdirAll(d, 0o755); err != nil {
@@ -53,7 +54,11 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 				}
 				return err
 			}
-			m, err := master.New(mf.config(log))
+			mcfg, err := mf.config(log)
+			if err != nil {
+				return err
+			}
+			m, err := master.New(mcfg)
 			if err != nil {
 				return err
 			}
@@ -110,7 +115,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&dir, "dir", "./data", "directory for all of this server's data")
-	fl.StringVar(&ip, "ip", "127.0.0.1", "address to listen on and to advertise")
+	addr.addFlags(fl, "server")
 	mf.addFlags(fl, "master.")
 	vf.addFlags(fl, "volume.")
 	ff.addFlags(fl, "filer.")

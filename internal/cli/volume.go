@@ -15,7 +15,7 @@ import (
 // volumeFlags are the flags of `kelp volume`; `kelp server` embeds them with a
 // "volume." prefix.
 type volumeFlags struct {
-	ip         string
+	addr       addrFlags
 	port       int
 	publicURL  string
 	dirs       string
@@ -37,6 +37,10 @@ func (f *volumeFlags) addFlags(fl *pflag.FlagSet, prefix string) {
 
 // config builds the volume server configuration; dirs may come from --dir.
 func (f *volumeFlags) config(log *slog.Logger) (volumeserver.Config, error) {
+	bind, err := f.addr.bindIP()
+	if err != nil {
+		return volumeserver.Config{}, err
+	}
 	dirs := splitList(f.dirs)
 	if len(dirs) == 0 {
 		return volumeserver.Config{}, fmt.Errorf("--dir is required")
@@ -58,7 +62,8 @@ func (f *volumeFlags) config(log *slog.Logger) (volumeserver.Config, error) {
 		disks[i] = store.DiskConfig{Dir: d, MaxVolumes: n}
 	}
 	return volumeserver.Config{
-		IP:         f.ip,
+		IP:         f.addr.ip,
+		BindIP:     bind,
 		Port:       f.port,
 		PublicURL:  f.publicURL,
 		Masters:    splitList(f.masters),
@@ -99,7 +104,7 @@ func newVolumeCommand(g *globalFlags) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.ip, "ip", "127.0.0.1", "address to listen on and to advertise")
+	f.addr.addFlags(fl, "volume server")
 	fl.StringVar(&f.dirs, "dir", "", "data directories, one per disk, comma-separated (required)")
 	fl.StringVar(&f.masters, "master", "127.0.0.1:9333", "master addresses host:port[,host:port...]")
 	f.addFlags(fl, "")

@@ -264,6 +264,33 @@ func (c *Client) doVolume(req *http.Request, answerWithin time.Duration) (*http.
 	return resp, nil
 }
 
+// doMaster sends a request to a master; its answer, too, must begin within
+// Config.AnswerTimeout. A kept-alive connection whose other end is gone (a
+// cut network, or this process's own address changed under it: a container
+// reconnected to its network) never breaks by itself and would hold the
+// request until its context ends instead of moving on to the next master.
+// Masters may redirect, so it goes through the http.Client; masters are not
+// volume servers, so the health table is left alone.
+func (c *Client) doMaster(req *http.Request) (*http.Response, error) {
+	parent := req.Context()
+	ctx, cancel := context.WithCancel(parent)
+	timer := time.AfterFunc(c.answerTimeout, cancel)
+	resp, err := c.hc.Do(req.WithContext(ctx))
+	if !timer.Stop() && parent.Err() == nil {
+		if err == nil {
+			resp.Body.Close()
+		}
+		cancel()
+		return nil, fmt.Errorf("%w from master %s within %v", ErrNoAnswer, req.URL.Host, c.answerTimeout)
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
 func isRead(req *http.Request) bool {
 	return req.Method == http.MethodGet || req.Method == http.MethodHead
 }

@@ -256,7 +256,7 @@ func (c *Client) masterRound(ctx context.Context, path string, decode func(body 
 		if err != nil {
 			return fmt.Errorf("client: master request: %w", err)
 		}
-		resp, err := c.hc.Do(req)
+		resp, err := c.doMaster(req)
 		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("client: master %s: %w", base, ctx.Err())

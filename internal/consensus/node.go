@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -33,6 +32,9 @@ type Config struct {
 	ID string
 	// BindAddr is the raft TCP listen address; "127.0.0.1:0" picks a port.
 	BindAddr string
+	// AdvertiseHost is the host (name or IP) the other members dial this one
+	// at, with the bound port; "" means the bound address.
+	AdvertiseHost string
 	// Peers lists every member including this one. Empty, or only this node,
 	// means a single-node group that elects itself at once.
 	Peers []Peer
@@ -160,21 +162,8 @@ func (n *Node) start() error {
 	if err != nil {
 		return fmt.Errorf("consensus: open snapshots: %w", err)
 	}
-	addr, err := net.ResolveTCPAddr("tcp", cfg.BindAddr)
-	if err != nil {
-		return fmt.Errorf("consensus: raft address %q: %w", cfg.BindAddr, err)
-	}
-	// Resolve a ":0" port before building the transport so that it advertises
-	// the real one.
-	ln, err := net.ListenTCP("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("consensus: listen %s: %w", cfg.BindAddr, err)
-	}
-	bound := ln.Addr().(*net.TCPAddr)
-	ln.Close()
-	n.transport, err = raft.NewTCPTransportWithLogger(bound.String(), bound, 3, 10*time.Second, hlog)
-	if err != nil {
-		return fmt.Errorf("consensus: raft transport: %w", err)
+	if n.transport, err = listenTransport(cfg.BindAddr, cfg.AdvertiseHost, hlog); err != nil {
+		return err
 	}
 
 	rc := raft.DefaultConfig()

@@ -1,6 +1,7 @@
 package filerserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,7 +35,8 @@ const (
 
 // Config describes one filer server.
 type Config struct {
-	IP       string // address to listen on
+	IP       string // address others reach this filer at: a host name or IP
+	BindIP   string // address the listeners bind; "" means IP
 	Port     int    // HTTP port; 0 picks a free one
 	GRPCPort int    // 0 means Port+10000
 	Masters  []string
@@ -164,7 +166,7 @@ func (s *Server) closeStore() error {
 
 func (s *Server) listen() error {
 	var err error
-	if s.httpLn, s.grpcLn, err = pb.Listen(s.cfg.IP, s.cfg.Port, s.cfg.GRPCPort); err != nil {
+	if s.httpLn, s.grpcLn, err = pb.Listen(cmp.Or(s.cfg.BindIP, s.cfg.IP), s.cfg.Port, s.cfg.GRPCPort); err != nil {
 		return fmt.Errorf("filerserver: %w", err)
 	}
 	s.cfg.Port, s.cfg.GRPCPort = pb.Port(s.httpLn), pb.Port(s.grpcLn)

@@ -1,6 +1,7 @@
 package master
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,7 +28,8 @@ import (
 
 // Config configures a master.
 type Config struct {
-	IP       string // address to bind and advertise; default 127.0.0.1
+	IP       string // address advertised to peers and clients (a host name or IP); default 127.0.0.1
+	BindIP   string // address the listeners (and raft) bind; "" means IP
 	Port     int    // HTTP port; 0 picks a free port (single-node only)
 	GRPCPort int    // 0 => Port+10000 (a free port when Port is 0)
 	// RaftAddr is the raft TCP address; "" => IP:Port+20000 (see pb.DerivedPort; a free port when Port is 0).
@@ -139,16 +141,16 @@ func New(cfg Config) (*Server, error) {
 		s.closeListeners()
 		return nil, err
 	}
-	raftAddr := cfg.RaftAddr
+	raftAddr, raftHost := cfg.RaftAddr, ""
 	if raftAddr == "" {
 		// Port+20000 (or -20000 above 45535), also for a single master: a
 		// port picked by the kernel may be one another server of the same
 		// process derives for itself a moment later.
 		raftPort := pb.DerivedPort(cfg.Port, pb.RaftPortOffset)
-		raftAddr = net.JoinHostPort(cfg.IP, strconv.Itoa(raftPort))
+		raftAddr, raftHost = net.JoinHostPort(cmp.Or(cfg.BindIP, cfg.IP), strconv.Itoa(raftPort)), cfg.IP
 	}
 	s.cons, err = consensus.Open(consensus.Config{
-		Dir: filepath.Join(cfg.MetaDir, "raft"), ID: s.httpAddr, BindAddr: raftAddr, Peers: peers,
+		Dir: filepath.Join(cfg.MetaDir, "raft"), ID: s.httpAddr, BindAddr: raftAddr, AdvertiseHost: raftHost, Peers: peers,
 		HeartbeatTimeout: cfg.RaftHeartbeatTimeout, Logger: cfg.Logger,
 	})
 	if err != nil {
@@ -181,7 +183,7 @@ func New(cfg Config) (*Server, error) {
 
 func (s *Server) listen() error {
 	var err error
-	if s.httpLn, s.grpcLn, err = pb.Listen(s.cfg.IP, s.cfg.Port, s.cfg.GRPCPort); err != nil {
+	if s.httpLn, s.grpcLn, err = pb.Listen(cmp.Or(s.cfg.BindIP, s.cfg.IP), s.cfg.Port, s.cfg.GRPCPort); err != nil {
 		return fmt.Errorf("master: %w", err)
 	}
 	s.httpAddr = net.JoinHostPort(s.cfg.IP, strconv.Itoa(pb.Port(s.httpLn)))

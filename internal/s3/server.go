@@ -22,8 +22,9 @@ import (
 
 // Config configures an S3 gateway.
 type Config struct {
-	IP   string // address to listen on; "" means 127.0.0.1
-	Port int    // 0 picks a free port
+	IP     string // address clients reach the gateway at (a host name or IP); "" means 127.0.0.1
+	BindIP string // address the listener binds; "" means IP
+	Port   int    // 0 picks a free port
 	// Namespace is the filer the buckets live in (required); BucketRoot
 	// the directory holding them ("" means /buckets).
 	Namespace  objectapi.Namespace
@@ -110,7 +111,7 @@ func New(cfg Config) (*Server, error) {
 	rand.Read(b[:])
 	s.reqPrefix = hex.EncodeToString(b[:])
 	s.bufs.New = func() any { b := make([]byte, 256<<10); return &b }
-	s.ln, err = net.Listen("tcp", net.JoinHostPort(cfg.IP, strconv.Itoa(cfg.Port)))
+	s.ln, err = net.Listen("tcp", net.JoinHostPort(cmp.Or(cfg.BindIP, cfg.IP), strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return nil, fmt.Errorf("s3: listen: %w", err)
 	}
@@ -118,8 +119,10 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Addr is the host:port the gateway listens on.
-func (s *Server) Addr() string { return s.ln.Addr().String() }
+// Addr is the host:port clients reach the gateway at (IP and the bound port).
+func (s *Server) Addr() string {
+	return net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.ln.Addr().(*net.TCPAddr).Port))
+}
 
 // URL is the endpoint clients use.
 func (s *Server) URL() string { return "http://" + s.Addr() }

@@ -1,6 +1,7 @@
 package volumeserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,7 +25,8 @@ import (
 
 // Config describes one volume server.
 type Config struct {
-	IP         string // address to listen on and to report to the master
+	IP         string // address reported to the master and peers: a host name or IP
+	BindIP     string // address the listeners bind; "" means IP
 	Port       int    // HTTP data port
 	GRPCPort   int    // admin port; 0 means Port+10000
 	PublicURL  string // host:port clients should use; empty means IP:Port
@@ -131,7 +133,7 @@ func New(cfg Config) (*Server, error) {
 
 func (s *Server) listen() error {
 	var err error
-	if s.httpLn, s.grpcLn, err = pb.Listen(s.cfg.IP, s.cfg.Port, s.cfg.GRPCPort); err != nil {
+	if s.httpLn, s.grpcLn, err = pb.Listen(cmp.Or(s.cfg.BindIP, s.cfg.IP), s.cfg.Port, s.cfg.GRPCPort); err != nil {
 		return fmt.Errorf("volumeserver: %w", err)
 	}
 	s.cfg.Port, s.cfg.GRPCPort = pb.Port(s.httpLn), pb.Port(s.grpcLn)
