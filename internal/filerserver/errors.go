@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 
 	"google.golang.org/grpc/codes"
@@ -47,6 +48,13 @@ func classify(err error) (int, codes.Code, bool) {
 		if errors.Is(err, c.err) {
 			return c.http, c.grpc, true
 		}
+	}
+	// A volume server that cannot be reached (a name that no longer
+	// resolves, a refused or cut connection) is the cluster's state, not
+	// the client's mistake nor a bug here: the write may succeed later.
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return http.StatusServiceUnavailable, codes.Unavailable, true
 	}
 	// A master or volume server said it cannot place or store the data
 	// ("replication 100 needs 2 data centers ..."): pass that on as it is.

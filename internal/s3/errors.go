@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"net"
 	"net/http"
 
 	"github.com/kelpfs/kelp/internal/chunk"
+	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/filer"
 	"github.com/kelpfs/kelp/internal/objectapi"
 	"github.com/kelpfs/kelp/internal/s3/sigv4"
@@ -39,6 +41,7 @@ var (
 	errCORSNotEnabled   = newErr("AccessForbidden", http.StatusForbidden, "CORSResponse: CORS is not enabled for this bucket.")
 	errCORSNotAllowed   = newErr("AccessForbidden", http.StatusForbidden, "CORSResponse: This CORS request is not allowed.")
 	errBadPreflight     = newErr("BadRequest", http.StatusBadRequest, "Insufficient information. Origin request header needed.")
+	errUnavailable      = newErr("ServiceUnavailable", http.StatusServiceUnavailable, "The cluster cannot serve this request right now (no master, or a volume server cannot be reached). Please try again.")
 	errInternal         = newErr("InternalError", http.StatusInternalServerError, "We encountered an internal error. Please try again.")
 	errSlowDown         = newErr("RequestTimeout", http.StatusBadRequest, "Your socket connection to the server was not read from or written to within the timeout period.")
 	errBucketOwned      = newErr("BucketAlreadyOwnedByYou", http.StatusConflict, "Your previous request to create the named bucket succeeded and you already own it.")
@@ -118,10 +121,23 @@ func toAPIError(err error) *apiError {
 	switch {
 	case errors.As(err, &mbe):
 		return newErr("EntityTooLarge", 400, "Your proposed upload exceeds the maximum allowed size.")
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded): // before net.Error, which it also is
 		return errSlowDown
+	case clusterUnavailable(err):
+		return errUnavailable
 	}
 	return errInternal
+}
+
+// clusterUnavailable reports whether err says the cluster cannot take the
+// request now (no master answers, a volume server cannot be reached, a
+// master or volume server answered 503): a 503 that SDKs retry, not an
+// InternalError.
+func clusterUnavailable(err error) bool {
+	var ne net.Error
+	var he *client.HTTPError
+	return errors.Is(err, client.ErrNoMaster) || errors.Is(err, client.ErrNoAnswer) ||
+		errors.As(err, &ne) || (errors.As(err, &he) && he.Status == http.StatusServiceUnavailable)
 }
 
 type errorBody struct {
