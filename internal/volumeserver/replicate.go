@@ -154,6 +154,12 @@ func (s *Server) forwardDelete(ctx context.Context, replica string, id fid.FileI
 func (s *Server) doReplica(req *http.Request, ok ...int) error {
 	resp, err := s.http.Do(req)
 	if err != nil {
+		// A replica that did not answer may sit behind pooled connections a
+		// network cut left half-open (its address may even have changed):
+		// the pool would hand the next write another of them and that write
+		// would wait out its whole timeout too. Dropping the idle ones makes
+		// the next write dial afresh, at the price of a few new handshakes.
+		s.http.CloseIdleConnections()
 		return err
 	}
 	defer resp.Body.Close()
