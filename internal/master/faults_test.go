@@ -136,19 +136,6 @@ func (l *cutListener) setCut(cut bool) {
 	}
 }
 
-// waitUntil polls cond until it holds, failing the test after within.
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 type statusServer struct {
 	URL        string `json:"url"`
 	Reachable  bool   `json:"reachable"`

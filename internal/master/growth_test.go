@@ -46,7 +46,7 @@ func TestFailedGrowthIsRolledBackAndPaused(t *testing.T) {
 	}
 
 	b.failAllocate.Store(false)
-	waitUntil(t, 5*time.Second, "growth resumes after the pause", func() bool {
+	waitFor(t, 5*time.Second, "growth resumes after the pause", func() bool {
 		_, code := assignHTTP(t, s, "replication=100")
 		return code == 200
 	})
@@ -71,7 +71,7 @@ func TestAbandonedCopyIsDeletedLater(t *testing.T) {
 		t.Fatalf("abandoned copies %+v, want the %d made on %s", st.AbandonedCopies, len(made), a.url())
 	}
 	a.failDelete.Store(false)
-	waitUntil(t, 5*time.Second, "abandoned copies deleted", func() bool {
+	waitFor(t, 5*time.Second, "abandoned copies deleted", func() bool {
 		return len(a.volumeIDs()) == 0 && len(clusterStatusJSON(t, s).AbandonedCopies) == 0
 	})
 }

@@ -22,7 +22,7 @@ func TestUnreachableVolumeServerLeavesAssigns(t *testing.T) {
 	before := len(a.allocations())
 
 	b.ln.setCut(true)
-	took := waitUntil(t, 5*time.Second, "b shown unreachable", func() bool {
+	took := waitFor(t, 5*time.Second, "b shown unreachable", func() bool {
 		n, ok := serverStatus(t, s, b.url())
 		return ok && !n.Reachable
 	})
@@ -47,7 +47,7 @@ func TestUnreachableVolumeServerLeavesAssigns(t *testing.T) {
 	}
 
 	b.ln.setCut(false)
-	waitUntil(t, 5*time.Second, "b reachable again", func() bool {
+	waitFor(t, 5*time.Second, "b reachable again", func() bool {
 		n, ok := serverStatus(t, s, b.url())
 		return ok && n.Reachable
 	})
