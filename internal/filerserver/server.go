@@ -124,7 +124,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.httpSrv = httpserve.New(s.routes(), s.log)
-	s.grpcSrv = grpc.NewServer(pb.ServerOptions()...)
+	s.grpcSrv = grpc.NewServer(pb.ServerOptions(s.log)...)
 	filerpb.RegisterFilerServer(s.grpcSrv, &grpcServer{s: s})
 	return s, nil
 }

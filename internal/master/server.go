@@ -176,7 +176,7 @@ func New(cfg Config) (*Server, error) {
 		s.refreshSettings()
 	}
 	s.httpSrv = httpserve.New(s.routes(), s.log)
-	s.grpcSrv = grpc.NewServer(pb.ServerOptions()...)
+	s.grpcSrv = grpc.NewServer(pb.ServerOptions(s.log)...)
 	masterpb.RegisterMasterServer(s.grpcSrv, &grpcService{s: s})
 	return s, nil
 }

@@ -6,6 +6,7 @@ package pb
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"time"
@@ -73,12 +74,12 @@ func DialOptions() []grpc.DialOption {
 }
 
 // ServerOptions are the options every Kelp gRPC server uses: keepalive, and
-// a handler panic answered codes.Internal and logged (see recover.go).
-func ServerOptions() []grpc.ServerOption {
+// a handler panic answered codes.Internal and logged to log (see recover.go).
+func ServerOptions(log *slog.Logger) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(ServerKeepalive),
-		grpc.ChainUnaryInterceptor(recoverUnary),
-		grpc.ChainStreamInterceptor(recoverStream),
+		grpc.ChainUnaryInterceptor(recoverUnary(log)),
+		grpc.ChainStreamInterceptor(recoverStream(log)),
 	}
 }
 

@@ -57,15 +57,12 @@ func (s *syncBuffer) String() string {
 // with its stack, and the server keeps serving: unary and streaming.
 func TestGRPCPanicIsInternal(t *testing.T) {
 	logs := &syncBuffer{}
-	prev := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
-	t.Cleanup(func() { slog.SetDefault(prev) })
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(ServerOptions()...)
+	srv := grpc.NewServer(ServerOptions(slog.New(slog.NewTextHandler(logs, nil)))...)
 	grpc_health_v1.RegisterHealthServer(srv, panickyHealth{})
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)

@@ -126,7 +126,7 @@ func New(cfg Config) (*Server, error) {
 		s.cfg.PublicURL = s.URL()
 	}
 	s.httpSrv = httpserve.New(s.routes(), s.log)
-	s.grpcSrv = grpc.NewServer(pb.ServerOptions()...)
+	s.grpcSrv = grpc.NewServer(pb.ServerOptions(s.log)...)
 	volumepb.RegisterVolumeServerServer(s.grpcSrv, &adminServer{s: s})
 	return s, nil
 }
