@@ -258,7 +258,7 @@ func (c *Client) doVolume(req *http.Request, answerWithin time.Duration) (*http.
 		// of the server's health.
 		c.health.failed(server, time.Now())
 	} else {
-		c.health.answered(server, time.Since(start))
+		c.health.answered(server, time.Since(start), isRead(req))
 	}
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 	return resp, nil

@@ -26,10 +26,12 @@ import (
 //
 // Among healthy servers the order is that of the lookup, except that a
 // server whose answers have taken clearly longer (a moving average in a
-// higher power-of-two class of 4 ms: <4, <8, <16 ms...) goes after faster ones: a replica in a
+// higher power-of-two class of 16 ms: <16, <32, <64 ms..., so that the
+// jitter of a busy machine or LAN does not reorder replicas) goes after faster ones: a replica in a
 // far data center or on a busy disk is read from only when it must be.
 
 const (
+	latencyClass  = 16 * time.Millisecond
 	probeAfterMin = 500 * time.Millisecond
 	probeAfterMax = 30 * time.Second
 )
@@ -69,11 +71,18 @@ func (h *healthTable) get(server string) *serverHealth {
 	return s
 }
 
-// answered records that server began an answer after d.
-func (h *healthTable) answered(server string, d time.Duration) {
+// answered records that server began an answer after d. Only reads feed
+// the latency: a write's answer waits for an fsync (and for every replica),
+// which says nothing about how fast the server reads, and would rank the
+// primary of the last write behind a replica never asked.
+func (h *healthTable) answered(server string, d time.Duration, read bool) {
 	h.mu.Lock()
 	s := h.get(server)
 	s.failures = 0
+	if !read {
+		h.mu.Unlock()
+		return
+	}
 	if s.latency == 0 {
 		s.latency = d
 	} else {
@@ -110,7 +119,7 @@ func (h *healthTable) order(locs []Location, now time.Time) (ordered []Location,
 		r := 0
 		if s != nil {
 			// Suspects after every healthy server, then by latency class.
-			r = bits.Len64(uint64(s.latency / (4 * time.Millisecond)))
+			r = bits.Len64(uint64(s.latency / latencyClass))
 			if s.failures > 0 {
 				r += 1 << 10
 				if !s.probing && !now.Before(s.nextProbe) {

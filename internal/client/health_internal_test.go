@@ -25,9 +25,11 @@ func TestHealthOrder(t *testing.T) {
 		}
 	}
 	check("a:1 http://b:1 c:1", 0) // nothing known: the lookup's order
-	h.answered("a:1", 50*time.Millisecond)
-	h.answered("b:1", time.Millisecond)
-	h.answered("c:1", 2*time.Millisecond)
+	h.answered("a:1", time.Second, false)
+	check("a:1 http://b:1 c:1", 0) // a slow write says nothing of reads
+	h.answered("a:1", 50*time.Millisecond, true)
+	h.answered("b:1", time.Millisecond, true)
+	h.answered("c:1", 9*time.Millisecond, true)
 	check("http://b:1 c:1 a:1", 0) // b and c in one latency class, a slower
 	h.failed("b:1", now)
 	check("c:1 a:1 http://b:1", 0) // a suspect goes last
