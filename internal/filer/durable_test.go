@@ -2,8 +2,6 @@ package filer
 
 import (
 	"context"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,51 +12,8 @@ import (
 	"github.com/kelpfs/kelp/internal/chunk/chunktest"
 	"github.com/kelpfs/kelp/internal/filer/store"
 	"github.com/kelpfs/kelp/internal/filer/store/pebble"
+	"github.com/kelpfs/kelp/internal/filer/store/pebble/pebbletest"
 )
-
-// walStall stalls Pebble's WAL syncs while its gate is set.
-type walStall struct {
-	vfs.FS
-	gate    atomic.Pointer[chan struct{}]
-	stalled atomic.Int32
-}
-
-func (f *walStall) wrap(name string, file vfs.File, err error) (vfs.File, error) {
-	if err != nil || !strings.HasSuffix(name, ".log") {
-		return file, err
-	}
-	return &walStallFile{File: file, fs: f}, nil
-}
-
-func (f *walStall) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	file, err := f.FS.Create(name, c)
-	return f.wrap(name, file, err)
-}
-
-func (f *walStall) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	file, err := f.FS.ReuseForWrite(oldname, newname, c)
-	return f.wrap(newname, file, err)
-}
-
-func (f *walStall) wait() {
-	if g := f.gate.Load(); g != nil {
-		f.stalled.Add(1)
-		<-*g
-		f.stalled.Add(-1)
-	}
-}
-
-type walStallFile struct {
-	vfs.File
-	fs *walStall
-}
-
-func (f *walStallFile) Sync() error     { f.fs.wait(); return f.File.Sync() }
-func (f *walStallFile) SyncData() error { f.fs.wait(); return f.File.SyncData() }
-func (f *walStallFile) SyncTo(n int64) (bool, error) {
-	f.fs.wait()
-	return f.File.SyncTo(n)
-}
 
 // updateCounter counts Store.Update calls in progress.
 type updateCounter struct {
@@ -92,12 +47,13 @@ func TestGCDeletesOnlyDurablyQueuedBlobs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	release := fsys.stall(t)
+	release := fsys.Stall()
+	t.Cleanup(release)
 	deleted := make(chan error, 1)
 	go func() { deleted <- f.DeleteEntry(ctx, "/f", false) }()
 	waitUntil(t, "the delete to be visible, waiting for its WAL sync", func() bool {
 		n, err := f.PendingGarbage(ctx)
-		return err == nil && n > 0 && fsys.stalled.Load() > 0
+		return err == nil && n > 0 && fsys.Stalled() > 0
 	})
 	collected := make(chan error, 1)
 	go func() { _, err := f.CollectGarbage(ctx); collected <- err }()
@@ -133,12 +89,13 @@ func TestEventsHandedOutOnlyWhenDurable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	release := fsys.stall(t)
+	release := fsys.Stall()
+	t.Cleanup(release)
 	created := make(chan error, 1)
 	go func() { created <- f.CreateEntry(ctx, &Entry{Path: "/new", Mode: 0o644}, CreateOptions{}) }()
 	waitUntil(t, "the create to be visible, waiting for its WAL sync", func() bool {
 		seq, err := f.LastSeq(ctx)
-		return err == nil && seq > since && fsys.stalled.Load() > 0
+		return err == nil && seq > since && fsys.Stalled() > 0
 	})
 	type result struct {
 		evs []*Event
@@ -181,10 +138,10 @@ func TestEventsHandedOutOnlyWhenDurable(t *testing.T) {
 	}
 }
 
-func newStalledFiler(t *testing.T) (*Filer, *updateCounter, *walStall, *vfs.MemFS) {
+func newStalledFiler(t *testing.T) (*Filer, *updateCounter, *pebbletest.StallFS, *vfs.MemFS) {
 	t.Helper()
 	mem := vfs.NewCrashableMem()
-	fsys := &walStall{FS: mem}
+	fsys := pebbletest.NewStallFS(mem)
 	pst, err := pebble.Open("/meta", &pebble.Options{FS: fsys})
 	if err != nil {
 		t.Fatal(err)
@@ -196,15 +153,6 @@ func newStalledFiler(t *testing.T) (*Filer, *updateCounter, *walStall, *vfs.MemF
 	}
 	t.Cleanup(func() { f.Close(); pst.Close() })
 	return f, st, fsys, mem
-}
-
-// stall makes WAL syncs block until the returned release is called.
-func (f *walStall) stall(t *testing.T) (release func()) {
-	gate := make(chan struct{})
-	release = sync.OnceFunc(func() { close(gate) })
-	t.Cleanup(release)
-	f.gate.Store(&gate)
-	return release
 }
 
 func reopenFiler(t *testing.T, fsys vfs.FS) *Filer {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/kelpfs/kelp/internal/filer/store"
@@ -311,7 +312,16 @@ func TestGCQueueSurvivesRestart(t *testing.T) {
 	ctx := context.Background()
 	e.write(t, "/a", []byte("one"))
 	down := errors.New("volume server down")
-	e.blobs.FailDelete = func(string) error { return down }
+	// The filers' collectors run concurrently with the test: the fault is
+	// switched off through an atomic, not by writing FailDelete again.
+	var failing atomic.Bool
+	failing.Store(true)
+	e.blobs.FailDelete = func(string) error {
+		if failing.Load() {
+			return down
+		}
+		return nil
+	}
 	e.write(t, "/a", []byte("two")) // the first blob becomes garbage
 	if _, err := e.f.CollectGarbage(ctx); err != nil {
 		t.Fatal(err)
@@ -319,8 +329,8 @@ func TestGCQueueSurvivesRestart(t *testing.T) {
 	if n, _ := e.f.PendingGarbage(ctx); n != 1 || len(e.blobs.Live()) != 2 {
 		t.Fatalf("pending %d, live %d", n, len(e.blobs.Live()))
 	}
+	failing.Store(false)
 	e.restart(t, Config{})
-	e.blobs.FailDelete = nil
 	e.checkNoLeak(t)
 	if len(e.blobs.Live()) != 1 {
 		t.Fatalf("live %v", e.blobs.Live())

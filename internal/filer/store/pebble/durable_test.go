@@ -3,65 +3,14 @@ package pebble
 import (
 	"context"
 	"errors"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kelpfs/kelp/internal/filer/store"
+	"github.com/kelpfs/kelp/internal/filer/store/pebble/pebbletest"
 )
-
-// stallFS stalls WAL syncs while its gate is set, so a test can act while a
-// transaction waits for its fsync.
-type stallFS struct {
-	vfs.FS
-	mu      sync.Mutex
-	gate    chan struct{}
-	stalled atomic.Int32 // syncs blocked right now
-}
-
-func (f *stallFS) wrap(name string, file vfs.File, err error) (vfs.File, error) {
-	if err != nil || !strings.HasSuffix(name, ".log") {
-		return file, err
-	}
-	return &stallFile{File: file, fs: f}, nil
-}
-
-func (f *stallFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	file, err := f.FS.Create(name, c)
-	return f.wrap(name, file, err)
-}
-
-func (f *stallFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	file, err := f.FS.ReuseForWrite(oldname, newname, c)
-	return f.wrap(newname, file, err)
-}
-
-func (f *stallFS) wait() {
-	f.mu.Lock()
-	gate := f.gate
-	f.mu.Unlock()
-	if gate != nil {
-		f.stalled.Add(1)
-		<-gate
-		f.stalled.Add(-1)
-	}
-}
-
-type stallFile struct {
-	vfs.File
-	fs *stallFS
-}
-
-func (f *stallFile) Sync() error     { f.fs.wait(); return f.File.Sync() }
-func (f *stallFile) SyncData() error { f.fs.wait(); return f.File.SyncData() }
-func (f *stallFile) SyncTo(n int64) (bool, error) {
-	f.fs.wait()
-	return f.File.SyncTo(n)
-}
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -81,17 +30,13 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // that was acknowledged.
 func TestNoOpUpdateWaitsForWhatItRead(t *testing.T) {
 	mem := vfs.NewCrashableMem()
-	fsys := &stallFS{FS: mem}
+	fsys := pebbletest.NewStallFS(mem)
 	s, err := Open("/db", &Options{FS: fsys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate := make(chan struct{})
-	release := sync.OnceFunc(func() { close(gate) })
+	release := fsys.Stall()
 	defer release()
-	fsys.mu.Lock()
-	fsys.gate = gate
-	fsys.mu.Unlock()
 
 	ctx := context.Background()
 	key := []byte("/dir/file")
@@ -105,7 +50,7 @@ func TestNoOpUpdateWaitsForWhatItRead(t *testing.T) {
 	go func() { first <- s.Update(ctx, create) }()
 	waitFor(t, "the first commit to be visible, waiting for its WAL sync", func() bool {
 		_, err := s.Get(ctx, key)
-		return err == nil && fsys.stalled.Load() > 0
+		return err == nil && fsys.Stalled() > 0
 	})
 
 	retry := make(chan error, 1)
