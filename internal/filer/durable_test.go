@@ -13,6 +13,7 @@ import (
 	"github.com/kelpfs/kelp/internal/filer/store"
 	"github.com/kelpfs/kelp/internal/filer/store/pebble"
 	"github.com/kelpfs/kelp/internal/filer/store/pebble/pebbletest"
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 // updateCounter counts Store.Update calls in progress.
@@ -51,15 +52,15 @@ func TestGCDeletesOnlyDurablyQueuedBlobs(t *testing.T) {
 	t.Cleanup(release)
 	deleted := make(chan error, 1)
 	go func() { deleted <- f.DeleteEntry(ctx, "/f", false) }()
-	waitUntil(t, "the delete to be visible, waiting for its WAL sync", func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		n, err := f.PendingGarbage(ctx)
 		return err == nil && n > 0 && fsys.Stalled() > 0
-	})
+	}, "the delete to be visible, waiting for its WAL sync")
 	collected := make(chan error, 1)
 	go func() { _, err := f.CollectGarbage(ctx); collected <- err }()
-	waitUntil(t, "the collector to delete the blob or wait", func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		return !blobs.Has(fid) || st.inFlight.Load() >= 2
-	})
+	}, "the collector to delete the blob or wait")
 	blobGone := !blobs.Has(fid)
 	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
 	release()
@@ -93,10 +94,10 @@ func TestEventsHandedOutOnlyWhenDurable(t *testing.T) {
 	t.Cleanup(release)
 	created := make(chan error, 1)
 	go func() { created <- f.CreateEntry(ctx, &Entry{Path: "/new", Mode: 0o644}, CreateOptions{}) }()
-	waitUntil(t, "the create to be visible, waiting for its WAL sync", func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		seq, err := f.LastSeq(ctx)
 		return err == nil && seq > since && fsys.Stalled() > 0
-	})
+	}, "the create to be visible, waiting for its WAL sync")
 	type result struct {
 		evs []*Event
 		err error
@@ -104,7 +105,7 @@ func TestEventsHandedOutOnlyWhenDurable(t *testing.T) {
 	read := make(chan result, 1)
 	go func() { evs, err := f.ReadEvents(ctx, since, 10); read <- result{evs, err} }()
 	var handed []*Event
-	waitUntil(t, "the reader to answer or wait", func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		select {
 		case r := <-read:
 			if r.err != nil {
@@ -116,7 +117,7 @@ func TestEventsHandedOutOnlyWhenDurable(t *testing.T) {
 		default:
 			return st.inFlight.Load() >= 2
 		}
-	})
+	}, "the reader to answer or wait")
 	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
 	release()
 	if err := <-created; err != nil {
@@ -167,15 +168,4 @@ func reopenFiler(t *testing.T, fsys vfs.FS) *Filer {
 	}
 	t.Cleanup(func() { f.Close(); st.Close() })
 	return f
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/needle"
+	"github.com/kelpfs/kelp/internal/testutil"
 	"github.com/kelpfs/kelp/internal/vfs"
 )
 
@@ -435,25 +436,13 @@ func (s *stalledSync) stall(t *testing.T) {
 	s.ffs.Inject(vfs.Fault{Op: vfs.OpSync, Path: ".dat", Block: gate})
 }
 
-// waitFor polls cond until it holds; the deadline only turns a hang into a failure.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
-}
-
 // answerOrWait runs op and returns its error if it answers before it joins
 // the writers waiting for the stalled sync (then nil, false).
 func (s *stalledSync) answerOrWait(t *testing.T, waiters int, op func() error) (err error, answered bool, late chan error) {
 	t.Helper()
 	late = make(chan error, 1)
 	go func() { late <- op() }()
-	waitFor(t, "the operation to answer or wait for the sync", func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		select {
 		case err = <-late:
 			answered = true
@@ -461,7 +450,7 @@ func (s *stalledSync) answerOrWait(t *testing.T, waiters int, op func() error) (
 		default:
 			return s.v.syncer.waiters() >= waiters
 		}
-	})
+	}, "the operation to answer or wait for the sync")
 	return err, answered, late
 }
 
@@ -499,7 +488,7 @@ func TestRetriedIdenticalWriteWaitsForTheFirst(t *testing.T) {
 			}
 			first := make(chan error, 1)
 			go func() { first <- write() }()
-			waitFor(t, "the first write to wait for its sync", func() bool { return s.v.syncer.waiters() == 1 })
+			testutil.WaitFor(t, 10*time.Second, func() bool { return s.v.syncer.waiters() == 1 }, "the first write to wait for its sync")
 			err, answered, retry := s.answerOrWait(t, 2, write)
 			if answered && err != nil {
 				t.Fatalf("retry: %v", err)
@@ -531,7 +520,7 @@ func TestRetriedDeleteWaitsForTheFirst(t *testing.T) {
 	del := func() error { _, err := s.v.Delete(context.Background(), 1, 7); return err }
 	first := make(chan error, 1)
 	go func() { first <- del() }()
-	waitFor(t, "the first delete to wait for its sync", func() bool { return s.v.syncer.waiters() == 1 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return s.v.syncer.waiters() == 1 }, "the first delete to wait for its sync")
 	err, answered, retry := s.answerOrWait(t, 2, del)
 	if answered && !errors.Is(err, ErrDeleted) {
 		t.Fatalf("retried delete: %v, want ErrDeleted", err)
@@ -559,7 +548,7 @@ func TestUnchangedOverwriteAnswersAfterTheSync(t *testing.T) {
 	}
 	first := make(chan error, 1)
 	go func() { _, err := write(); first <- err }()
-	waitFor(t, "the first write to wait for its sync", func() bool { return s.v.syncer.waiters() == 1 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return s.v.syncer.waiters() == 1 }, "the first write to wait for its sync")
 	retry := make(chan WriteResult, 1)
 	go func() {
 		res, err := write()
@@ -568,7 +557,7 @@ func TestUnchangedOverwriteAnswersAfterTheSync(t *testing.T) {
 		}
 		retry <- res
 	}()
-	waitFor(t, "the retry to wait for the sync", func() bool { return s.v.syncer.waiters() == 2 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return s.v.syncer.waiters() == 2 }, "the retry to wait for the sync")
 	s.release()
 	if err := <-first; err != nil {
 		t.Fatal(err)

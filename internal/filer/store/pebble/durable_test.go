@@ -10,18 +10,8 @@ import (
 
 	"github.com/kelpfs/kelp/internal/filer/store"
 	"github.com/kelpfs/kelp/internal/filer/store/pebble/pebbletest"
+	"github.com/kelpfs/kelp/internal/testutil"
 )
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
-}
 
 // TestNoOpUpdateWaitsForWhatItRead: a transaction that finds its work
 // already done (a retried create, say) writes nothing, but its success
@@ -48,15 +38,15 @@ func TestNoOpUpdateWaitsForWhatItRead(t *testing.T) {
 	}
 	first := make(chan error, 1)
 	go func() { first <- s.Update(ctx, create) }()
-	waitFor(t, "the first commit to be visible, waiting for its WAL sync", func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		_, err := s.Get(ctx, key)
 		return err == nil && fsys.Stalled() > 0
-	})
+	}, "the first commit to be visible, waiting for its WAL sync")
 
 	retry := make(chan error, 1)
 	go func() { retry <- s.Update(ctx, create) }()
 	answered := false
-	waitFor(t, "the retry to answer or wait", func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		select {
 		case err := <-retry:
 			if err != nil {
@@ -67,7 +57,7 @@ func TestNoOpUpdateWaitsForWhatItRead(t *testing.T) {
 		default:
 			return s.syncWaits.Load() > 0
 		}
-	})
+	}, "the retry to answer or wait")
 	if !answered {
 		select {
 		case err := <-retry:
