@@ -222,8 +222,9 @@ func (s *Server) reload() error {
 // (so that a bad policy can be repaired). Then an identity may do what its
 // actions allow; a matching Allow adds rights, to anonymous requests
 // (Principal "*") and to identities named in it by access key or name.
-// Last, anonymous requests are allowed by a bucket's canned ACL:
-// public-read allows Read and List, public-read-write also Write.
+// Last, anonymous requests are allowed by an object's canned ACL (reads of
+// that object) and by the bucket's: public-read lets anybody list the
+// bucket (bucketACLReadOps), public-read-write also write objects.
 func (s *Server) authorize(rq *request, op string, action Action, bucket, key string) error {
 	id := rq.id
 	if bucket == "" {
@@ -268,12 +269,21 @@ func (s *Server) authorize(rq *request, op string, action Action, bucket, key st
 		return nil
 	case id != nil:
 		return errAccessDenied
-	case a.acl == objectapi.ACLPublicRead && (action == ActionRead || action == ActionList):
+	case (a.acl == objectapi.ACLPublicRead || a.acl == objectapi.ACLPublicReadWrite) && bucketACLReadOps[op]:
 		return nil
-	case a.acl == objectapi.ACLPublicReadWrite && (action == ActionRead || action == ActionList || action == ActionWrite):
+	case a.acl == objectapi.ACLPublicReadWrite && action == ActionWrite:
 		return nil
 	}
 	return errAccessDenied
+}
+
+// bucketACLReadOps are what a bucket's READ grant (canned public-read,
+// public-read-write) lets anybody do: list the bucket. As in S3, it reads
+// no object (each object's own ACL decides that, objectACLAllows) and no
+// bucket configuration (ACL, policy, lifecycle, CORS: the owner's).
+var bucketACLReadOps = map[string]bool{
+	"ListObjects": true, "ListObjectsV2": true, "ListObjectVersions": true,
+	"ListMultipartUploads": true, "HeadBucket": true,
 }
 
 // objectACLAllows reports whether an object's canned ACL lets the requester

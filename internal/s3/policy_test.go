@@ -401,3 +401,53 @@ func TestObjectCannedACLs(t *testing.T) {
 		t.Fatalf("grant header: %d %s", resp.StatusCode, body)
 	}
 }
+
+// A bucket's public-read ACL lets anybody list it, not read its objects:
+// as in S3, an object whose own ACL is private answers 403 to an anonymous
+// GET or HEAD, in a public-read and a public-read-write bucket alike, and
+// the bucket's configuration stays the owner's.
+func TestPublicReadBucketKeepsObjectsPrivate(t *testing.T) {
+	e := startEnv(t, nil)
+	for _, acl := range []types.BucketCannedACL{"public-read", "public-read-write"} {
+		bucket := "pub-" + strings.TrimPrefix(string(acl), "public-")
+		if _, err := e.c.CreateBucket(e.ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket), ACL: acl}); err != nil {
+			t.Fatal(err)
+		}
+		for key, objACL := range map[string]types.ObjectCannedACL{"private.txt": "", "open.txt": "public-read"} {
+			in := &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader("data of " + key)}
+			if objACL != "" {
+				in.ACL = objACL
+			}
+			if _, err := e.c.PutObject(e.ctx, in); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p := "/" + bucket
+		for _, c := range []struct {
+			method, path string
+			want         int
+		}{
+			{"GET", p + "/private.txt", http.StatusForbidden},
+			{"HEAD", p + "/private.txt", http.StatusForbidden},
+			{"GET", p + "/private.txt?versionId=null", http.StatusForbidden},
+			{"GET", p + "/private.txt?tagging", http.StatusForbidden},
+			{"GET", p + "/private.txt?acl", http.StatusForbidden},
+			{"GET", p + "/private.txt?attributes", http.StatusForbidden},
+			{"GET", p + "/open.txt", http.StatusOK},
+			{"GET", p + "?list-type=2", http.StatusOK},
+			{"GET", p, http.StatusOK},
+			{"GET", p + "?versions", http.StatusOK},
+			{"GET", p + "?uploads", http.StatusOK},
+			{"HEAD", p, http.StatusOK},
+			{"GET", p + "?acl", http.StatusForbidden},
+			{"GET", p + "?policy", http.StatusForbidden},
+			{"GET", p + "?lifecycle", http.StatusForbidden},
+			{"GET", p + "?cors", http.StatusForbidden},
+			{"GET", p + "?versioning", http.StatusForbidden},
+		} {
+			if st, body := e.anon(c.method, c.path, ""); st != c.want {
+				t.Errorf("%s bucket: anonymous %s %s = %d %q, want %d", acl, c.method, c.path, st, body, c.want)
+			}
+		}
+	}
+}
