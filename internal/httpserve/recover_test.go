@@ -1,44 +1,26 @@
 package httpserve
 
 import (
-	"bytes"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/kelpfs/kelp/internal/testutil"
 )
-
-// syncBuffer is a log sink the server's goroutines and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // serve runs New(h) on loopback until the test ends; it returns the base
 // URL and the error-level log.
-func serve(t *testing.T, h http.HandlerFunc) (string, *syncBuffer) {
+func serve(t *testing.T, h http.HandlerFunc) (string, *testutil.Buffer) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testutil.Buffer{}
 	s := New(h, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelError})))
 	go s.Serve(ln)
 	t.Cleanup(func() { s.Stop(time.Second) })

@@ -1,18 +1,18 @@
 package pb
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 // panickyHealth is a gRPC service whose methods panic when asked about
@@ -36,27 +36,10 @@ func (panickyHealth) Watch(req *grpc_health_v1.HealthCheckRequest, s grpc.Server
 	return s.Send(&grpc_health_v1.HealthCheckResponse{Status: grpc_health_v1.HealthCheckResponse_SERVING})
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A gRPC method that panics answers codes.Internal, the panic is logged
 // with its stack, and the server keeps serving: unary and streaming.
 func TestGRPCPanicIsInternal(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testutil.Buffer{}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

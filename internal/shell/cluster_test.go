@@ -15,6 +15,7 @@ import (
 	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/fid"
 	"github.com/kelpfs/kelp/internal/testcluster"
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 // The scenario on a real cluster: volumes written under 001 are
@@ -51,7 +52,7 @@ func TestClusterFixReplication001To100(t *testing.T) {
 		vids[id.Volume] = true
 	}
 
-	out := &syncBuffer{}
+	out := &testutil.Buffer{}
 	sh, err := New(Config{Masters: c.MasterAddrs(), Out: out, Owner: "cluster test"})
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +185,7 @@ func TestClusterScriptedSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &syncBuffer{}
+	out := &testutil.Buffer{}
 	sh, err := New(Config{Masters: c.MasterAddrs(), Out: out})
 	if err != nil {
 		t.Fatal(err)

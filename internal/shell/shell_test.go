@@ -1,45 +1,19 @@
 package shell
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/kelpfs/kelp/internal/testutil"
 )
 
-// syncBuffer is a bytes.Buffer safe for the renewal goroutine's warnings.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-func (b *syncBuffer) Reset() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.b.Reset()
-}
-
-func newTestShell(t *testing.T, masters string, lease time.Duration) (*Shell, *syncBuffer) {
+func newTestShell(t *testing.T, masters string, lease time.Duration) (*Shell, *testutil.Buffer) {
 	t.Helper()
-	out := &syncBuffer{}
+	out := &testutil.Buffer{}
 	sh, err := New(Config{Masters: []string{masters}, Out: out, Owner: "test shell", LockLease: lease})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +27,7 @@ func run(t *testing.T, sh *Shell, script string) error {
 	return sh.RunScript(context.Background(), strings.NewReader(script))
 }
 
-func mustRun(t *testing.T, sh *Shell, out *syncBuffer, script string) string {
+func mustRun(t *testing.T, sh *Shell, out *testutil.Buffer, script string) string {
 	t.Helper()
 	out.Reset()
 	if err := run(t, sh, script); err != nil {
