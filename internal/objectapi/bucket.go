@@ -3,7 +3,6 @@ package objectapi
 import (
 	"context"
 	"errors"
-	"os"
 	"slices"
 	"time"
 
@@ -16,6 +15,14 @@ type Bucket struct {
 	Created time.Time
 	ACL     string // canned ACL: "private" (default), "public-read", "public-read-write"
 	Policy  []byte // bucket policy document (nil: none); ParsePolicy reads it
+	// Owner is the owner's canonical id ("" for buckets made before
+	// owners existed); Grants the explicit ACL (nil: ACL is canned);
+	// Ownership the object ownership setting ("" none stored);
+	// PublicAccessBlock nil when none is set (acl.go, ownership.go).
+	Owner             string
+	Grants            []Grant
+	Ownership         string
+	PublicAccessBlock *PublicAccessBlock
 }
 
 // Canned ACLs the gateway understands.
@@ -48,35 +55,18 @@ const (
 )
 
 func bucketOf(e *filer.Entry) Bucket {
-	b := Bucket{Name: e.Name(), Created: e.Crtime, ACL: ACLPrivate}
-	if a := string(e.Xattrs[xaACL]); a != "" {
-		b.ACL = a
-	}
+	b := Bucket{Name: e.Name(), Created: e.Crtime}
+	readBucketAccess(e, &b)
 	if p := e.Xattrs[xaPolicy]; len(p) > 0 {
 		b.Policy = slices.Clone(p)
 	}
 	return b
 }
 
-// CreateBucket makes a bucket; acl "" is private. An existing bucket is
-// ErrBucketExists (the gateway decides whether that is an error for the
-// caller, as S3 does for the owner).
+// CreateBucket makes a bucket with no owner; acl "" is private. An
+// existing bucket is ErrBucketExists (see CreateOwnedBucket).
 func (l *Layer) CreateBucket(ctx context.Context, name, acl string) error {
-	if err := ValidBucketName(name); err != nil {
-		return err
-	}
-	e := &filer.Entry{Path: l.bucketPath(name), Mode: os.ModeDir | 0o755}
-	if acl != "" && acl != ACLPrivate {
-		if !ValidACL(acl) {
-			return errorf(ErrInvalidArgument, "unknown canned ACL %q", acl)
-		}
-		e.Xattrs = map[string][]byte{xaACL: []byte(acl)}
-	}
-	err := l.ns.CreateEntry(ctx, e, filer.CreateOptions{Exclusive: true})
-	if errors.Is(err, filer.ErrExists) {
-		return errorf(ErrBucketExists, "%q", name)
-	}
-	return err
+	return l.CreateOwnedBucket(ctx, name, NewBucket{Access: Access{Canned: acl}})
 }
 
 // bucketEntry returns the directory of an existing bucket.
@@ -168,17 +158,7 @@ func (l *Layer) updateBucket(ctx context.Context, name string, fn func(e *filer.
 
 // SetBucketACL stores a canned ACL on the bucket.
 func (l *Layer) SetBucketACL(ctx context.Context, name, acl string) error {
-	if !ValidACL(acl) {
-		return errorf(ErrInvalidArgument, "unknown canned ACL %q", acl)
-	}
-	return l.updateBucket(ctx, name, func(e *filer.Entry) error {
-		if acl == ACLPrivate {
-			delete(e.Xattrs, xaACL)
-		} else {
-			e.Xattrs[xaACL] = []byte(acl)
-		}
-		return nil
-	})
+	return l.SetBucketAccess(ctx, name, Access{Canned: acl})
 }
 
 // setBucketXattr stores (or with nil value deletes) one bucket attribute.
@@ -204,15 +184,5 @@ func (l *Layer) bucketXattr(ctx context.Context, name, attr string) ([]byte, err
 
 // SetObjectACL sets the canned ACL of an object's version ("" its latest).
 func (l *Layer) SetObjectACL(ctx context.Context, bucket, key, vid, acl string) error {
-	if !ValidACL(acl) {
-		return errorf(ErrInvalidArgument, "unknown canned ACL %q", acl)
-	}
-	_, e, err := l.readableVersion(ctx, bucket, key, vid)
-	if err != nil {
-		return err
-	}
-	return nsErr(l.ns.ModifyEntry(ctx, e.Path, func(ne *filer.Entry) error {
-		setACL(ne, acl)
-		return nil
-	}), key)
+	return l.SetObjectAccess(ctx, bucket, key, vid, Access{Canned: acl})
 }

@@ -57,7 +57,7 @@ func (l *Layer) CopyObject(ctx context.Context, srcBucket, srcKey, bucket, key s
 	if opts.ReplaceTags {
 		md.Tags = opts.Metadata.Tags
 	}
-	md.ACL = opts.Metadata.ACL // the copy's own, never the source's
+	md.ACL, md.Grants, md.Owner = opts.Metadata.ACL, opts.Metadata.Grants, opts.Metadata.Owner // the copy's own, never the source's
 	if err := validTags(md.Tags, 10); err != nil {
 		return ObjectInfo{}, err
 	}

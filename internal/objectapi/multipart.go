@@ -334,9 +334,7 @@ func (l *Layer) CompleteMultipartUpload(ctx context.Context, bucket, key, id str
 	if t := up.Xattrs[xaTags]; len(t) > 0 {
 		e.Xattrs[xaTags] = t
 	}
-	if acl := up.Xattrs[xaACL]; len(acl) > 0 {
-		e.Xattrs[xaACL] = acl
-	}
+	copyAccess(e, up)
 	switch {
 	case want.Type == ChecksumFullObject && sumHash != nil:
 		full, err := combineCRCs(want.Algorithm, sums, lens)

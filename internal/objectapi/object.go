@@ -44,6 +44,8 @@ type ObjectInfo struct {
 	IsLatest     bool    // set by ListObjectVersions
 	DeleteMarker bool    // set by ListObjectVersions
 	ACL          string  // canned ACL, "private" when none was set
+	Grants       []Grant // explicit ACL (nil: ACL is canned)
+	Owner        string  // owner's canonical id ("" the bucket's owner)
 	PartSizes    []int64 // sizes of a multipart object's parts, nil otherwise
 
 	entry *filer.Entry
@@ -56,8 +58,12 @@ type Metadata struct {
 	UserMeta    map[string]string // lower-case names without x-amz-meta-
 	Tags        string            // URL query encoding (x-amz-tagging); "" none
 	// ACL is the object's canned ACL ("" or "private": the bucket's
-	// access alone). Never copied from a source object, as in S3.
-	ACL string
+	// access alone), Grants its explicit ACL instead (when not nil), Owner
+	// its owner's canonical id ("" the bucket's owner). Never copied from
+	// a source object, as in S3.
+	ACL    string
+	Grants []Grant
+	Owner  string
 }
 
 // PutOptions describe an object written by PutObject.
@@ -104,10 +110,8 @@ func (l *Layer) info(bucket string, e *filer.Entry) ObjectInfo {
 	}
 	oi.Checksum = decodeChecksum(e.Xattrs[xaChecksum])
 	oi.PartSizes = partSizes(e)
-	oi.ACL = ACLPrivate
-	if acl := e.Xattrs[xaACL]; len(acl) > 0 {
-		oi.ACL = string(acl)
-	}
+	a := accessOf(e)
+	oi.ACL, oi.Grants, oi.Owner = a.Canned, a.Grants, a.Owner
 	if t := e.Xattrs[xaTags]; len(t) > 0 {
 		if q, err := url.ParseQuery(string(t)); err == nil {
 			oi.TagCount = len(q)
@@ -136,16 +140,7 @@ func applyMeta(e *filer.Entry, md Metadata) {
 	} else {
 		delete(e.Xattrs, xaTags)
 	}
-	setACL(e, md.ACL)
-}
-
-// setACL records an object's canned ACL; private is recorded as nothing.
-func setACL(e *filer.Entry, acl string) {
-	if acl == "" || acl == ACLPrivate {
-		delete(e.Xattrs, xaACL)
-	} else {
-		e.Xattrs[xaACL] = []byte(acl)
-	}
+	setAccess(e, Access{Owner: md.Owner, Canned: md.ACL, Grants: md.Grants})
 }
 
 // metadataOf returns an object's metadata for a copy.

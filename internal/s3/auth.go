@@ -27,13 +27,23 @@ const (
 	ActionAdmin   Action = "Admin"   // create and delete buckets, bucket settings
 )
 
-// Identity is a user of the gateway: one or more key pairs and the actions
-// they may perform. An action is "Read", or "Read:bucket" to limit it to one
-// bucket ("Read:logs-*" to the buckets with that prefix).
+// Identity is a user of the gateway, and an account: one or more key pairs
+// and the actions it may perform. An action is "Read" (on the buckets the
+// identity owns or is granted by an ACL or a policy), or "Read:bucket"
+// (the operator granting it on that bucket whoever owns it; "Read:logs-*"
+// on the buckets with that prefix, "Read:*" on all); "Admin" is every
+// action on every bucket. See ownership.go.
 type Identity struct {
 	Name        string       `json:"name"`
 	Credentials []Credential `json:"credentials"`
 	Actions     []string     `json:"actions"`
+	// CanonicalID names the account in ACLs, owners and policies: 64
+	// lower-case hex digits, by default hex(SHA-256("kelp:s3:identity:" +
+	// Name)). Email (optional) lets ACL grants name it by e-mail address;
+	// DisplayName defaults to Name.
+	CanonicalID string `json:"canonicalId,omitempty"`
+	Email       string `json:"email,omitempty"`
+	DisplayName string `json:"displayName,omitempty"`
 }
 
 // Credential is an access key and its secret.
@@ -56,7 +66,9 @@ type IdentityFile struct {
 // identities is an immutable access-key index; the server swaps it whole
 // on reload.
 type identities struct {
-	byKey map[string]*identityEntry
+	byKey   map[string]*identityEntry
+	byID    map[string]*Identity // canonical id
+	byEmail map[string]*Identity // lower-case e-mail address
 }
 
 type identityEntry struct {
@@ -65,11 +77,14 @@ type identityEntry struct {
 }
 
 func newIdentities(ids []Identity) (*identities, error) {
-	x := &identities{byKey: map[string]*identityEntry{}}
+	x := &identities{byKey: map[string]*identityEntry{}, byID: map[string]*Identity{}, byEmail: map[string]*Identity{}}
 	for i := range ids {
 		id := &ids[i]
 		if len(id.Credentials) == 0 {
 			return nil, fmt.Errorf("s3: identity %q has no credentials", id.Name)
+		}
+		if err := x.addAccount(id); err != nil {
+			return nil, err
 		}
 		for _, a := range id.Actions {
 			name, _, _ := strings.Cut(a, ":")
@@ -110,15 +125,33 @@ func LoadIdentityFile(path string) ([]Identity, error) {
 	return f.Identities, nil
 }
 
-// allowed reports whether id may perform action on bucket ("" for
-// requests without a bucket, such as ListBuckets).
+// allowed reports whether id holds action (or Admin) for bucket ("" for
+// requests without a bucket, such as ListBuckets): unscoped or scoped to
+// it. Unscoped actions other than Admin apply only where ownership or a
+// grant lets the identity in (authorize), so this is its upper bound.
 func (id *Identity) allowed(action Action, bucket string) bool {
+	return id.holds(action, bucket, true)
+}
+
+// operatorGranted reports whether the operator gave id action on bucket
+// whoever owns it: unscoped Admin, or action or Admin scoped to the bucket.
+func (id *Identity) operatorGranted(action Action, bucket string) bool {
+	return id.holds(action, bucket, false)
+}
+
+func (id *Identity) holds(action Action, bucket string, unscoped bool) bool {
 	for _, a := range id.Actions {
 		name, scope, scoped := strings.Cut(a, ":")
 		if Action(name) != action && Action(name) != ActionAdmin {
 			continue
 		}
-		if !scoped || scope == "*" {
+		if !scoped {
+			if unscoped || Action(name) == ActionAdmin {
+				return true
+			}
+			continue
+		}
+		if scope == "*" {
 			return true
 		}
 		if bucket == "" {
@@ -131,11 +164,11 @@ func (id *Identity) allowed(action Action, bucket string) bool {
 	return false
 }
 
-// anyOn reports whether id holds any action on bucket (ListBuckets shows
-// those).
+// anyOn reports whether the operator gave id any action on bucket
+// (ListBuckets shows those, besides the buckets it owns).
 func (id *Identity) anyOn(bucket string) bool {
 	for _, a := range []Action{ActionRead, ActionWrite, ActionList, ActionTagging} {
-		if id.allowed(a, bucket) {
+		if id.operatorGranted(a, bucket) {
 			return true
 		}
 	}
@@ -214,102 +247,6 @@ func (s *Server) reload() error {
 	return nil
 }
 
-// authorize decides whether the request's identity (nil: anonymous) may
-// perform operation op, which needs action, on bucket and key ("" for
-// bucket operations). The bucket's policy is evaluated first: an explicit
-// Deny matching the requester wins over everything, except that an
-// identity with Admin on the bucket may always put or delete the policy
-// (so that a bad policy can be repaired). Then an identity may do what its
-// actions allow; a matching Allow adds rights, to anonymous requests
-// (Principal "*") and to identities named in it by access key or name.
-// Last, anonymous requests are allowed by an object's canned ACL (reads of
-// that object) and by the bucket's: public-read lets anybody list the
-// bucket (bucketACLReadOps), public-read-write also write objects.
-func (s *Server) authorize(rq *request, op string, action Action, bucket, key string) error {
-	id := rq.id
-	if bucket == "" {
-		// ListBuckets (no action) is open to every identity; it shows
-		// only the buckets the identity may use.
-		if id != nil && (action == "" || id.allowed(action, bucket)) {
-			return nil
-		}
-		return errAccessDenied
-	}
-	a := s.loadAccess(rq, bucket)
-	admin := id != nil && id.allowed(ActionAdmin, bucket)
-	if a.broken && !admin {
-		return errAccessDenied
-	}
-	var allow, deny bool
-	if a.policy != nil {
-		principals := rq.principals()
-		var ctx objectapi.ConditionValues
-		if a.policy.Conditional() {
-			ctx = rq.conditionValues()
-		}
-		pa := policyAction(op, key != "" && rq.q.Get("versionId") != "")
-		if op == "DeleteObjects" {
-			// The keys are in the body: deleteObjects checks each one
-			// (allowedKey); here it is enough that some key could be.
-			allow = a.policy.AllowsAction(principals, pa, ctx)
-		} else {
-			allow, deny = a.policy.Evaluate(principals, pa, resourceARN(bucket, key), ctx)
-		}
-	}
-	switch {
-	case deny && !(admin && (op == "PutBucketPolicy" || op == "DeleteBucketPolicy")):
-		return errAccessDenied
-	case id != nil && id.allowed(action, bucket):
-		return nil
-	case allow && !isPolicyOp(op):
-		return nil
-	case !a.exists:
-		return errAccessDenied // do not tell strangers which buckets exist
-	case s.objectACLAllows(rq, op, bucket, key):
-		return nil
-	case id != nil:
-		return errAccessDenied
-	case (a.acl == objectapi.ACLPublicRead || a.acl == objectapi.ACLPublicReadWrite) && bucketACLReadOps[op]:
-		return nil
-	case a.acl == objectapi.ACLPublicReadWrite && action == ActionWrite:
-		return nil
-	}
-	return errAccessDenied
-}
-
-// bucketACLReadOps are what a bucket's READ grant (canned public-read,
-// public-read-write) lets anybody do: list the bucket. As in S3, it reads
-// no object (each object's own ACL decides that, objectACLAllows) and no
-// bucket configuration (ACL, policy, lifecycle, CORS: the owner's).
-var bucketACLReadOps = map[string]bool{
-	"ListObjects": true, "ListObjectsV2": true, "ListObjectVersions": true,
-	"ListMultipartUploads": true, "HeadBucket": true,
-}
-
-// objectACLAllows reports whether an object's canned ACL lets the requester
-// read it: public-read and public-read-write let anybody, authenticated-read
-// any identity. It looks the object up, so it is asked last.
-func (s *Server) objectACLAllows(rq *request, op, bucket, key string) bool {
-	if key == "" || (op != "GetObject" && op != "HeadObject" && op != "GetObjectVersion") {
-		return false
-	}
-	vid := ""
-	if bucket == rq.bucket && key == rq.key {
-		vid = rq.q.Get("versionId")
-	}
-	o, err := s.layer.GetObject(rq.ctx, bucket, key, objectapi.GetOptions{NoBody: true, VersionID: vid})
-	if err != nil {
-		return false
-	}
-	switch o.Info.ACL {
-	case objectapi.ACLPublicRead, objectapi.ACLPublicReadWrite:
-		return true
-	case objectapi.ACLAuthenticatedRead:
-		return rq.id != nil
-	}
-	return false
-}
-
 // conditionValues are the request's policy condition keys (see
 // objectapi.ConditionValues).
 func (rq *request) conditionValues() objectapi.ConditionValues {
@@ -364,10 +301,11 @@ func (rq *request) conditionValues() objectapi.ConditionValues {
 }
 
 // principals are the names by which a bucket policy may grant the
-// requester rights: its access key and identity name (none if anonymous).
+// requester rights: its access key, identity name and canonical id (none
+// if anonymous).
 func (rq *request) principals() []string {
 	if rq.id == nil {
 		return nil
 	}
-	return []string{rq.auth.AccessKey, rq.id.Name}
+	return []string{rq.auth.AccessKey, rq.id.Name, rq.id.CanonicalID}
 }

@@ -29,10 +29,11 @@ func (rq *request) owner() owner {
 	if rq.id == nil {
 		return owner{ID: "anonymous", DisplayName: "anonymous"}
 	}
-	return owner{ID: rq.id.Name, DisplayName: rq.id.Name}
+	return owner{ID: rq.id.CanonicalID, DisplayName: rq.id.DisplayName}
 }
 
-// listBuckets lists the buckets the identity may use, in name order,
+// listBuckets lists the buckets the identity owns or the operator gave it
+// (Admin, scoped actions), in name order,
 // optionally by prefix and in pages (max-buckets, continuation-token: the
 // last name of the previous page).
 func (s *Server) listBuckets(rq *request) error {
@@ -51,7 +52,8 @@ func (s *Server) listBuckets(rq *request) error {
 	}
 	out := listAllMyBucketsResult{Xmlns: s3NS, Owner: rq.owner(), Buckets: []bucketXML{}, Prefix: prefix}
 	for _, b := range bs {
-		if (rq.id != nil && !rq.id.anyOn(b.Name)) || !strings.HasPrefix(b.Name, prefix) || b.Name <= after {
+		mine := b.Owner != "" && b.Owner == rq.id.CanonicalID
+		if !mine && !rq.id.anyOn(b.Name) || !strings.HasPrefix(b.Name, prefix) || b.Name <= after {
 			continue
 		}
 		if len(out.Buckets) == maxBuckets {
@@ -80,8 +82,7 @@ func (s *Server) createBucket(rq *request) error {
 			return errMalformedXML
 		}
 	}
-	acl := rq.r.Header.Get("x-amz-acl")
-	if err := s.layer.CreateBucket(rq.ctx, rq.bucket, acl); err != nil {
+	if err := s.createOwnedBucket(rq); err != nil {
 		return err
 	}
 	rq.w.Header().Set("Location", "/"+rq.bucket)
@@ -154,93 +155,6 @@ func (s *Server) putBucketVersioning(rq *request) error {
 		return errMalformedXML
 	}
 	if err := s.layer.PutBucketVersioning(rq.ctx, rq.bucket, v.Status); err != nil {
-		return err
-	}
-	rq.w.WriteHeader(http.StatusOK)
-	return nil
-}
-
-type accessControlPolicy struct {
-	XMLName xml.Name `xml:"AccessControlPolicy"`
-	Xmlns   string   `xml:"xmlns,attr"`
-	Owner   owner
-	Grants  []grant `xml:"AccessControlList>Grant"`
-}
-
-type grant struct {
-	Grantee    grantee
-	Permission string
-}
-
-type grantee struct {
-	XMLNS       string `xml:"xmlns:xsi,attr"`
-	Type        string `xml:"xsi:type,attr"`
-	ID          string `xml:",omitempty"`
-	DisplayName string `xml:",omitempty"`
-	URI         string `xml:",omitempty"`
-}
-
-const xsiNS = "http://www.w3.org/2001/XMLSchema-instance"
-
-func (rq *request) acl(canned string) accessControlPolicy {
-	o := rq.owner()
-	p := accessControlPolicy{Xmlns: s3NS, Owner: o, Grants: []grant{{
-		Grantee: grantee{XMLNS: xsiNS, Type: "CanonicalUser", ID: o.ID, DisplayName: o.DisplayName}, Permission: "FULL_CONTROL"}}}
-	allUsers := grantee{XMLNS: xsiNS, Type: "Group", URI: "http://acs.amazonaws.com/groups/global/AllUsers"}
-	switch canned {
-	case objectapi.ACLPublicRead:
-		p.Grants = append(p.Grants, grant{Grantee: allUsers, Permission: "READ"})
-	case objectapi.ACLPublicReadWrite:
-		p.Grants = append(p.Grants, grant{Grantee: allUsers, Permission: "READ"}, grant{Grantee: allUsers, Permission: "WRITE"})
-	case objectapi.ACLAuthenticatedRead:
-		p.Grants = append(p.Grants, grant{Grantee: grantee{XMLNS: xsiNS, Type: "Group",
-			URI: "http://acs.amazonaws.com/groups/global/AuthenticatedUsers"}, Permission: "READ"})
-	}
-	return p
-}
-
-func (s *Server) getBucketACL(rq *request) error {
-	b, err := s.layer.GetBucket(rq.ctx, rq.bucket)
-	if err != nil {
-		return err
-	}
-	writeXML(rq.w, http.StatusOK, rq.acl(b.ACL))
-	return nil
-}
-
-// putBucketACL takes a canned ACL (x-amz-acl); ACL documents with grants
-// are not supported.
-func (s *Server) putBucketACL(rq *request) error {
-	canned := rq.r.Header.Get("x-amz-acl")
-	if canned == "" {
-		io.Copy(io.Discard, io.LimitReader(rq.r.Body, maxXMLBody))
-		return errNotImplemented
-	}
-	if err := s.layer.SetBucketACL(rq.ctx, rq.bucket, canned); err != nil {
-		return err
-	}
-	rq.w.WriteHeader(http.StatusOK)
-	return nil
-}
-
-func (s *Server) getObjectACL(rq *request) error {
-	o, err := s.layer.GetObject(rq.ctx, rq.bucket, rq.key, objectapi.GetOptions{NoBody: true, VersionID: rq.q.Get("versionId")})
-	if err != nil {
-		return err
-	}
-	writeXML(rq.w, http.StatusOK, rq.acl(o.Info.ACL))
-	return nil
-}
-
-// putObjectACL sets a canned ACL (x-amz-acl) on an object; ACL documents
-// with grants are not supported.
-func (s *Server) putObjectACL(rq *request) error {
-	io.Copy(io.Discard, io.LimitReader(rq.r.Body, maxXMLBody))
-	canned := rq.r.Header.Get("x-amz-acl")
-	if canned == "" {
-		return errNotImplemented
-	}
-	if err := s.layer.SetObjectACL(rq.ctx, rq.bucket, rq.key, rq.q.Get("versionId"), canned); err != nil {
 		return err
 	}
 	rq.w.WriteHeader(http.StatusOK)

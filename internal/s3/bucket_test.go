@@ -17,8 +17,10 @@ func TestBuckets(t *testing.T) {
 	e := startEnv(t, nil)
 	e.mkBucket("alpha")
 	e.mkBucket("beta.2")
+	// Re-creating one's own bucket: 200 in us-east-1, as S3 answers there
+	// (other regions: TestBucketOwnershipAndACLs).
 	_, err := e.c.CreateBucket(e.ctx, &s3.CreateBucketInput{Bucket: aws.String("alpha")})
-	e.wantCode(err, "BucketAlreadyOwnedByYou")
+	e.wantCode(err, "")
 	for _, bad := range []string{"ab", "Upper", "a..b", "192.168.0.1", "bad_name"} {
 		_, err := e.c.CreateBucket(e.ctx, &s3.CreateBucketInput{Bucket: aws.String(bad)})
 		e.wantCode(err, "InvalidBucketName")

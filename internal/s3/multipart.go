@@ -22,6 +22,9 @@ func (s *Server) createUpload(rq *request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.objectAccess(rq, rq.r.Header, &md); err != nil {
+		return err
+	}
 	alg := ""
 	if a := rq.r.Header.Get("x-amz-checksum-algorithm"); a != "" {
 		if alg = objectapi.NormalizeChecksumAlgorithm(a); alg == "" {

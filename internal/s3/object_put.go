@@ -52,12 +52,6 @@ func metadata(r *http.Request) (objectapi.Metadata, error) {
 	if err := checkEncryption(r.Header); err != nil {
 		return md, err
 	}
-	for k := range r.Header {
-		if strings.HasPrefix(strings.ToLower(k), "x-amz-grant-") {
-			return md, &apiError{Code: "NotImplemented", Status: http.StatusNotImplemented,
-				Message: "ACL grants (" + k + ") are not supported; use a canned ACL (x-amz-acl) or a bucket policy"}
-		}
-	}
 	if t := r.Header.Get("x-amz-tagging"); t != "" {
 		if _, err := url.ParseQuery(t); err != nil {
 			return md, &apiError{Code: "InvalidArgument", Status: 400, Message: "The header 'x-amz-tagging' shall be encoded as UTF-8 then URLEncoded URL query parameters without tag name duplicates."}
@@ -201,6 +195,9 @@ func (s *Server) putObject(rq *request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.objectAccess(rq, rq.r.Header, &md); err != nil {
+		return err
+	}
 	sum, err := contentMD5(rq.r)
 	if err != nil {
 		return err
@@ -316,6 +313,9 @@ func (s *Server) copyObject(rq *request) error {
 	}
 	md, err := metadata(rq.r)
 	if err != nil {
+		return err
+	}
+	if err := s.objectAccess(rq, rq.r.Header, &md); err != nil {
 		return err
 	}
 	opts.Metadata = md

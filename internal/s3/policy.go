@@ -33,6 +33,9 @@ func (s *Server) putBucketPolicy(rq *request) error {
 	if len(doc) > maxPolicyBody {
 		return errPolicyTooLarge
 	}
+	if err := s.checkPolicyBlocked(rq, doc); err != nil {
+		return err
+	}
 	if err := s.layer.PutBucketPolicy(rq.ctx, rq.bucket, doc); err != nil {
 		return err
 	}
@@ -52,30 +55,34 @@ func (s *Server) deleteBucketPolicy(rq *request) error {
 // already it (the operation names of router.go are S3 API names; most
 // IAM actions are "s3:" + that name).
 var policyActions = map[string]string{
-	"ListBuckets":             "s3:ListAllMyBuckets",
-	"HeadBucket":              "s3:ListBucket",
-	"ListObjects":             "s3:ListBucket",
-	"ListObjectsV2":           "s3:ListBucket",
-	"ListObjectVersions":      "s3:ListBucketVersions",
-	"ListMultipartUploads":    "s3:ListBucketMultipartUploads",
-	"ListParts":               "s3:ListMultipartUploadParts",
-	"HeadObject":              "s3:GetObject",
-	"GetObjectAttributes":     "s3:GetObjectAttributes",
-	"CopyObject":              "s3:PutObject",
-	"UploadPart":              "s3:PutObject",
-	"UploadPartCopy":          "s3:PutObject",
-	"CreateMultipartUpload":   "s3:PutObject",
-	"CompleteMultipartUpload": "s3:PutObject",
-	"DeleteObjects":           "s3:DeleteObject",
-	"GetBucketCors":           "s3:GetBucketCORS",
-	"PutBucketCors":           "s3:PutBucketCORS",
-	"DeleteBucketCors":        "s3:PutBucketCORS",
-	"DeleteBucketTagging":     "s3:PutBucketTagging",
-	"GetBucketLifecycle":      "s3:GetLifecycleConfiguration",
-	"PutBucketLifecycle":      "s3:PutLifecycleConfiguration",
-	"DeleteBucketLifecycle":   "s3:PutLifecycleConfiguration",
-	"GetBucketEncryption":     "s3:GetEncryptionConfiguration",
-	"GetBucketWebsite":        "s3:GetBucketWebsite",
+	"ListBuckets":                   "s3:ListAllMyBuckets",
+	"HeadBucket":                    "s3:ListBucket",
+	"ListObjects":                   "s3:ListBucket",
+	"ListObjectsV2":                 "s3:ListBucket",
+	"ListObjectVersions":            "s3:ListBucketVersions",
+	"ListMultipartUploads":          "s3:ListBucketMultipartUploads",
+	"ListParts":                     "s3:ListMultipartUploadParts",
+	"HeadObject":                    "s3:GetObject",
+	"GetObjectAttributes":           "s3:GetObjectAttributes",
+	"CopyObject":                    "s3:PutObject",
+	"UploadPart":                    "s3:PutObject",
+	"UploadPartCopy":                "s3:PutObject",
+	"CreateMultipartUpload":         "s3:PutObject",
+	"CompleteMultipartUpload":       "s3:PutObject",
+	"DeleteObjects":                 "s3:DeleteObject",
+	"GetBucketCors":                 "s3:GetBucketCORS",
+	"PutBucketCors":                 "s3:PutBucketCORS",
+	"DeleteBucketCors":              "s3:PutBucketCORS",
+	"DeleteBucketTagging":           "s3:PutBucketTagging",
+	"GetBucketLifecycle":            "s3:GetLifecycleConfiguration",
+	"PutBucketLifecycle":            "s3:PutLifecycleConfiguration",
+	"DeleteBucketLifecycle":         "s3:PutLifecycleConfiguration",
+	"GetBucketEncryption":           "s3:GetEncryptionConfiguration",
+	"GetBucketWebsite":              "s3:GetBucketWebsite",
+	"GetPublicAccessBlock":          "s3:GetBucketPublicAccessBlock",
+	"PutPublicAccessBlock":          "s3:PutBucketPublicAccessBlock",
+	"DeletePublicAccessBlock":       "s3:PutBucketPublicAccessBlock",
+	"DeleteBucketOwnershipControls": "s3:PutBucketOwnershipControls",
 }
 
 // policyAction is the IAM action an operation is evaluated as; reads and
@@ -124,12 +131,15 @@ func resourceARN(bucket, key string) string {
 }
 
 // bucketAccess is what authorisation needs of a bucket, read once per
-// request.
+// request (see authz.go).
 type bucketAccess struct {
-	exists bool
-	acl    string
-	policy *objectapi.Policy // nil: none
-	broken bool              // a stored policy that no longer parses
+	exists    bool
+	owner     string            // canonical id, "" none
+	grants    []objectapi.Grant // effective ACL
+	ownership string            // object ownership setting
+	pab       *objectapi.PublicAccessBlock
+	policy    *objectapi.Policy // nil: none
+	broken    bool              // a stored policy that no longer parses
 }
 
 // parsedPolicy is a bucket's policy document and its parse.
@@ -159,7 +169,8 @@ func (s *Server) loadAccess(rq *request, bucket string) *bucketAccess {
 	}
 	a := &bucketAccess{}
 	if b, err := s.layer.GetBucket(rq.ctx, bucket); err == nil {
-		a.exists, a.acl = true, b.ACL
+		a.exists, a.owner, a.ownership, a.pab = true, b.Owner, b.Ownership, b.PublicAccessBlock
+		a.grants = objectapi.EffectiveGrants(b.ACL, b.Grants, b.Owner, b.Owner)
 		if b.Policy != nil {
 			p, err := s.parsedPolicy(bucket, b.Policy)
 			if err != nil {

@@ -391,14 +391,17 @@ func TestObjectCannedACLs(t *testing.T) {
 	if st, body := e.anon("GET", "/acls/mp.txt", ""); st != http.StatusOK || body != "mp" {
 		t.Fatalf("anonymous get of a public-read multipart object: %d %q", st, body)
 	}
-	// Bad ACLs and grant headers are refused, not ignored.
+	// Bad ACLs are refused, not ignored; grant headers work.
 	resp, body := e.raw("PUT", "/acls/x.txt", []byte("x"), map[string]string{"x-amz-acl": "world-writable"})
 	if resp.StatusCode != 400 || !strings.Contains(string(body), "InvalidArgument") {
 		t.Fatalf("unknown canned ACL: %d %s", resp.StatusCode, body)
 	}
 	resp, body = e.raw("PUT", "/acls/x.txt", []byte("x"), map[string]string{"x-amz-grant-read": `uri="http://acs.amazonaws.com/groups/global/AllUsers"`})
-	if resp.StatusCode != 501 || !strings.Contains(string(body), "NotImplemented") {
+	if resp.StatusCode != 200 {
 		t.Fatalf("grant header: %d %s", resp.StatusCode, body)
+	}
+	if st, body := e.anon("GET", "/acls/x.txt", ""); st != http.StatusOK || body != "x" {
+		t.Fatalf("anonymous get of an object granting AllUsers READ: %d %q", st, body)
 	}
 }
 

@@ -204,9 +204,15 @@ func routeBucket(rq *request, m string, q url.Values) (*operation, error) {
 			return &operation{name: "GetObjectLockConfiguration", action: ActionList, fn: fail(errNoSuchObjectLock)}, nil
 		case has(q, "website"):
 			return &operation{name: "GetBucketWebsite", action: ActionList, fn: fail(errNoSuchWebsite)}, nil
-		case has(q, "policyStatus"), has(q, "replication"), has(q, "logging"), has(q, "notification"),
-			has(q, "ownershipControls"), has(q, "requestPayment"), has(q, "accelerate"), has(q, "analytics"),
-			has(q, "inventory"), has(q, "metrics"), has(q, "intelligent-tiering"), has(q, "publicAccessBlock"):
+		case has(q, "ownershipControls"):
+			return &operation{name: "GetBucketOwnershipControls", action: ActionList, fn: (*Server).getOwnershipControls}, nil
+		case has(q, "publicAccessBlock"):
+			return &operation{name: "GetPublicAccessBlock", action: ActionList, fn: (*Server).getPublicAccessBlock}, nil
+		case has(q, "policyStatus"):
+			return &operation{name: "GetBucketPolicyStatus", action: ActionList, fn: (*Server).getPolicyStatus}, nil
+		case has(q, "replication"), has(q, "logging"), has(q, "notification"),
+			has(q, "requestPayment"), has(q, "accelerate"), has(q, "analytics"),
+			has(q, "inventory"), has(q, "metrics"), has(q, "intelligent-tiering"):
 			return &operation{name: "GetBucketConfiguration", action: ActionList, fn: fail(errNotImplemented)}, nil
 		case q.Get("list-type") == "2":
 			return &operation{name: "ListObjectsV2", action: ActionList, fn: (*Server).listObjectsV2}, nil
@@ -228,10 +234,14 @@ func routeBucket(rq *request, m string, q url.Values) (*operation, error) {
 			return &operation{name: "PutBucketPolicy", action: ActionAdmin, fn: (*Server).putBucketPolicy}, nil
 		case has(q, "lifecycle"):
 			return &operation{name: "PutBucketLifecycle", action: ActionAdmin, fn: (*Server).putBucketLifecycle}, nil
+		case has(q, "ownershipControls"):
+			return &operation{name: "PutBucketOwnershipControls", action: ActionAdmin, fn: (*Server).putOwnershipControls}, nil
+		case has(q, "publicAccessBlock"):
+			return &operation{name: "PutPublicAccessBlock", action: ActionAdmin, fn: (*Server).putPublicAccessBlock}, nil
 		case len(q) > 0 && !onlyIgnorable(q):
 			return &operation{name: "PutBucketConfiguration", action: ActionAdmin, fn: fail(errNotImplemented)}, nil
 		}
-		return &operation{name: "CreateBucket", action: ActionAdmin, fn: (*Server).createBucket}, nil
+		return &operation{name: "CreateBucket", action: ActionWrite, fn: (*Server).createBucket}, nil
 	case http.MethodDelete:
 		switch {
 		case has(q, "tagging"):
@@ -242,6 +252,10 @@ func routeBucket(rq *request, m string, q url.Values) (*operation, error) {
 			return &operation{name: "DeleteBucketPolicy", action: ActionAdmin, fn: (*Server).deleteBucketPolicy}, nil
 		case has(q, "lifecycle"):
 			return &operation{name: "DeleteBucketLifecycle", action: ActionAdmin, fn: (*Server).deleteBucketLifecycle}, nil
+		case has(q, "ownershipControls"):
+			return &operation{name: "DeleteBucketOwnershipControls", action: ActionAdmin, fn: (*Server).deleteOwnershipControls}, nil
+		case has(q, "publicAccessBlock"):
+			return &operation{name: "DeletePublicAccessBlock", action: ActionAdmin, fn: (*Server).deletePublicAccessBlock}, nil
 		case len(q) > 0 && !onlyIgnorable(q):
 			return &operation{name: "DeleteBucketConfiguration", action: ActionAdmin, fn: fail(errNotImplemented)}, nil
 		}
