@@ -94,8 +94,20 @@ func (s *Server) objectFacts(rq *request, a *bucketAccess, bucket, key string) *
 	if err != nil {
 		return nil
 	}
-	owner := a.objectOwner(o.Info.Owner)
-	return &objectFacts{owner: owner, grants: objectapi.EffectiveGrants(o.Info.ACL, o.Info.Grants, owner, a.owner)}
+	return a.objectFactsOf(o.Info)
+}
+
+// newBucketAccess is what authorization needs of a bucket (its policy is
+// parsed apart, see loadAccess).
+func newBucketAccess(b objectapi.Bucket) *bucketAccess {
+	return &bucketAccess{exists: true, owner: b.Owner, ownership: b.Ownership, pab: b.PublicAccessBlock,
+		grants: objectapi.EffectiveGrants(b.ACL, b.Grants, b.Owner, b.Owner)}
+}
+
+// objectFactsOf is what authorization needs of an object of the bucket.
+func (a *bucketAccess) objectFactsOf(oi objectapi.ObjectInfo) *objectFacts {
+	owner := a.objectOwner(oi.Owner)
+	return &objectFacts{owner: owner, grants: objectapi.EffectiveGrants(oi.ACL, oi.Grants, owner, a.owner)}
 }
 
 // objectOwner is the owner of an object whose stored owner is stored:

@@ -169,8 +169,7 @@ func (s *Server) loadAccess(rq *request, bucket string) *bucketAccess {
 	}
 	a := &bucketAccess{}
 	if b, err := s.layer.GetBucket(rq.ctx, bucket); err == nil {
-		a.exists, a.owner, a.ownership, a.pab = true, b.Owner, b.Ownership, b.PublicAccessBlock
-		a.grants = objectapi.EffectiveGrants(b.ACL, b.Grants, b.Owner, b.Owner)
+		a = newBucketAccess(b)
 		if b.Policy != nil {
 			p, err := s.parsedPolicy(bucket, b.Policy)
 			if err != nil {
