@@ -225,7 +225,7 @@ func (s *Server) aclOfPut(rq *request, ownerID string, forBucket bool) (objectap
 		a.Grants, err = s.parseACLDocument(body, ownerID)
 		return a, err
 	case a.Canned == "" && a.Grants == nil:
-		return a, &apiError{Code: "MissingSecurityHeader", Status: 400, Message: "Your request was missing a required header or body: x-amz-acl, x-amz-grant-* or an AccessControlPolicy document"}
+		return a, &apiError{Code: "MissingRequestBodyError", Status: 400, Message: "Request Body is empty: give x-amz-acl, x-amz-grant-* or an AccessControlPolicy document"}
 	}
 	return a, nil
 }

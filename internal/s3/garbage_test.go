@@ -78,6 +78,9 @@ const (
 	lifecycleDoc = `<LifecycleConfiguration><Rule><ID>r</ID><Filter><Prefix>tmp/</Prefix></Filter><Status>Enabled</Status><Expiration><Days>1</Days></Expiration></Rule></LifecycleConfiguration>`
 	policyDoc    = `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::junk/*"}]}`
 	policyCond   = `{"Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:*","Resource":"*","Condition":{"IpAddress":{"aws:SourceIp":"x"}}}]}`
+	aclDoc       = `<AccessControlPolicy><AccessControlList><Grant><Grantee xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="Group"><URI>http://acs.amazonaws.com/groups/global/AllUsers</URI></Grantee><Permission>READ</Permission></Grant></AccessControlList></AccessControlPolicy>`
+	ownershipDoc = `<OwnershipControls><Rule><ObjectOwnership>BucketOwnerPreferred</ObjectOwnership></Rule></OwnershipControls>`
+	pabDoc       = `<PublicAccessBlockConfiguration><IgnorePublicAcls>true</IgnorePublicAcls></PublicAccessBlockConfiguration>`
 	completeDoc  = `<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{etag}</ETag></Part></CompleteMultipartUpload>`
 	deleteDoc    = `<Delete><Object><Key>{live}</Key></Object><Object><Key>never-there</Key></Object></Delete>`
 )
@@ -97,6 +100,14 @@ var shapes = []shape{
 	{method: "GET", target: "bucket", query: "object-lock"},
 	{method: "GET", target: "bucket", query: "website"},
 	{method: "GET", target: "bucket", query: "replication"},
+	{method: "GET", target: "bucket", query: "ownershipControls"},
+	{method: "GET", target: "bucket", query: "publicAccessBlock"},
+	{method: "GET", target: "bucket", query: "policyStatus"},
+	{method: "PUT", target: "bucket", query: "ownershipControls", bodies: []string{ownershipDoc,
+		`<OwnershipControls><Rule><ObjectOwnership>ObjectWriter</ObjectOwnership></Rule></OwnershipControls>`}},
+	{method: "PUT", target: "bucket", query: "publicAccessBlock", bodies: []string{pabDoc, `<PublicAccessBlockConfiguration/>`}},
+	{method: "DELETE", target: "bucket", query: "ownershipControls"},
+	{method: "DELETE", target: "bucket", query: "publicAccessBlock"},
 	{method: "GET", target: "bucket", query: "list-type=2"},
 	{method: "GET", target: "bucket"},
 	{method: "HEAD", target: "bucket"},
@@ -105,7 +116,7 @@ var shapes = []shape{
 		`<VersioningConfiguration><Status>Suspended</Status></VersioningConfiguration>`}},
 	{method: "PUT", target: "bucket", query: "tagging", bodies: []string{tagsDoc}},
 	{method: "PUT", target: "bucket", query: "cors", bodies: []string{corsDoc}},
-	{method: "PUT", target: "bucket", query: "acl", hdrs: []map[string]string{{"x-amz-acl": "public-read"}, {"x-amz-acl": "private"}}},
+	{method: "PUT", target: "bucket", query: "acl", bodies: []string{"", aclDoc}, hdrs: []map[string]string{{"x-amz-acl": "public-read"}, {"x-amz-acl": "private"}, {"x-amz-grant-read": "id=x"}}},
 	{method: "PUT", target: "bucket", query: "policy", bodies: []string{policyDoc, policyCond}},
 	{method: "PUT", target: "bucket", query: "lifecycle", bodies: []string{lifecycleDoc}, hdrs: []map[string]string{{"Content-MD5": "{md5}"}}},
 	{method: "PUT", target: "bucket", query: "logging", bodies: []string{"<BucketLoggingStatus/>"}},
@@ -130,7 +141,8 @@ var shapes = []shape{
 	{method: "PUT", target: "upload", query: "uploadId={upload}&partNumber=2", hdrs: []map[string]string{
 		{"x-amz-copy-source": "junk/{live}"}, {"x-amz-copy-source": "junk/{live}", "x-amz-copy-source-range": "bytes=0-3"}}},
 	{method: "PUT", target: "object", query: "tagging", bodies: []string{tagsDoc}},
-	{method: "PUT", target: "object", query: "acl", hdrs: []map[string]string{{"x-amz-acl": "public-read"}, {"x-amz-acl": "authenticated-read"}}},
+	{method: "PUT", target: "object", query: "acl", bodies: []string{"", aclDoc}, hdrs: []map[string]string{{"x-amz-acl": "public-read"}, {"x-amz-acl": "authenticated-read"},
+		{"x-amz-grant-full-control": `uri="http://acs.amazonaws.com/groups/global/AuthenticatedUsers"`}}},
 	{method: "PUT", target: "object", query: "legal-hold"},
 	{method: "PUT", target: "object", hdrs: []map[string]string{
 		{"x-amz-copy-source": "junk/{live}"}, {"x-amz-copy-source": "/junk/{live}", "x-amz-metadata-directive": "REPLACE"}}},
@@ -175,7 +187,8 @@ var (
 		{"x-amz-storage-class": "BOGUS"}, {"x-amz-server-side-encryption": "aws:kms"}, {"x-amz-server-side-encryption": "rot13"},
 		{"x-amz-object-attributes": "bogus"}, {"x-amz-meta-" + strings.Repeat("m", 300): "v"}, {"Origin": "http://example.com"},
 		{"x-amz-checksum-mode": "ENABLED"}, {"x-amz-website-redirect-location": "/x"}, {"x-amz-object-lock-mode": "GOVERNANCE"},
-		{"x-amz-expected-bucket-owner": "someone"}, {"x-amz-request-payer": "requester"}, {"Content-Encoding": "aws-chunked"},
+		{"x-amz-expected-bucket-owner": "someone"}, {"x-amz-grant-write-acp": "emailAddress=x@y"}, {"x-amz-object-ownership": "Nobody"},
+		{"x-amz-grant-read": `uri="http://acs.amazonaws.com/groups/s3/LogDelivery"`}, {"x-amz-source-expected-bucket-owner": "x"}, {"x-amz-request-payer": "requester"}, {"Content-Encoding": "aws-chunked"},
 	}
 	garbageBodies = []string{"", "<", "<Delete><Object><Key></Key></Object></Delete>", "{}", "\x00\xff\xfe", "<a><b></a>",
 		`<LifecycleConfiguration><Rule><Status>Enabled</Status></Rule></LifecycleConfiguration>`,
@@ -501,7 +514,12 @@ func (g *garbage) one(i int) {
 	case rerr != nil:
 		g.routing++
 		return
-	case authRefusals[code] && !(op.selfAuthorized && code == "AccessDenied"):
+	case code == "AccessDenied" && (h.Get("x-amz-expected-bucket-owner") != "" || h.Get("x-amz-source-expected-bucket-owner") != ""):
+		g.refused[code]++ // S3's answer to a bucket owner that is not the expected one
+		return
+	case authRefusals[code] && !((op.selfAuthorized || sh.form) && code == "AccessDenied"):
+		// (A form is sent unsigned: with ?delete it is an anonymous
+		// DeleteObjects, which may well be refused.)
 		// The admin key, signed right, and no policy denies it: any
 		// refusal is the gateway's mistake.
 		g.refused[code]++
@@ -592,6 +610,8 @@ var allOperations = []string{"ListBuckets",
 	"GetBucketLocation", "GetBucketVersioning", "GetBucketTagging", "GetBucketCors", "GetBucketAcl", "ListMultipartUploads",
 	"ListObjectVersions", "GetBucketPolicy", "GetBucketLifecycle", "GetBucketEncryption", "GetObjectLockConfiguration",
 	"GetBucketWebsite", "GetBucketConfiguration", "ListObjectsV2", "ListObjects", "HeadBucket",
+	"GetBucketOwnershipControls", "GetPublicAccessBlock", "GetBucketPolicyStatus", "PutBucketOwnershipControls",
+	"PutPublicAccessBlock", "DeleteBucketOwnershipControls", "DeletePublicAccessBlock",
 	"PutBucketVersioning", "PutBucketTagging", "PutBucketCors", "PutBucketAcl", "PutBucketPolicy", "PutBucketLifecycle",
 	"PutBucketConfiguration", "CreateBucket",
 	"DeleteBucketTagging", "DeleteBucketCors", "DeleteBucketPolicy", "DeleteBucketLifecycle", "DeleteBucketConfiguration",
