@@ -239,7 +239,9 @@ func TestACLGrants(t *testing.T) {
 		t.Fatalf("anonymous read after private: %d", st)
 	}
 	// Grant headers on PutObject and CreateBucket; LogDelivery is stored.
-	a.must(a.put(a.alice, "shared", "g", "granted", func(in *s3.PutObjectInput) { in.GrantRead = aws.String("emailAddress=alice@example.com, id=" + a.bobID) }))
+	a.must(a.put(a.alice, "shared", "g", "granted", func(in *s3.PutObjectInput) {
+		in.GrantRead = aws.String("emailAddress=alice@example.com, id=" + a.bobID)
+	}))
 	if got, err := a.get(a.bob, "shared", "g"); err != nil || got != "granted" {
 		t.Fatalf("bob reads an object put with a grant header: %q %v", got, err)
 	}
