@@ -212,6 +212,16 @@ func TestACLGrants(t *testing.T) {
 	if got, err := a.get(a.alice, "shared", "bobs"); err != nil || got != "bob's" {
 		t.Fatalf("alice reads bob's object in her bucket: %q %v", got, err)
 	}
+	// Listings name each object's owner.
+	lo, err := a.alice.ListObjectsV2(a.ctx, &s3.ListObjectsV2Input{Bucket: b, FetchOwner: aws.Bool(true)})
+	a.must(err)
+	owners := map[string]string{}
+	for _, o := range lo.Contents {
+		owners[aws.ToString(o.Key)] = aws.ToString(o.Owner.ID)
+	}
+	if owners["bobs"] != a.bobID || owners["k"] != a.aliceID {
+		t.Fatalf("listed owners: %v", owners)
+	}
 	// WRITE lets bob delete (any object, as in S3).
 	_, err = a.bob.DeleteObject(a.ctx, &s3.DeleteObjectInput{Bucket: b, Key: aws.String("bobs")})
 	a.must(err)

@@ -218,7 +218,7 @@ func (s *Server) listObjectVersions(rq *request) error {
 	}
 	for _, o := range res.Versions {
 		v := versionXML{XMLName: xml.Name{Local: "Version"}, Key: e.enc(o.Key), VersionID: o.VersionID, IsLatest: o.IsLatest,
-			LastModified: isoTime(o.LastModified), Owner: rq.owner()}
+			LastModified: isoTime(o.LastModified), Owner: s.objectOwnerXML(rq, o)}
 		if o.DeleteMarker {
 			v.XMLName.Local = "DeleteMarker"
 		} else {

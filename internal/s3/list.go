@@ -85,7 +85,7 @@ func (s *Server) list(rq *request, after string, v2 bool) (listBucketResult, err
 		x := objectXML{Key: e.enc(o.Key), LastModified: isoTime(o.LastModified), ETag: quote(o.ETag), Size: o.Size,
 			StorageClass: "STANDARD", ChecksumAlgorithm: o.Checksum.Algorithm}
 		if fetchOwner {
-			ow := rq.owner()
+			ow := s.objectOwnerXML(rq, o)
 			x.Owner = &ow
 		}
 		out.Contents = append(out.Contents, x)

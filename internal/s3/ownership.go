@@ -204,3 +204,9 @@ func isPublicACL(a objectapi.Access) bool {
 	}
 	return false
 }
+
+// objectOwnerXML is the Owner of an object of the request's bucket in
+// listings.
+func (s *Server) objectOwnerXML(rq *request, o objectapi.ObjectInfo) owner {
+	return s.ownerOf(s.loadAccess(rq, rq.bucket).objectOwner(o.Owner))
+}
