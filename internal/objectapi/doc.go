@@ -75,7 +75,12 @@
 //	Xattrs["s3.checksum"]         "ALGORITHM:base64[:COMPOSITE|FULL_OBJECT]"
 //	Xattrs["s3.tags"]             URL query encoding of the tag set
 //	Xattrs["s3.object"]           "1" on a directory that is also an object
-//	Xattrs["s3.acl"]              canned ACL of a bucket (private, public-read, ...)
+//	Xattrs["s3.acl"]              canned ACL of a bucket or object (private, public-read, ...)
+//	Xattrs["s3.grants"]           explicit ACL instead (JSON list of Grant, acl.go)
+//	Xattrs["s3.owner"]            owner's canonical id, on buckets and objects (absent:
+//	                              no owner / the bucket's owner)
+//	Xattrs["s3.ownership"]        a bucket's object ownership setting (ownership.go)
+//	Xattrs["s3.pab"]              a bucket's public access block (JSON)
 //	Xattrs["s3.cors"]             a bucket's CORS configuration (JSON, see cors.go)
 //	Xattrs["s3.policy"]           a bucket's policy document (JSON as sent, checked
 //	                              by ParsePolicy in policy.go)

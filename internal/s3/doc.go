@@ -6,8 +6,9 @@
 // path- or virtual-hosted-style bucket, key and sub-resource), the wire
 // formats (XML documents and headers, one file per operation group:
 // bucket.go, object_get.go, object_put.go, object_delete.go, list.go,
-// multipart.go, tagging.go, cors.go), authentication and authorisation
-// (auth.go, with signatures checked by sigv4) and errors.go, the one table
+// multipart.go, tagging.go, cors.go, acl.go, bucket_access.go),
+// authentication (auth.go, with signatures checked by sigv4), accounts and
+// ownership (ownership.go), authorisation (authz.go) and errors.go, the one table
 // from domain errors to S3 error codes. It holds no state of its own
 // besides identities: buckets, objects and uploads are in the filer.
 //
@@ -19,12 +20,25 @@
 // Every request gets an x-amz-request-id (also in error bodies). Every
 // request is authenticated by sigv4.Verifier (header or presigned SigV4,
 // streaming payloads with chunk signatures and checksum trailers,
-// Signature V2); the access key selects an Identity whose actions (Read,
-// Write, List, Tagging, Admin, optionally per bucket) must allow the
-// operation. A request with no signature is anonymous and is allowed only
-// by the bucket's policy or by its canned ACL public-read (Read, List) or
-// public-read-write (also Write). CORS preflights (OPTIONS) are answered
-// from the bucket's CORS rules without authentication.
+// Signature V2); the access key selects an Identity. A request with no
+// signature is anonymous. CORS preflights (OPTIONS) are answered from the
+// bucket's CORS rules without authentication.
+//
+// # Accounts, ownership and ACLs (ownership.go, acl.go, authz.go)
+//
+// Every identity is an account with a canonical id (by default derived
+// from its name). A bucket is owned by its creator, an object by its
+// writer or by the bucket owner (object ownership controls), both stored
+// by objectapi. authorize decides each operation by, in order: a policy
+// Deny; Admin or the action scoped to the bucket (the operator's grant);
+// ownership within the identity's unscoped actions; a policy Allow; ACL
+// grants (object ACL for object reads and ACL operations, bucket ACL for
+// listing and writing), unless the bucket is BucketOwnerEnforced; the
+// public access block filters public grants and public policies. The
+// rule is written out in authz.go and checked against a reference model
+// by TestAuthorizationModel. Other packages ask authorize with an IAM
+// action name as op (e.g. "BypassGovernanceRetention", ActionAdmin): the
+// bucket owner, Admin and policies can allow those.
 //
 // # Bucket policies (policy.go; parsed and stored by objectapi)
 //
@@ -32,9 +46,9 @@
 // (access keys or identity names), s3: actions and resources of the bucket
 // with wildcards, IAM conditions on the request (conditionValues). authorize evaluates an operation as its
 // IAM action (policyAction) on the bucket or object ARN: a matching Deny
-// wins (except for an Admin putting or deleting the policy), then the
-// identity's own actions, then a matching Allow, then the canned ACL.
-// The bucket entry (ACL and policy) is read once per request.
+// wins (except for the owner or an Admin putting or deleting the policy),
+// then the order above. The bucket entry (owner, ACL, ownership, public
+// access block, policy) is read once per request.
 //
 // Errors are S3 XML bodies (no body for HEAD) with the code and status of
 // errors.go; what the table does not know is a 500 InternalError and is
@@ -53,6 +67,5 @@
 //
 // # Not implemented
 //
-// ACL grant documents (only canned ACLs), lifecycle transitions, object
-// lock, SSE, SigV4a.
+// Lifecycle transitions, object lock, SSE, SigV4a.
 package s3
