@@ -45,6 +45,7 @@ type ObjectInfo struct {
 	DeleteMarker bool    // set by ListObjectVersions
 	ACL          string  // canned ACL, "private" when none was set
 	PartSizes    []int64 // sizes of a multipart object's parts, nil otherwise
+	Lock         ObjectLock
 
 	entry *filer.Entry
 }
@@ -58,6 +59,9 @@ type Metadata struct {
 	// ACL is the object's canned ACL ("" or "private": the bucket's
 	// access alone). Never copied from a source object, as in S3.
 	ACL string
+	// Lock is the retention and legal hold of the new version (only in a
+	// bucket with object lock). Never copied from a source object.
+	Lock ObjectLock
 }
 
 // PutOptions describe an object written by PutObject.
@@ -104,6 +108,7 @@ func (l *Layer) info(bucket string, e *filer.Entry) ObjectInfo {
 	}
 	oi.Checksum = decodeChecksum(e.Xattrs[xaChecksum])
 	oi.PartSizes = partSizes(e)
+	oi.Lock = lockOf(e)
 	oi.ACL = ACLPrivate
 	if acl := e.Xattrs[xaACL]; len(acl) > 0 {
 		oi.ACL = string(acl)
@@ -137,6 +142,7 @@ func applyMeta(e *filer.Entry, md Metadata) {
 		delete(e.Xattrs, xaTags)
 	}
 	setACL(e, md.ACL)
+	setLock(e, md.Lock)
 }
 
 // setACL records an object's canned ACL; private is recorded as nothing.
@@ -304,6 +310,9 @@ func (l *Layer) PutObject(ctx context.Context, bucket, key string, r io.Reader, 
 	if err := validTags(opts.Tags, 10); err != nil {
 		return ObjectInfo{}, err
 	}
+	if err := l.checkLockRequest(b, opts.Lock); err != nil {
+		return ObjectInfo{}, err
+	}
 	if opts.IfMatch != "" {
 		cur, err := l.findObject(ctx, bucket, key)
 		if err != nil {
@@ -368,6 +377,11 @@ func (l *Layer) putDirObject(ctx context.Context, e *filer.Entry, exclusive bool
 		return filer.ErrExists
 	case exclusive && isDirObject(cur):
 		return filer.ErrExists
+	case isDirObject(cur):
+		// Directory objects keep no versions: replacing one destroys it.
+		if err := l.checkUnlocked(ctx, cur); err != nil {
+			return err
+		}
 	}
 	e.Crtime = cur.Crtime
 	e.Mtime = l.now()
@@ -481,6 +495,9 @@ func (l *Layer) removeObject(ctx context.Context, bucket, key string) error {
 		return nil
 	}
 	if err != nil {
+		return err
+	}
+	if err := l.checkUnlocked(ctx, e); err != nil {
 		return err
 	}
 	if e.IsDir() {

@@ -84,6 +84,11 @@ func (s *Server) createBucket(rq *request) error {
 	if err := s.layer.CreateBucket(rq.ctx, rq.bucket, acl); err != nil {
 		return err
 	}
+	if objectLockRequested(rq.r) {
+		if err := s.layer.EnableObjectLock(rq.ctx, rq.bucket); err != nil {
+			return err
+		}
+	}
 	rq.w.Header().Set("Location", "/"+rq.bucket)
 	rq.w.WriteHeader(http.StatusOK)
 	return nil

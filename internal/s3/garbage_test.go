@@ -73,13 +73,16 @@ type shape struct {
 }
 
 const (
-	tagsDoc      = `<Tagging><TagSet><Tag><Key>k</Key><Value>v</Value></Tag></TagSet></Tagging>`
-	corsDoc      = `<CORSConfiguration><CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod></CORSRule></CORSConfiguration>`
-	lifecycleDoc = `<LifecycleConfiguration><Rule><ID>r</ID><Filter><Prefix>tmp/</Prefix></Filter><Status>Enabled</Status><Expiration><Days>1</Days></Expiration></Rule></LifecycleConfiguration>`
-	policyDoc    = `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::junk/*"}]}`
-	policyCond   = `{"Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:*","Resource":"*","Condition":{"IpAddress":{"aws:SourceIp":"x"}}}]}`
-	completeDoc  = `<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{etag}</ETag></Part></CompleteMultipartUpload>`
-	deleteDoc    = `<Delete><Object><Key>{live}</Key></Object><Object><Key>never-there</Key></Object></Delete>`
+	tagsDoc       = `<Tagging><TagSet><Tag><Key>k</Key><Value>v</Value></Tag></TagSet></Tagging>`
+	corsDoc       = `<CORSConfiguration><CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod></CORSRule></CORSConfiguration>`
+	lifecycleDoc  = `<LifecycleConfiguration><Rule><ID>r</ID><Filter><Prefix>tmp/</Prefix></Filter><Status>Enabled</Status><Expiration><Days>1</Days></Expiration></Rule></LifecycleConfiguration>`
+	policyDoc     = `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::junk/*"}]}`
+	policyCond    = `{"Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:*","Resource":"*","Condition":{"IpAddress":{"aws:SourceIp":"x"}}}]}`
+	completeDoc   = `<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{etag}</ETag></Part></CompleteMultipartUpload>`
+	lockOffDoc    = `<LegalHold><Status>OFF</Status></LegalHold>`
+	retentionDoc  = `<Retention><Mode>GOVERNANCE</Mode><RetainUntilDate>2001-01-01T00:00:00Z</RetainUntilDate></Retention>`
+	lockConfigDoc = `<ObjectLockConfiguration><ObjectLockEnabled>Enabled</ObjectLockEnabled></ObjectLockConfiguration>`
+	deleteDoc     = `<Delete><Object><Key>{live}</Key></Object><Object><Key>never-there</Key></Object></Delete>`
 )
 
 var shapes = []shape{
@@ -109,6 +112,7 @@ var shapes = []shape{
 	{method: "PUT", target: "bucket", query: "policy", bodies: []string{policyDoc, policyCond}},
 	{method: "PUT", target: "bucket", query: "lifecycle", bodies: []string{lifecycleDoc}, hdrs: []map[string]string{{"Content-MD5": "{md5}"}}},
 	{method: "PUT", target: "bucket", query: "logging", bodies: []string{"<BucketLoggingStatus/>"}},
+	{method: "PUT", target: "bucket", query: "object-lock", bodies: []string{lockConfigDoc}},
 	{method: "PUT", target: "bucket", bodies: []string{"", `<CreateBucketConfiguration><LocationConstraint>us-east-1</LocationConstraint></CreateBucketConfiguration>`}},
 	{method: "DELETE", target: "bucket", query: "tagging"},
 	{method: "DELETE", target: "bucket", query: "cors"},
@@ -124,6 +128,8 @@ var shapes = []shape{
 	{method: "GET", target: "object", query: "attributes", hdrs: []map[string]string{
 		{"x-amz-object-attributes": "ETag,ObjectSize,ObjectParts,Checksum,StorageClass"}}},
 	{method: "GET", target: "object", query: "retention"},
+	{method: "GET", target: "object", query: "legal-hold"},
+	{method: "GET", target: "object", query: "torrent"},
 	{method: "GET", target: "object"},
 	{method: "HEAD", target: "object"},
 	{method: "PUT", target: "upload", query: "uploadId={upload}&partNumber=1", bodies: []string{"part one"}},
@@ -131,7 +137,9 @@ var shapes = []shape{
 		{"x-amz-copy-source": "junk/{live}"}, {"x-amz-copy-source": "junk/{live}", "x-amz-copy-source-range": "bytes=0-3"}}},
 	{method: "PUT", target: "object", query: "tagging", bodies: []string{tagsDoc}},
 	{method: "PUT", target: "object", query: "acl", hdrs: []map[string]string{{"x-amz-acl": "public-read"}, {"x-amz-acl": "authenticated-read"}}},
-	{method: "PUT", target: "object", query: "legal-hold"},
+	{method: "PUT", target: "object", query: "legal-hold", bodies: []string{"", lockOffDoc}},
+	{method: "PUT", target: "object", query: "retention", bodies: []string{"", "<Retention/>", retentionDoc},
+		hdrs: []map[string]string{{"x-amz-bypass-governance-retention": "true"}}},
 	{method: "PUT", target: "object", hdrs: []map[string]string{
 		{"x-amz-copy-source": "junk/{live}"}, {"x-amz-copy-source": "/junk/{live}", "x-amz-metadata-directive": "REPLACE"}}},
 	{method: "PUT", target: "object", bodies: []string{"content", strings.Repeat("a", 70000)}, hdrs: []map[string]string{
@@ -593,11 +601,12 @@ var allOperations = []string{"ListBuckets",
 	"ListObjectVersions", "GetBucketPolicy", "GetBucketLifecycle", "GetBucketEncryption", "GetObjectLockConfiguration",
 	"GetBucketWebsite", "GetBucketConfiguration", "ListObjectsV2", "ListObjects", "HeadBucket",
 	"PutBucketVersioning", "PutBucketTagging", "PutBucketCors", "PutBucketAcl", "PutBucketPolicy", "PutBucketLifecycle",
-	"PutBucketConfiguration", "CreateBucket",
+	"PutBucketConfiguration", "CreateBucket", "PutObjectLockConfiguration",
 	"DeleteBucketTagging", "DeleteBucketCors", "DeleteBucketPolicy", "DeleteBucketLifecycle", "DeleteBucketConfiguration",
 	"DeleteBucket", "DeleteObjects", "PostObject",
-	"ListParts", "GetObjectTagging", "GetObjectAcl", "GetObjectAttributes", "GetObjectConfiguration", "GetObject", "HeadObject",
-	"UploadPartCopy", "UploadPart", "PutObjectTagging", "PutObjectAcl", "PutObjectConfiguration", "CopyObject", "PutObject",
+	"ListParts", "GetObjectTagging", "GetObjectAcl", "GetObjectAttributes", "GetObjectRetention", "GetObjectLegalHold",
+	"GetObjectConfiguration", "GetObject", "HeadObject",
+	"UploadPartCopy", "UploadPart", "PutObjectTagging", "PutObjectAcl", "PutObjectRetention", "PutObjectLegalHold", "CopyObject", "PutObject",
 	"CreateMultipartUpload", "CompleteMultipartUpload", "AbortMultipartUpload", "DeleteObjectTagging", "DeleteObject"}
 
 // checkLiveObjects reads every object the requests stored and did not

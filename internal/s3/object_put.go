@@ -67,7 +67,9 @@ func metadata(r *http.Request) (objectapi.Metadata, error) {
 	if err := checkHeaderValues(md); err != nil {
 		return md, err
 	}
-	return md, nil
+	lk, err := objectLockHeaders(r.Header)
+	md.Lock = lk
+	return md, err
 }
 
 // checkHeaderValues refuses metadata that could not be sent back in a
@@ -199,6 +201,9 @@ func bodySize(rq *request) int64 {
 func (s *Server) putObject(rq *request) error {
 	md, err := metadata(rq.r)
 	if err != nil {
+		return err
+	}
+	if err := checkLockDigest(rq.r, md.Lock); err != nil {
 		return err
 	}
 	sum, err := contentMD5(rq.r)
