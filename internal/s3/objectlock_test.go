@@ -565,3 +565,36 @@ func TestObjectLockHeaders(t *testing.T) {
 		}
 	}
 }
+
+// An anonymous request never bypasses GOVERNANCE retention through a
+// public-read-write ACL, which lets it delete (and so delete versions).
+func TestObjectLockAnonymousBypass(t *testing.T) {
+	le := startLockEnv(t)
+	le.mkLockBucket("anon")
+	if _, err := le.c.PutBucketAcl(le.ctx, &s3.PutBucketAclInput{Bucket: aws.String("anon"), ACL: types.BucketCannedACLPublicReadWrite}); err != nil {
+		t.Fatal(err)
+	}
+	vid := le.putLocked(le.c, "anon", "k", types.ObjectLockModeGovernance, time.Now().Add(time.Hour), false)
+	req, err := http.NewRequest(http.MethodDelete, le.gw.URL()+"/anon/k?versionId="+vid, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("x-amz-bypass-governance-retention", "true")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !le.versionExists("anon", "k", vid) {
+		t.Fatalf("anonymous bypassing delete: %s, version kept: %v", resp.Status, le.versionExists("anon", "k", vid))
+	}
+	free := le.putLocked(le.c, "anon", "free", "", time.Time{}, false)
+	req, _ = http.NewRequest(http.MethodDelete, le.gw.URL()+"/anon/free?versionId="+free, nil)
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("anonymous delete of an unlocked version in a public-read-write bucket: %s", resp.Status)
+	}
+}
