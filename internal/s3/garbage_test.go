@@ -184,13 +184,19 @@ var (
 		{"x-amz-object-attributes": "bogus"}, {"x-amz-meta-" + strings.Repeat("m", 300): "v"}, {"Origin": "http://example.com"},
 		{"x-amz-checksum-mode": "ENABLED"}, {"x-amz-website-redirect-location": "/x"}, {"x-amz-object-lock-mode": "GOVERNANCE"},
 		{"x-amz-expected-bucket-owner": "someone"}, {"x-amz-request-payer": "requester"}, {"Content-Encoding": "aws-chunked"},
+		{"x-amz-bypass-governance-retention": "true"}, {"x-amz-object-lock-legal-hold": "MAYBE"},
+		{"x-amz-object-lock-mode": "COMPLIANCE", "x-amz-object-lock-retain-until-date": "soon"},
+		{"x-amz-object-lock-mode": "GOVERNANCE", "x-amz-object-lock-retain-until-date": "1999-01-01T00:00:00Z"},
+		{"x-amz-bucket-object-lock-enabled": "true"},
 	}
 	garbageBodies = []string{"", "<", "<Delete><Object><Key></Key></Object></Delete>", "{}", "\x00\xff\xfe", "<a><b></a>",
 		`<LifecycleConfiguration><Rule><Status>Enabled</Status></Rule></LifecycleConfiguration>`,
 		`<CompleteMultipartUpload><Part><PartNumber>x</PartNumber></Part></CompleteMultipartUpload>`,
 		`<CompleteMultipartUpload></CompleteMultipartUpload>`, `<Tagging><TagSet><Tag><Key></Key></Tag></TagSet></Tagging>`,
 		`<VersioningConfiguration><Status>Sometimes</Status></VersioningConfiguration>`, `{"Statement":"x"}`,
-		`<CORSConfiguration><CORSRule></CORSRule></CORSConfiguration>`, strings.Repeat("a", 70000)}
+		`<CORSConfiguration><CORSRule></CORSRule></CORSConfiguration>`, strings.Repeat("a", 70000),
+		`<Retention><Mode>FOREVER</Mode></Retention>`, `<LegalHold><Status>MAYBE</Status></LegalHold>`,
+		`<ObjectLockConfiguration><ObjectLockEnabled>Enabled</ObjectLockEnabled><Rule><DefaultRetention><Days>-1</Days></DefaultRetention></Rule></ObjectLockConfiguration>`}
 	// keys new objects are put under: odd characters, odd segments, a
 	// file-and-directory conflict with "obj", one too long.
 	freshKeys = []string{"obj", "new", "dir/", "dir/sub/leaf", "a b", "a+b", "ü/ñ", "star*(x)!", "semi;colon,comma=eq",
