@@ -318,10 +318,11 @@ func (l *Layer) GetObjectLock(ctx context.Context, bucket, key, vid string) (Obj
 }
 
 // PutObjectRetention sets (mode "" removes) the retention of version vid
-// ("" the latest) of key. Extending a retention, or turning GOVERNANCE
-// into COMPLIANCE without shortening it, is always allowed; shortening or
-// removing an active GOVERNANCE retention needs WithGovernanceBypass, and
-// an active COMPLIANCE retention can only be extended.
+// ("" the latest) of key. Extending a retention in the same mode is always
+// allowed; any other change of an active GOVERNANCE retention (shorter,
+// removed, or another mode: S3 lets nobody alter its lock settings without
+// the bypass) needs WithGovernanceBypass, and an active COMPLIANCE
+// retention can only be extended.
 func (l *Layer) PutObjectRetention(ctx context.Context, bucket, key, vid, mode string, until time.Time) error {
 	if err := l.checkRetention(mode, until); err != nil {
 		return err
@@ -331,7 +332,7 @@ func (l *Layer) PutObjectRetention(ctx context.Context, bucket, key, vid, mode s
 	}
 	return l.modifyLock(ctx, bucket, key, vid, func(e *filer.Entry) error {
 		old := lockOf(e)
-		if old.Mode != "" && old.RetainUntil.After(l.now()) && !strengthens(old, mode, until) {
+		if old.Mode != "" && old.RetainUntil.After(l.now()) && !extends(old, mode, until) {
 			if old.Mode == LockCompliance || !governanceBypassed(ctx) {
 				return errorf(ErrObjectLocked, "the %s retention of version %s until %s can only be extended",
 					old.Mode, versionIDOf(e), old.RetainUntil.Format(time.RFC3339))
@@ -342,13 +343,10 @@ func (l *Layer) PutObjectRetention(ctx context.Context, bucket, key, vid, mode s
 	})
 }
 
-// strengthens reports whether the retention (mode, until) protects at
-// least as much as old: as long, and COMPLIANCE if old was.
-func strengthens(old ObjectLock, mode string, until time.Time) bool {
-	if mode == "" || until.Before(old.RetainUntil) {
-		return false
-	}
-	return old.Mode == LockGovernance || mode == LockCompliance
+// extends reports whether the retention (mode, until) keeps old's mode
+// and ends no earlier.
+func extends(old ObjectLock, mode string, until time.Time) bool {
+	return mode == old.Mode && !until.Before(old.RetainUntil)
 }
 
 // PutObjectLegalHold sets or clears the legal hold of version vid ("" the
