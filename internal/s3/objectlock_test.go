@@ -281,7 +281,7 @@ func TestObjectLockRetentionChanges(t *testing.T) {
 		t.Fatalf("retention %s %v, want GOVERNANCE %v", m, u, now.Add(time.Hour))
 	}
 	le.wantCode(put(vid, comp, now.Add(5*time.Hour), false), "AccessDenied") // another mode
-	le.wantCode(put(vid, "", time.Time{}, false), "AccessDenied") // remove
+	le.wantCode(put(vid, "", time.Time{}, false), "AccessDenied")            // remove
 	if err := put(vid, "", time.Time{}, true); err != nil {
 		t.Fatalf("removing GOVERNANCE with the bypass: %v", err)
 	}
