@@ -84,10 +84,8 @@ func (s *Server) createBucket(rq *request) error {
 	if err := s.layer.CreateBucket(rq.ctx, rq.bucket, acl); err != nil {
 		return err
 	}
-	if objectLockRequested(rq.r) {
-		if err := s.layer.EnableObjectLock(rq.ctx, rq.bucket); err != nil {
-			return err
-		}
+	if err := s.objectLockOnCreate(rq); err != nil {
+		return err
 	}
 	rq.w.Header().Set("Location", "/"+rq.bucket)
 	rq.w.WriteHeader(http.StatusOK)

@@ -131,9 +131,22 @@ func setLockHeaders(h http.Header, lk objectapi.ObjectLock) {
 	}
 }
 
-// objectLockRequested reports whether CreateBucket asks for object lock.
-func objectLockRequested(r *http.Request) bool {
-	return strings.EqualFold(strings.TrimSpace(r.Header.Get("x-amz-bucket-object-lock-enabled")), "true")
+// objectLockOnCreate turns object lock on for a bucket CreateBucket has
+// just made, when the request asks for it. If that fails, the new (empty)
+// bucket is removed again: a client retrying the creation must not find a
+// bucket without the lock it asked for (BucketAlreadyOwnedByYou) and go on
+// writing unprotected objects into it.
+func (s *Server) objectLockOnCreate(rq *request) error {
+	if !strings.EqualFold(strings.TrimSpace(rq.r.Header.Get("x-amz-bucket-object-lock-enabled")), "true") {
+		return nil
+	}
+	err := s.layer.EnableObjectLock(rq.ctx, rq.bucket)
+	if err != nil {
+		if derr := s.layer.DeleteBucket(context.WithoutCancel(rq.ctx), rq.bucket); derr != nil {
+			s.log.Error("s3: a bucket created without the object lock it asked for could not be removed", "bucket", rq.bucket, "err", derr)
+		}
+	}
+	return err
 }
 
 type objectLockConfiguration struct {
