@@ -58,6 +58,7 @@ func (l *Layer) CopyObject(ctx context.Context, srcBucket, srcKey, bucket, key s
 		md.Tags = opts.Metadata.Tags
 	}
 	md.ACL, md.Grants, md.Owner = opts.Metadata.ACL, opts.Metadata.Grants, opts.Metadata.Owner // the copy's own, never the source's
+	md.Lock = opts.Metadata.Lock                                                               // likewise
 	if err := validTags(md.Tags, 10); err != nil {
 		return ObjectInfo{}, err
 	}
@@ -68,6 +69,9 @@ func (l *Layer) CopyObject(ctx context.Context, srcBucket, srcKey, bucket, key s
 	}
 	if srcBucket == bucket && srcKey == key && opts.SourceVersionID == "" && !l.versioned(ctx, bucket) {
 		// Unversioned: change the metadata in place, no data moves.
+		if !md.Lock.IsZero() { // object lock makes a bucket versioned
+			return ObjectInfo{}, errorf(ErrInvalidRequest, "Bucket is missing Object Lock Configuration")
+		}
 		var e *filer.Entry
 		err := l.ns.ModifyEntry(ctx, src.Path, func(ne *filer.Entry) error {
 			applyMeta(ne, md)

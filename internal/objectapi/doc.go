@@ -89,6 +89,24 @@
 //	Xattrs["s3.versioning"]       a bucket's versioning state
 //	Xattrs["s3.vid"]              version id (absent: "null")
 //	Xattrs["s3.dm"]               "1" on a delete marker
+//	Xattrs["s3.lock"]             a bucket's object lock configuration (JSON
+//	                              ObjectLockConfig); present: the bucket has object lock
+//	Xattrs["s3.lock.mode"]        a version's retention mode, GOVERNANCE | COMPLIANCE
+//	Xattrs["s3.lock.until"]       its retain-until date, RFC 3339 UTC with nanoseconds
+//	Xattrs["s3.lock.hold"]        "1" while a version is under legal hold
+//
+// (The lock xattrs of a version are also kept on an upload's directory until
+// completion.)
+//
+// # Object lock (objectlock.go)
+//
+// A locked version (legal hold, or retention not yet ended) is never
+// removed: deleteVersion (current and noncurrent versions), removeObject
+// and putDirObject (directory objects, which are not versioned) call
+// checkUnlocked, inside the transaction that removes it where there is one;
+// lifecycle expiry skips what it refuses. GOVERNANCE retention yields to a
+// context from WithGovernanceBypass. A bucket with object lock is always
+// versioning Enabled, so writes archive what they replace.
 //
 // # Limits that come from the namespace
 //

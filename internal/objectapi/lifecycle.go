@@ -221,7 +221,11 @@ func (l *Layer) expireCurrent(ctx context.Context, bucket string, r LifecycleRul
 			if !ok {
 				continue
 			}
-			if err := l.DeleteObject(ctx, bucket, oi.Key); err != nil && !errors.Is(err, ErrNoSuchKey) {
+			err = l.DeleteObject(ctx, bucket, oi.Key)
+			switch {
+			case errors.Is(err, ErrObjectLocked):
+				continue // a locked directory object (not versioned): kept
+			case err != nil && !errors.Is(err, ErrNoSuchKey):
 				return err
 			}
 			st.Expired++
@@ -269,10 +273,15 @@ func (l *Layer) expireVersions(ctx context.Context, bucket string, r LifecycleRu
 					if ok, err := l.matches(ctx, bucket, r, v); err != nil && !errors.Is(err, ErrNoSuchKey) {
 						return err
 					} else if ok {
-						if _, err := l.DeleteObjectVersion(ctx, bucket, v.Key, v.VersionID); err != nil && !errors.Is(err, ErrNoSuchVersion) {
+						_, err := l.DeleteObjectVersion(ctx, bucket, v.Key, v.VersionID)
+						switch {
+						case errors.Is(err, ErrObjectLocked):
+							// Object lock keeps it; a later run removes it.
+						case err != nil && !errors.Is(err, ErrNoSuchVersion):
 							return err
+						default:
+							st.NoncurrentDeleted++
 						}
-						st.NoncurrentDeleted++
 					}
 				}
 			}

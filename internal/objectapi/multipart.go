@@ -64,16 +64,20 @@ func (l *Layer) CreateMultipartUpload(ctx context.Context, bucket, key string, m
 	if _, _, err := l.objectPath(bucket, key); err != nil {
 		return "", err
 	}
-	if _, err := l.bucketEntry(ctx, bucket); err != nil {
+	bkt, err := l.bucketEntry(ctx, bucket)
+	if err != nil {
 		return "", err
 	}
 	if err := validTags(md.Tags, 10); err != nil {
 		return "", err
 	}
+	if err := l.checkLockRequest(bkt, md.Lock); err != nil {
+		return "", err
+	}
 	if checksumAlg != "" && newChecksumHash(checksumAlg) == nil {
 		return "", errorf(ErrInvalidArgument, "unknown checksum algorithm %q", checksumAlg)
 	}
-	checksumType, err := MultipartChecksumType(checksumAlg, checksumType)
+	checksumType, err = MultipartChecksumType(checksumAlg, checksumType)
 	if err != nil {
 		return "", err
 	}
@@ -335,6 +339,7 @@ func (l *Layer) CompleteMultipartUpload(ctx context.Context, bucket, key, id str
 		e.Xattrs[xaTags] = t
 	}
 	copyAccess(e, up)
+	copyLock(up, e)
 	switch {
 	case want.Type == ChecksumFullObject && sumHash != nil:
 		full, err := combineCRCs(want.Algorithm, sums, lens)

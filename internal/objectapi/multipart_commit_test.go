@@ -85,7 +85,7 @@ func TestUploadPartWithUncertainCommitKeepsItsChunks(t *testing.T) {
 	mustReadObject(t, l, "obj", part)
 }
 
-func newLostAckLayer(t *testing.T) (*Layer, *lostAckStore) {
+func newLostAckLayer(t testing.TB) (*Layer, *lostAckStore) {
 	ctx := context.Background()
 	pst, err := pebble.Open(t.TempDir(), &pebble.Options{NoSync: true})
 	if err != nil {

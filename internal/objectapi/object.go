@@ -47,6 +47,7 @@ type ObjectInfo struct {
 	Grants       []Grant // explicit ACL (nil: ACL is canned)
 	Owner        string  // owner's canonical id ("" the bucket's owner)
 	PartSizes    []int64 // sizes of a multipart object's parts, nil otherwise
+	Lock         ObjectLock
 
 	entry *filer.Entry
 }
@@ -64,6 +65,9 @@ type Metadata struct {
 	ACL    string
 	Grants []Grant
 	Owner  string
+	// Lock is the retention and legal hold of the new version (only in a
+	// bucket with object lock). Never copied from a source object.
+	Lock ObjectLock
 }
 
 // PutOptions describe an object written by PutObject.
@@ -112,6 +116,7 @@ func (l *Layer) info(bucket string, e *filer.Entry) ObjectInfo {
 	oi.PartSizes = partSizes(e)
 	a := accessOf(e)
 	oi.ACL, oi.Grants, oi.Owner = a.Canned, a.Grants, a.Owner
+	oi.Lock = lockOf(e)
 	if t := e.Xattrs[xaTags]; len(t) > 0 {
 		if q, err := url.ParseQuery(string(t)); err == nil {
 			oi.TagCount = len(q)
@@ -141,6 +146,7 @@ func applyMeta(e *filer.Entry, md Metadata) {
 		delete(e.Xattrs, xaTags)
 	}
 	setAccess(e, Access{Owner: md.Owner, Canned: md.ACL, Grants: md.Grants})
+	setLock(e, md.Lock)
 }
 
 // metadataOf returns an object's metadata for a copy.
@@ -299,6 +305,9 @@ func (l *Layer) PutObject(ctx context.Context, bucket, key string, r io.Reader, 
 	if err := validTags(opts.Tags, 10); err != nil {
 		return ObjectInfo{}, err
 	}
+	if err := l.checkLockRequest(b, opts.Lock); err != nil {
+		return ObjectInfo{}, err
+	}
 	if opts.IfMatch != "" {
 		cur, err := l.findObject(ctx, bucket, key)
 		if err != nil {
@@ -363,6 +372,11 @@ func (l *Layer) putDirObject(ctx context.Context, e *filer.Entry, exclusive bool
 		return filer.ErrExists
 	case exclusive && isDirObject(cur):
 		return filer.ErrExists
+	case isDirObject(cur):
+		// Directory objects keep no versions: replacing one destroys it.
+		if err := l.checkUnlocked(ctx, cur); err != nil {
+			return err
+		}
 	}
 	e.Crtime = cur.Crtime
 	e.Mtime = l.now()
@@ -476,6 +490,9 @@ func (l *Layer) removeObject(ctx context.Context, bucket, key string) error {
 		return nil
 	}
 	if err != nil {
+		return err
+	}
+	if err := l.checkUnlocked(ctx, e); err != nil {
 		return err
 	}
 	if e.IsDir() {

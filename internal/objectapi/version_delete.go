@@ -77,6 +77,9 @@ func (l *Layer) deleteVersion(ctx context.Context, bucket, key, p, vid string) (
 			return err
 		}
 		current, marker = true, isDeleteMarker(cur)
+		if err := l.checkUnlocked(ctx, cur); err != nil {
+			return err
+		}
 		newest, err := l.newestArchived(tx, bucket, key)
 		if err != nil {
 			return err
@@ -102,7 +105,20 @@ func (l *Layer) deleteVersion(ctx context.Context, bucket, key, p, vid string) (
 	if err != nil || e == nil {
 		return false, err
 	}
-	if err := l.ns.DeleteEntry(ctx, e.Path, false); err != nil && !errors.Is(err, filer.ErrNotFound) {
+	err = l.ns.Atomically(ctx, func(tx filer.Batch) error {
+		cur, err := tx.Find(e.Path)
+		if errors.Is(err, filer.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := l.checkUnlocked(ctx, cur); err != nil {
+			return err
+		}
+		return tx.Delete(e.Path, false)
+	})
+	if err != nil {
 		return false, err
 	}
 	l.removeIfEmpty(ctx, bucket, key)

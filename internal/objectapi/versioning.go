@@ -58,7 +58,13 @@ func (l *Layer) PutBucketVersioning(ctx context.Context, bucket, status string) 
 	if status != VersioningEnabled && status != VersioningSuspended {
 		return errorf(ErrMalformedInput, "versioning status %q is neither Enabled nor Suspended", status)
 	}
-	return l.setBucketXattr(ctx, bucket, xaVersioning, []byte(status))
+	return l.updateBucket(ctx, bucket, func(e *filer.Entry) error {
+		if err := checkVersioningChange(e, status); err != nil {
+			return err
+		}
+		e.Xattrs[xaVersioning] = []byte(status)
+		return nil
+	})
 }
 
 // versioned reports whether the bucket was ever versioned (a failed
@@ -257,6 +263,7 @@ func (l *Layer) commitObject(ctx context.Context, bucket, key string, b *filer.E
 	if e.Xattrs == nil {
 		e.Xattrs = map[string][]byte{}
 	}
+	l.applyDefaultRetention(b, e)
 	vid := NullVersion
 	var oldNull *filer.Entry // a suspended bucket's write replaces the noncurrent null version
 	if state == VersioningSuspended {

@@ -85,6 +85,9 @@ func (s *Server) createBucket(rq *request) error {
 	if err := s.createOwnedBucket(rq); err != nil {
 		return err
 	}
+	if err := s.objectLockOnCreate(rq); err != nil {
+		return err
+	}
 	rq.w.Header().Set("Location", "/"+rq.bucket)
 	rq.w.WriteHeader(http.StatusOK)
 	return nil

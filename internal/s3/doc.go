@@ -65,7 +65,18 @@
 // marker named by id), and DeleteObjects reports DeleteMarker and
 // DeleteMarkerVersionId. MFA delete is NotImplemented.
 //
+// # Object lock (objectlock.go; enforced by objectapi)
+//
+// ?object-lock on buckets, ?retention and ?legal-hold on objects, the
+// x-amz-object-lock-* headers of PUT, copy and multipart create (parsed by
+// metadata into objectapi.Metadata.Lock) and of GET/HEAD, and
+// x-amz-bucket-object-lock-enabled on CreateBucket. A request with
+// x-amz-bypass-governance-retention: true gets objectapi.WithGovernanceBypass
+// on its context when it holds s3:BypassGovernanceRetention
+// (mayBypassGovernance: authorize with that IAM action, which the bucket
+// owner, Admin identities and policy grants hold).
+//
 // # Not implemented
 //
-// Lifecycle transitions, object lock, SSE, SigV4a.
+// Lifecycle transitions, SSE, SigV4a.
 package s3

@@ -73,16 +73,19 @@ type shape struct {
 }
 
 const (
-	tagsDoc      = `<Tagging><TagSet><Tag><Key>k</Key><Value>v</Value></Tag></TagSet></Tagging>`
-	corsDoc      = `<CORSConfiguration><CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod></CORSRule></CORSConfiguration>`
-	lifecycleDoc = `<LifecycleConfiguration><Rule><ID>r</ID><Filter><Prefix>tmp/</Prefix></Filter><Status>Enabled</Status><Expiration><Days>1</Days></Expiration></Rule></LifecycleConfiguration>`
-	policyDoc    = `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::junk/*"}]}`
-	policyCond   = `{"Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:*","Resource":"*","Condition":{"IpAddress":{"aws:SourceIp":"x"}}}]}`
-	aclDoc       = `<AccessControlPolicy><AccessControlList><Grant><Grantee xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="Group"><URI>http://acs.amazonaws.com/groups/global/AllUsers</URI></Grantee><Permission>READ</Permission></Grant></AccessControlList></AccessControlPolicy>`
-	ownershipDoc = `<OwnershipControls><Rule><ObjectOwnership>BucketOwnerPreferred</ObjectOwnership></Rule></OwnershipControls>`
-	pabDoc       = `<PublicAccessBlockConfiguration><IgnorePublicAcls>true</IgnorePublicAcls></PublicAccessBlockConfiguration>`
-	completeDoc  = `<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{etag}</ETag></Part></CompleteMultipartUpload>`
-	deleteDoc    = `<Delete><Object><Key>{live}</Key></Object><Object><Key>never-there</Key></Object></Delete>`
+	tagsDoc       = `<Tagging><TagSet><Tag><Key>k</Key><Value>v</Value></Tag></TagSet></Tagging>`
+	corsDoc       = `<CORSConfiguration><CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod></CORSRule></CORSConfiguration>`
+	lifecycleDoc  = `<LifecycleConfiguration><Rule><ID>r</ID><Filter><Prefix>tmp/</Prefix></Filter><Status>Enabled</Status><Expiration><Days>1</Days></Expiration></Rule></LifecycleConfiguration>`
+	policyDoc     = `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::junk/*"}]}`
+	policyCond    = `{"Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:*","Resource":"*","Condition":{"IpAddress":{"aws:SourceIp":"x"}}}]}`
+	aclDoc        = `<AccessControlPolicy><AccessControlList><Grant><Grantee xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="Group"><URI>http://acs.amazonaws.com/groups/global/AllUsers</URI></Grantee><Permission>READ</Permission></Grant></AccessControlList></AccessControlPolicy>`
+	ownershipDoc  = `<OwnershipControls><Rule><ObjectOwnership>BucketOwnerPreferred</ObjectOwnership></Rule></OwnershipControls>`
+	pabDoc        = `<PublicAccessBlockConfiguration><IgnorePublicAcls>true</IgnorePublicAcls></PublicAccessBlockConfiguration>`
+	completeDoc   = `<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{etag}</ETag></Part></CompleteMultipartUpload>`
+	lockOffDoc    = `<LegalHold><Status>OFF</Status></LegalHold>`
+	retentionDoc  = `<Retention><Mode>GOVERNANCE</Mode><RetainUntilDate>2001-01-01T00:00:00Z</RetainUntilDate></Retention>`
+	lockConfigDoc = `<ObjectLockConfiguration><ObjectLockEnabled>Enabled</ObjectLockEnabled></ObjectLockConfiguration>`
+	deleteDoc     = `<Delete><Object><Key>{live}</Key></Object><Object><Key>never-there</Key></Object></Delete>`
 )
 
 var shapes = []shape{
@@ -120,6 +123,7 @@ var shapes = []shape{
 	{method: "PUT", target: "bucket", query: "policy", bodies: []string{policyDoc, policyCond}},
 	{method: "PUT", target: "bucket", query: "lifecycle", bodies: []string{lifecycleDoc}, hdrs: []map[string]string{{"Content-MD5": "{md5}"}}},
 	{method: "PUT", target: "bucket", query: "logging", bodies: []string{"<BucketLoggingStatus/>"}},
+	{method: "PUT", target: "bucket", query: "object-lock", bodies: []string{lockConfigDoc}},
 	{method: "PUT", target: "bucket", bodies: []string{"", `<CreateBucketConfiguration><LocationConstraint>us-east-1</LocationConstraint></CreateBucketConfiguration>`}},
 	{method: "DELETE", target: "bucket", query: "tagging"},
 	{method: "DELETE", target: "bucket", query: "cors"},
@@ -135,6 +139,8 @@ var shapes = []shape{
 	{method: "GET", target: "object", query: "attributes", hdrs: []map[string]string{
 		{"x-amz-object-attributes": "ETag,ObjectSize,ObjectParts,Checksum,StorageClass"}}},
 	{method: "GET", target: "object", query: "retention"},
+	{method: "GET", target: "object", query: "legal-hold"},
+	{method: "GET", target: "object", query: "torrent"},
 	{method: "GET", target: "object"},
 	{method: "HEAD", target: "object"},
 	{method: "PUT", target: "upload", query: "uploadId={upload}&partNumber=1", bodies: []string{"part one"}},
@@ -143,7 +149,9 @@ var shapes = []shape{
 	{method: "PUT", target: "object", query: "tagging", bodies: []string{tagsDoc}},
 	{method: "PUT", target: "object", query: "acl", bodies: []string{"", aclDoc}, hdrs: []map[string]string{{"x-amz-acl": "public-read"}, {"x-amz-acl": "authenticated-read"},
 		{"x-amz-grant-full-control": `uri="http://acs.amazonaws.com/groups/global/AuthenticatedUsers"`}}},
-	{method: "PUT", target: "object", query: "legal-hold"},
+	{method: "PUT", target: "object", query: "legal-hold", bodies: []string{"", lockOffDoc}},
+	{method: "PUT", target: "object", query: "retention", bodies: []string{"", "<Retention/>", retentionDoc},
+		hdrs: []map[string]string{{"x-amz-bypass-governance-retention": "true"}}},
 	{method: "PUT", target: "object", hdrs: []map[string]string{
 		{"x-amz-copy-source": "junk/{live}"}, {"x-amz-copy-source": "/junk/{live}", "x-amz-metadata-directive": "REPLACE"}}},
 	{method: "PUT", target: "object", bodies: []string{"content", strings.Repeat("a", 70000)}, hdrs: []map[string]string{
@@ -189,13 +197,19 @@ var (
 		{"x-amz-checksum-mode": "ENABLED"}, {"x-amz-website-redirect-location": "/x"}, {"x-amz-object-lock-mode": "GOVERNANCE"},
 		{"x-amz-expected-bucket-owner": "someone"}, {"x-amz-grant-write-acp": "emailAddress=x@y"}, {"x-amz-object-ownership": "Nobody"},
 		{"x-amz-grant-read": `uri="http://acs.amazonaws.com/groups/s3/LogDelivery"`}, {"x-amz-source-expected-bucket-owner": "x"}, {"x-amz-request-payer": "requester"}, {"Content-Encoding": "aws-chunked"},
+		{"x-amz-bypass-governance-retention": "true"}, {"x-amz-object-lock-legal-hold": "MAYBE"},
+		{"x-amz-object-lock-mode": "COMPLIANCE", "x-amz-object-lock-retain-until-date": "soon"},
+		{"x-amz-object-lock-mode": "GOVERNANCE", "x-amz-object-lock-retain-until-date": "1999-01-01T00:00:00Z"},
+		{"x-amz-bucket-object-lock-enabled": "true"},
 	}
 	garbageBodies = []string{"", "<", "<Delete><Object><Key></Key></Object></Delete>", "{}", "\x00\xff\xfe", "<a><b></a>",
 		`<LifecycleConfiguration><Rule><Status>Enabled</Status></Rule></LifecycleConfiguration>`,
 		`<CompleteMultipartUpload><Part><PartNumber>x</PartNumber></Part></CompleteMultipartUpload>`,
 		`<CompleteMultipartUpload></CompleteMultipartUpload>`, `<Tagging><TagSet><Tag><Key></Key></Tag></TagSet></Tagging>`,
 		`<VersioningConfiguration><Status>Sometimes</Status></VersioningConfiguration>`, `{"Statement":"x"}`,
-		`<CORSConfiguration><CORSRule></CORSRule></CORSConfiguration>`, strings.Repeat("a", 70000)}
+		`<CORSConfiguration><CORSRule></CORSRule></CORSConfiguration>`, strings.Repeat("a", 70000),
+		`<Retention><Mode>FOREVER</Mode></Retention>`, `<LegalHold><Status>MAYBE</Status></LegalHold>`,
+		`<ObjectLockConfiguration><ObjectLockEnabled>Enabled</ObjectLockEnabled><Rule><DefaultRetention><Days>-1</Days></DefaultRetention></Rule></ObjectLockConfiguration>`}
 	// keys new objects are put under: odd characters, odd segments, a
 	// file-and-directory conflict with "obj", one too long.
 	freshKeys = []string{"obj", "new", "dir/", "dir/sub/leaf", "a b", "a+b", "ü/ñ", "star*(x)!", "semi;colon,comma=eq",
@@ -613,11 +627,12 @@ var allOperations = []string{"ListBuckets",
 	"GetBucketOwnershipControls", "GetPublicAccessBlock", "GetBucketPolicyStatus", "PutBucketOwnershipControls",
 	"PutPublicAccessBlock", "DeleteBucketOwnershipControls", "DeletePublicAccessBlock",
 	"PutBucketVersioning", "PutBucketTagging", "PutBucketCors", "PutBucketAcl", "PutBucketPolicy", "PutBucketLifecycle",
-	"PutBucketConfiguration", "CreateBucket",
+	"PutBucketConfiguration", "CreateBucket", "PutObjectLockConfiguration",
 	"DeleteBucketTagging", "DeleteBucketCors", "DeleteBucketPolicy", "DeleteBucketLifecycle", "DeleteBucketConfiguration",
 	"DeleteBucket", "DeleteObjects", "PostObject",
-	"ListParts", "GetObjectTagging", "GetObjectAcl", "GetObjectAttributes", "GetObjectConfiguration", "GetObject", "HeadObject",
-	"UploadPartCopy", "UploadPart", "PutObjectTagging", "PutObjectAcl", "PutObjectConfiguration", "CopyObject", "PutObject",
+	"ListParts", "GetObjectTagging", "GetObjectAcl", "GetObjectAttributes", "GetObjectRetention", "GetObjectLegalHold",
+	"GetObjectConfiguration", "GetObject", "HeadObject",
+	"UploadPartCopy", "UploadPart", "PutObjectTagging", "PutObjectAcl", "PutObjectRetention", "PutObjectLegalHold", "CopyObject", "PutObject",
 	"CreateMultipartUpload", "CompleteMultipartUpload", "AbortMultipartUpload", "DeleteObjectTagging", "DeleteObject"}
 
 // checkLiveObjects reads every object the requests stored and did not

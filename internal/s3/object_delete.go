@@ -10,7 +10,8 @@ import (
 // deleteObject deletes the latest version (a delete marker in versioned
 // buckets) or, with ?versionId=, that version permanently.
 func (s *Server) deleteObject(rq *request) error {
-	res, err := s.layer.DeleteObjectVersion(rq.ctx, rq.bucket, rq.key, rq.q.Get("versionId"))
+	ctx := s.bypassContext(rq, rq.key)
+	res, err := s.layer.DeleteObjectVersion(ctx, rq.bucket, rq.key, rq.q.Get("versionId"))
 	if err != nil {
 		return err
 	}
@@ -83,7 +84,11 @@ func (s *Server) deleteObjects(rq *request) error {
 		}
 		objs = append(objs, objectapi.ObjectToDelete{Key: o.Key, VersionID: o.VersionID})
 	}
-	res, err := s.layer.DeleteObjects(rq.ctx, rq.bucket, objs)
+	keys := make([]string, len(objs))
+	for i, o := range objs {
+		keys[i] = o.Key
+	}
+	res, err := s.layer.DeleteObjects(s.bypassContext(rq, keys...), rq.bucket, objs)
 	if err != nil {
 		return err
 	}

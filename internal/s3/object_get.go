@@ -157,4 +157,5 @@ func (s *Server) objectHeaders(h http.Header, oi objectapi.ObjectInfo, checksums
 		h.Set("x-amz-checksum-"+strings.ToLower(oi.Checksum.Algorithm), oi.Checksum.Value)
 		h.Set("x-amz-checksum-type", oi.Checksum.Type)
 	}
+	setLockHeaders(h, oi.Lock)
 }

@@ -61,7 +61,9 @@ func metadata(r *http.Request) (objectapi.Metadata, error) {
 	if err := checkHeaderValues(md); err != nil {
 		return md, err
 	}
-	return md, nil
+	lk, err := objectLockHeaders(r.Header)
+	md.Lock = lk
+	return md, err
 }
 
 // checkHeaderValues refuses metadata that could not be sent back in a
@@ -196,6 +198,9 @@ func (s *Server) putObject(rq *request) error {
 		return err
 	}
 	if err := s.objectAccess(rq, rq.r.Header, &md); err != nil {
+		return err
+	}
+	if err := checkLockDigest(rq.r, md.Lock); err != nil {
 		return err
 	}
 	sum, err := contentMD5(rq.r)

@@ -83,6 +83,8 @@ var policyActions = map[string]string{
 	"PutPublicAccessBlock":          "s3:PutBucketPublicAccessBlock",
 	"DeletePublicAccessBlock":       "s3:PutBucketPublicAccessBlock",
 	"DeleteBucketOwnershipControls": "s3:PutBucketOwnershipControls",
+	"GetObjectLockConfiguration":    "s3:GetBucketObjectLockConfiguration",
+	"PutObjectLockConfiguration":    "s3:PutBucketObjectLockConfiguration",
 }
 
 // policyAction is the IAM action an operation is evaluated as; reads and

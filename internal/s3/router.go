@@ -201,7 +201,7 @@ func routeBucket(rq *request, m string, q url.Values) (*operation, error) {
 		case has(q, "encryption"):
 			return &operation{name: "GetBucketEncryption", action: ActionList, fn: fail(errNoSuchEncryption)}, nil
 		case has(q, "object-lock"):
-			return &operation{name: "GetObjectLockConfiguration", action: ActionList, fn: fail(errNoSuchObjectLock)}, nil
+			return &operation{name: "GetObjectLockConfiguration", action: ActionList, fn: (*Server).getObjectLockConfiguration}, nil
 		case has(q, "website"):
 			return &operation{name: "GetBucketWebsite", action: ActionList, fn: fail(errNoSuchWebsite)}, nil
 		case has(q, "ownershipControls"):
@@ -238,6 +238,8 @@ func routeBucket(rq *request, m string, q url.Values) (*operation, error) {
 			return &operation{name: "PutBucketOwnershipControls", action: ActionAdmin, fn: (*Server).putOwnershipControls}, nil
 		case has(q, "publicAccessBlock"):
 			return &operation{name: "PutPublicAccessBlock", action: ActionAdmin, fn: (*Server).putPublicAccessBlock}, nil
+		case has(q, "object-lock"):
+			return &operation{name: "PutObjectLockConfiguration", action: ActionAdmin, fn: (*Server).putObjectLockConfiguration}, nil
 		case len(q) > 0 && !onlyIgnorable(q):
 			return &operation{name: "PutBucketConfiguration", action: ActionAdmin, fn: fail(errNotImplemented)}, nil
 		}
@@ -295,7 +297,11 @@ func routeObject(rq *request, m string, q url.Values) (*operation, error) {
 			return &operation{name: "GetObjectAcl", action: ActionRead, fn: (*Server).getObjectACL}, nil
 		case has(q, "attributes"):
 			return &operation{name: "GetObjectAttributes", action: ActionRead, fn: (*Server).getObjectAttributes}, nil
-		case has(q, "retention"), has(q, "legal-hold"), has(q, "torrent"):
+		case has(q, "retention"):
+			return &operation{name: "GetObjectRetention", action: ActionRead, fn: (*Server).getObjectRetention}, nil
+		case has(q, "legal-hold"):
+			return &operation{name: "GetObjectLegalHold", action: ActionRead, fn: (*Server).getObjectLegalHold}, nil
+		case has(q, "torrent"):
 			return &operation{name: "GetObjectConfiguration", action: ActionRead, fn: fail(errNotImplemented)}, nil
 		}
 		return &operation{name: "GetObject", action: ActionRead, fn: (*Server).getObject}, nil
@@ -312,8 +318,10 @@ func routeObject(rq *request, m string, q url.Values) (*operation, error) {
 			return &operation{name: "PutObjectTagging", action: ActionTagging, fn: (*Server).putObjectTagging}, nil
 		case has(q, "acl"):
 			return &operation{name: "PutObjectAcl", action: ActionWrite, fn: (*Server).putObjectACL}, nil
-		case has(q, "retention"), has(q, "legal-hold"):
-			return &operation{name: "PutObjectConfiguration", action: ActionWrite, fn: fail(errNotImplemented)}, nil
+		case has(q, "retention"):
+			return &operation{name: "PutObjectRetention", action: ActionWrite, fn: (*Server).putObjectRetention}, nil
+		case has(q, "legal-hold"):
+			return &operation{name: "PutObjectLegalHold", action: ActionWrite, fn: (*Server).putObjectLegalHold}, nil
 		case rq.r.Header.Get("x-amz-copy-source") != "":
 			return &operation{name: "CopyObject", action: ActionWrite, fn: (*Server).copyObject}, nil
 		}
