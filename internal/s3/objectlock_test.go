@@ -44,9 +44,11 @@ func startLockEnv(t *testing.T) *lockEnv {
 	return le
 }
 
+// mkLockBucket creates a bucket with object lock owned by alice (a
+// non-Admin identity), as in the acceptance check.
 func (le *lockEnv) mkLockBucket(name string) {
 	le.t.Helper()
-	_, err := le.c.CreateBucket(le.ctx, &s3.CreateBucketInput{Bucket: aws.String(name), ObjectLockEnabledForBucket: aws.Bool(true)})
+	_, err := le.alice.CreateBucket(le.ctx, &s3.CreateBucketInput{Bucket: aws.String(name), ObjectLockEnabledForBucket: aws.Bool(true)})
 	if err != nil {
 		le.t.Fatalf("create bucket %s with object lock: %v", name, err)
 	}
