@@ -16,6 +16,13 @@ import (
 // x-amz-object-lock-* headers of writes and reads, and the bypass of
 // GOVERNANCE retention. objectapi enforces the locks (objectlock.go).
 
+// lockPolicyActions are the IAM actions of the object lock operations
+// whose name is not already it (policyAction).
+var lockPolicyActions = map[string]string{
+	"GetObjectLockConfiguration": "s3:GetBucketObjectLockConfiguration",
+	"PutObjectLockConfiguration": "s3:PutBucketObjectLockConfiguration",
+}
+
 // opBypassGovernance is the permission a bypass of GOVERNANCE retention is
 // authorised as (policyAction makes it s3:BypassGovernanceRetention).
 const opBypassGovernance = "BypassGovernanceRetention"

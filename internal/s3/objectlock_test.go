@@ -625,3 +625,19 @@ func TestObjectLockPolicyConditions(t *testing.T) {
 		}
 	}
 }
+
+func TestObjectLockPolicyActions(t *testing.T) {
+	for op, want := range map[string]string{
+		"GetObjectLockConfiguration": "s3:GetBucketObjectLockConfiguration",
+		"PutObjectLockConfiguration": "s3:PutBucketObjectLockConfiguration",
+		"GetObjectRetention":         "s3:GetObjectRetention",
+		"PutObjectRetention":         "s3:PutObjectRetention",
+		"GetObjectLegalHold":         "s3:GetObjectLegalHold",
+		"PutObjectLegalHold":         "s3:PutObjectLegalHold",
+		opBypassGovernance:           "s3:BypassGovernanceRetention",
+	} {
+		if got := policyAction(op, false); got != want {
+			t.Errorf("policyAction(%s) = %s, want %s", op, got, want)
+		}
+	}
+}

@@ -52,32 +52,30 @@ func (s *Server) deleteBucketPolicy(rq *request) error {
 // already it (the operation names of router.go are S3 API names; most
 // IAM actions are "s3:" + that name).
 var policyActions = map[string]string{
-	"ListBuckets":                "s3:ListAllMyBuckets",
-	"HeadBucket":                 "s3:ListBucket",
-	"ListObjects":                "s3:ListBucket",
-	"ListObjectsV2":              "s3:ListBucket",
-	"ListObjectVersions":         "s3:ListBucketVersions",
-	"ListMultipartUploads":       "s3:ListBucketMultipartUploads",
-	"ListParts":                  "s3:ListMultipartUploadParts",
-	"HeadObject":                 "s3:GetObject",
-	"GetObjectAttributes":        "s3:GetObjectAttributes",
-	"CopyObject":                 "s3:PutObject",
-	"UploadPart":                 "s3:PutObject",
-	"UploadPartCopy":             "s3:PutObject",
-	"CreateMultipartUpload":      "s3:PutObject",
-	"CompleteMultipartUpload":    "s3:PutObject",
-	"DeleteObjects":              "s3:DeleteObject",
-	"GetBucketCors":              "s3:GetBucketCORS",
-	"PutBucketCors":              "s3:PutBucketCORS",
-	"DeleteBucketCors":           "s3:PutBucketCORS",
-	"DeleteBucketTagging":        "s3:PutBucketTagging",
-	"GetBucketLifecycle":         "s3:GetLifecycleConfiguration",
-	"PutBucketLifecycle":         "s3:PutLifecycleConfiguration",
-	"DeleteBucketLifecycle":      "s3:PutLifecycleConfiguration",
-	"GetBucketEncryption":        "s3:GetEncryptionConfiguration",
-	"GetBucketWebsite":           "s3:GetBucketWebsite",
-	"GetObjectLockConfiguration": "s3:GetBucketObjectLockConfiguration",
-	"PutObjectLockConfiguration": "s3:PutBucketObjectLockConfiguration",
+	"ListBuckets":             "s3:ListAllMyBuckets",
+	"HeadBucket":              "s3:ListBucket",
+	"ListObjects":             "s3:ListBucket",
+	"ListObjectsV2":           "s3:ListBucket",
+	"ListObjectVersions":      "s3:ListBucketVersions",
+	"ListMultipartUploads":    "s3:ListBucketMultipartUploads",
+	"ListParts":               "s3:ListMultipartUploadParts",
+	"HeadObject":              "s3:GetObject",
+	"GetObjectAttributes":     "s3:GetObjectAttributes",
+	"CopyObject":              "s3:PutObject",
+	"UploadPart":              "s3:PutObject",
+	"UploadPartCopy":          "s3:PutObject",
+	"CreateMultipartUpload":   "s3:PutObject",
+	"CompleteMultipartUpload": "s3:PutObject",
+	"DeleteObjects":           "s3:DeleteObject",
+	"GetBucketCors":           "s3:GetBucketCORS",
+	"PutBucketCors":           "s3:PutBucketCORS",
+	"DeleteBucketCors":        "s3:PutBucketCORS",
+	"DeleteBucketTagging":     "s3:PutBucketTagging",
+	"GetBucketLifecycle":      "s3:GetLifecycleConfiguration",
+	"PutBucketLifecycle":      "s3:PutLifecycleConfiguration",
+	"DeleteBucketLifecycle":   "s3:PutLifecycleConfiguration",
+	"GetBucketEncryption":     "s3:GetEncryptionConfiguration",
+	"GetBucketWebsite":        "s3:GetBucketWebsite",
 }
 
 // policyAction is the IAM action an operation is evaluated as; reads and
@@ -98,6 +96,9 @@ func policyAction(op string, versioned bool) string {
 		}
 	}
 	if a, ok := policyActions[op]; ok {
+		return a
+	}
+	if a, ok := lockPolicyActions[op]; ok {
 		return a
 	}
 	return "s3:" + op
