@@ -291,6 +291,7 @@ func (rq *request) conditionValues() objectapi.ConditionValues {
 		"x-amz-storage-class", "x-amz-content-sha256"} {
 		set("s3:"+h, r.Header.Get(h))
 	}
+	lockConditionValues(r.Header, now, v)
 	if tags, err := url.ParseQuery(r.Header.Get("x-amz-tagging")); err == nil && len(tags) > 0 {
 		for k, vals := range tags {
 			v["s3:requestobjecttagkeys"] = append(v["s3:requestobjecttagkeys"], k)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/xml"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -109,6 +110,27 @@ func checkLockDigest(r *http.Request, lk objectapi.ObjectLock) error {
 	}
 	return &apiError{Code: "InvalidRequest", Status: http.StatusBadRequest,
 		Message: "Content-MD5 OR x-amz-checksum- HTTP header is required for Put Object requests with Object Lock parameters"}
+}
+
+// lockConditionValues adds the object lock condition keys of a request's
+// headers for bucket policies: s3:object-lock-mode,
+// s3:object-lock-retain-until-date, s3:object-lock-legal-hold and
+// s3:object-lock-remaining-retention-days (whole days from now to the
+// retain-until date, rounded up).
+func lockConditionValues(h http.Header, now time.Time, v objectapi.ConditionValues) {
+	set := func(key, val string) {
+		if val != "" {
+			v[key] = []string{val}
+		}
+	}
+	set("s3:object-lock-mode", h.Get("x-amz-object-lock-mode"))
+	set("s3:object-lock-legal-hold", h.Get("x-amz-object-lock-legal-hold"))
+	until := h.Get("x-amz-object-lock-retain-until-date")
+	set("s3:object-lock-retain-until-date", until)
+	if t, err := parseLockDate(until); err == nil && t.After(now) {
+		days := (t.Sub(now) + 24*time.Hour - 1) / (24 * time.Hour)
+		set("s3:object-lock-remaining-retention-days", strconv.FormatInt(int64(days), 10))
+	}
 }
 
 // setLockHeaders sends a version's lock on GET and HEAD.

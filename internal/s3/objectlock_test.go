@@ -601,3 +601,45 @@ func TestObjectLockAnonymousBypass(t *testing.T) {
 		t.Fatalf("anonymous delete of an unlocked version in a public-read-write bucket: %s", resp.Status)
 	}
 }
+
+// Bucket policies see the lock a PUT asks for: here at most 30 days of
+// retention for alice.
+func TestObjectLockPolicyConditions(t *testing.T) {
+	le := startLockEnv(t)
+	le.mkLockBucket("cond")
+	doc := `{"Statement":[{"Effect":"Deny","Principal":{"AWS":["alice"]},"Action":"s3:PutObject","Resource":"arn:aws:s3:::cond/*",
+		"Condition":{"NumericGreaterThan":{"s3:object-lock-remaining-retention-days":"30"}}}]}`
+	if _, err := le.c.PutBucketPolicy(le.ctx, &s3.PutBucketPolicyInput{Bucket: aws.String("cond"), Policy: aws.String(doc)}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(days int) error {
+		in := &s3.PutObjectInput{Bucket: aws.String("cond"), Key: aws.String("k"), Body: strings.NewReader("x")}
+		if days > 0 {
+			in.ObjectLockMode, in.ObjectLockRetainUntilDate = types.ObjectLockModeGovernance, aws.Time(time.Now().Add(time.Duration(days)*24*time.Hour))
+		}
+		_, err := le.alice.PutObject(le.ctx, in)
+		return err
+	}
+	le.wantCode(put(60), "AccessDenied")
+	for _, days := range []int{0, 10} {
+		if err := put(days); err != nil {
+			t.Fatalf("PUT with %d days of retention: %v", days, err)
+		}
+	}
+}
+
+func TestObjectLockPolicyActions(t *testing.T) {
+	for op, want := range map[string]string{
+		"GetObjectLockConfiguration": "s3:GetBucketObjectLockConfiguration",
+		"PutObjectLockConfiguration": "s3:PutBucketObjectLockConfiguration",
+		"GetObjectRetention":         "s3:GetObjectRetention",
+		"PutObjectRetention":         "s3:PutObjectRetention",
+		"GetObjectLegalHold":         "s3:GetObjectLegalHold",
+		"PutObjectLegalHold":         "s3:PutObjectLegalHold",
+		opBypassGovernance:           "s3:BypassGovernanceRetention",
+	} {
+		if got := policyAction(op, false); got != want {
+			t.Errorf("policyAction(%s) = %s, want %s", op, got, want)
+		}
+	}
+}
