@@ -212,6 +212,28 @@ func TestACLGrants(t *testing.T) {
 	if got, err := a.get(a.alice, "shared", "bobs"); err != nil || got != "bob's" {
 		t.Fatalf("alice reads bob's object in her bucket: %q %v", got, err)
 	}
+	// A copy and a multipart upload by bob are his, with their own ACLs.
+	_, err = a.bob.CopyObject(a.ctx, &s3.CopyObjectInput{Bucket: b, Key: aws.String("bobcopy"), CopySource: aws.String("shared/k"),
+		GrantRead: aws.String("uri=" + objectapi.GroupAllUsers)})
+	a.must(err)
+	up, err := a.bob.CreateMultipartUpload(a.ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: aws.String("bobmp"), ACL: types.ObjectCannedACLPublicRead})
+	a.must(err)
+	part, err := a.bob.UploadPart(a.ctx, &s3.UploadPartInput{Bucket: b, Key: aws.String("bobmp"), UploadId: up.UploadId,
+		PartNumber: aws.Int32(1), Body: strings.NewReader("mp")})
+	a.must(err)
+	_, err = a.bob.CompleteMultipartUpload(a.ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: aws.String("bobmp"), UploadId: up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: part.ETag}}}})
+	a.must(err)
+	for _, k := range []string{"bobcopy", "bobmp"} {
+		oacl, err := a.bob.GetObjectAcl(a.ctx, &s3.GetObjectAclInput{Bucket: b, Key: aws.String(k)})
+		a.must(err)
+		if aws.ToString(oacl.Owner.ID) != a.bobID {
+			t.Fatalf("owner of %s: %+v", k, oacl.Owner)
+		}
+		if st, _ := a.anon("GET", "/shared/"+k, ""); st != 200 {
+			t.Fatalf("anonymous read of bob's public %s: %d", k, st)
+		}
+	}
 	// Listings name each object's owner.
 	lo, err := a.alice.ListObjectsV2(a.ctx, &s3.ListObjectsV2Input{Bucket: b, FetchOwner: aws.Bool(true)})
 	a.must(err)
@@ -219,7 +241,7 @@ func TestACLGrants(t *testing.T) {
 	for _, o := range lo.Contents {
 		owners[aws.ToString(o.Key)] = aws.ToString(o.Owner.ID)
 	}
-	if owners["bobs"] != a.bobID || owners["k"] != a.aliceID {
+	if owners["bobs"] != a.bobID || owners["bobmp"] != a.bobID || owners["k"] != a.aliceID {
 		t.Fatalf("listed owners: %v", owners)
 	}
 	// WRITE lets bob delete (any object, as in S3).

@@ -64,7 +64,7 @@ func (s *Server) authorize(rq *request, op string, action Action, bucket, key st
 	a := s.loadAccess(rq, bucket)
 	if op != "CreateBucket" && a.exists {
 		hdr := "x-amz-expected-bucket-owner"
-		if bucket != rq.bucket || key != rq.key {
+		if rq.r.Header.Get("x-amz-copy-source") != "" && (bucket != rq.bucket || key != rq.key) {
 			hdr = "x-amz-source-expected-bucket-owner"
 		}
 		if want := rq.r.Header.Get(hdr); want != "" && want != a.owner {
@@ -128,14 +128,15 @@ func decide(q *accessQuery, b *bucketAccess, object func() *objectFacts) bool {
 		return id != nil && id.allowed(ActionWrite, q.bucket)
 	}
 	admin := id != nil && id.operatorGranted(ActionAdmin, q.bucket)
-	if b.broken && !admin {
-		return false
-	}
 	me := ""
 	if id != nil {
 		me = id.CanonicalID
 	}
 	owner := b.exists && b.owner != "" && me == b.owner
+	repair := (admin || owner) && (q.op == "PutBucketPolicy" || q.op == "DeleteBucketPolicy")
+	if b.broken && !admin && !repair {
+		return false // a policy that no longer parses: its Deny statements may matter
+	}
 	var allow, deny bool
 	if b.policy != nil {
 		pa := policyAction(q.op, q.versioned)
@@ -151,7 +152,7 @@ func decide(q *accessQuery, b *bucketAccess, object func() *objectFacts) bool {
 		}
 	}
 	switch {
-	case deny && !((admin || owner) && (q.op == "PutBucketPolicy" || q.op == "DeleteBucketPolicy")):
+	case deny && !repair:
 		return false
 	case admin || id != nil && id.operatorGranted(q.action, q.bucket):
 		return true
