@@ -454,6 +454,7 @@ func TestRandomKeysMatchModel(t *testing.T) {
 						t.Fatalf("step %d: GET %q = %q, %v; want %q (present %v)", step, k, got, err, want, ok)
 					}
 				}
+				checkShadowFlags(t, l, "bkt")
 				live := slices.Sorted(func(yield func(string) bool) {
 					for k := range cur {
 						if !yield(k) {
@@ -538,5 +539,120 @@ func TestRandomKeysMatchModel(t *testing.T) {
 				t.Fatalf("%d blobs left", n)
 			}
 		})
+	}
+}
+
+// Concurrent writers and deleters of colliding keys leave a consistent
+// namespace: every key reads as one of the bodies written for it or not
+// at all, the listing shows exactly the readable keys, every flagged
+// directory has its shadowed object and every shadowed object its flag,
+// and removing everything leaves nothing behind.
+func TestConcurrentCollidingKeys(t *testing.T) {
+	alphabet := []string{"a", "a/", "a/b", "a/b/c", "a/b/"}
+	for _, state := range []string{"", VersioningEnabled} {
+		l, blobs := newTestLayer(t)
+		ctx := context.Background()
+		newStateBucket(t, l, "bkt", state)
+		errs := make(chan error, 4)
+		for w := range 4 {
+			go func() {
+				rng := rand.New(rand.NewPCG(uint64(w), 9))
+				for i := range 40 {
+					k := alphabet[rng.IntN(len(alphabet))]
+					var err error
+					if rng.IntN(3) == 0 {
+						err = l.DeleteObject(ctx, "bkt", k)
+					} else {
+						body := fmt.Sprintf("%s@%d.%d", k, w, i)
+						_, err = l.PutObject(ctx, "bkt", k, strings.NewReader(body), PutOptions{Size: int64(len(body))})
+					}
+					if err != nil {
+						errs <- fmt.Errorf("worker %d op %d on %q: %w", w, i, k, err)
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for range 4 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		var readable []string
+		for _, k := range alphabet {
+			got, err := readString(l, "bkt", k, "")
+			switch {
+			case errors.Is(err, ErrNoSuchKey):
+			case err != nil || !strings.HasPrefix(got, k+"@"):
+				t.Fatalf("%s: GET %q = %q, %v", state, k, got, err)
+			default:
+				readable = append(readable, k)
+			}
+		}
+		sort.Strings(readable)
+		if got, _ := listAll(t, l, "bkt", ListOptions{MaxKeys: 1000}); !slices.Equal(got, readable) {
+			t.Fatalf("%s: listing %q, readable %q", state, got, readable)
+		}
+		checkShadowFlags(t, l, "bkt")
+		for {
+			vr, err := l.ListObjectVersions(ctx, "bkt", ListVersionsOptions{MaxKeys: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(vr.Versions) == 0 {
+				break
+			}
+			for _, v := range vr.Versions {
+				vid := v.VersionID
+				if state == "" {
+					vid = ""
+				}
+				if _, err := l.DeleteObjectVersion(ctx, "bkt", v.Key, vid); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		checkFilerClean(t, l, "bkt")
+		if n := len(blobs.Live()); n != 0 {
+			t.Fatalf("%s: %d blobs left", state, n)
+		}
+	}
+}
+
+// checkShadowFlags checks that the flagged directories of a bucket and
+// its shadowed objects match one to one.
+func checkShadowFlags(t *testing.T, l *Layer, bucket string) {
+	t.Helper()
+	ctx := context.Background()
+	flagged := map[string]bool{}
+	var walk func(dir string)
+	walk = func(dir string) {
+		es, _, err := l.ns.ListEntries(ctx, dir, filer.ListOptions{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			if e.IsDir() {
+				if hasShadow(e) {
+					flagged[l.shadowPath(bucket, keyOf(l.bucketPath(bucket), e, false))] = true
+				}
+				walk(e.Path)
+			}
+		}
+	}
+	walk(l.bucketPath(bucket))
+	es, _, err := l.ns.ListEntries(ctx, l.shadowsDir(bucket), filer.ListOptions{Limit: 1000})
+	if err != nil && !errors.Is(err, filer.ErrNotFound) {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		if !flagged[e.Path] {
+			t.Fatalf("shadowed object %s (key %q) without a flagged directory", e.Path, e.Xattrs[xaKey])
+		}
+		delete(flagged, e.Path)
+	}
+	for p := range flagged {
+		t.Fatalf("flagged directory without its object %s", p)
 	}
 }
