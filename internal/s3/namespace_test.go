@@ -261,6 +261,27 @@ func testSameKey(t *testing.T, e *env, bucket string, state types.BucketVersioni
 	if keys, cps := e.listV2(s3.ListObjectsV2Input{Bucket: b, Delimiter: aws.String("/")}); !slices.Equal(keys, []string{"a0"}) || !slices.Equal(cps, []string{"a/"}) {
 		t.Fatalf("%s: after deleting a: %q %q", bucket, keys, cps)
 	}
+	if state == types.BucketVersioningStatusEnabled {
+		// "a" has a delete marker over its two versions, beside "a/...".
+		h, err := e.c.HeadObject(e.ctx, &s3.HeadObjectInput{Bucket: b, Key: aws.String("a"), VersionId: aws.String(vid)})
+		if err != nil || aws.ToString(h.VersionId) != vid {
+			t.Fatalf("%s: head a by version id under its delete marker: %+v %v", bucket, h, err)
+		}
+		vs, err := e.c.ListObjectVersions(e.ctx, &s3.ListObjectVersionsInput{Bucket: b, Prefix: aws.String("a"), Delimiter: aws.String("/")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(vs.DeleteMarkers) != 1 || aws.ToString(vs.DeleteMarkers[0].Key) != "a" || !aws.ToBool(vs.DeleteMarkers[0].IsLatest) ||
+			len(vs.Versions) != 3 || len(vs.CommonPrefixes) != 1 || aws.ToString(vs.CommonPrefixes[0].Prefix) != "a/" {
+			t.Fatalf("%s: versions of a: %+v", bucket, vs)
+		}
+		// Removing the marker brings "a" back.
+		if _, err := e.c.DeleteObject(e.ctx, &s3.DeleteObjectInput{Bucket: b, Key: aws.String("a"), VersionId: vs.DeleteMarkers[0].VersionId}); err != nil {
+			t.Fatal(err)
+		}
+		e.mustGet(bucket, "a", "second a")
+		del("a")
+	}
 	del("a/b/c")
 	del("a/")
 	if keys, _ := e.listV2(s3.ListObjectsV2Input{Bucket: b}); !slices.Equal(keys, []string{"a0"}) {
