@@ -285,11 +285,11 @@ func (ls *lister) hasLive(d *filer.Entry) (bool, error) {
 				continue
 			}
 			if hasShadow(e) {
-				s, err := ls.l.locateNow(ls.ctx, ls.bucket, keyOf(ls.l.bucketPath(ls.bucket), e, false))
+				v, err := ls.l.shadowedVersion(ls.ctx, ls.bucket, keyOf(ls.l.bucketPath(ls.bucket), e, false))
 				if err != nil {
 					return false, err
 				}
-				if s.cur != nil && !isDeleteMarker(s.cur) {
+				if v != nil && !isDeleteMarker(v) {
 					return true, nil
 				}
 			}
@@ -309,9 +309,9 @@ func (ls *lister) shadowed(key string) error {
 	if key <= ls.after || !strings.HasPrefix(key, ls.prefix) {
 		return nil
 	}
-	s, err := ls.l.locateNow(ls.ctx, ls.bucket, key)
-	if err != nil || s.cur == nil {
+	v, err := ls.l.shadowedVersion(ls.ctx, ls.bucket, key)
+	if err != nil || v == nil {
 		return err
 	}
-	return ls.add(key, s.cur, false)
+	return ls.add(key, v, false)
 }

@@ -96,6 +96,17 @@ func (l *Layer) locateNow(ctx context.Context, bucket, key string) (slot, error)
 	}
 }
 
+// shadowedVersion returns the latest version of key, whose directory a
+// listing found flagged: one lookup, unless the version moved meanwhile.
+func (l *Layer) shadowedVersion(ctx context.Context, bucket, key string) (*filer.Entry, error) {
+	e, err := l.ns.FindEntry(ctx, l.shadowPath(bucket, key))
+	if !errors.Is(err, filer.ErrNotFound) {
+		return e, err
+	}
+	s, err := l.locateNow(ctx, bucket, key)
+	return s.cur, err
+}
+
 // place stores e as the latest version in slot s, in tx: at the key's path
 // (turning ancestors that are files into shadowed directories), or at the
 // shadow path, flagging the directory.
