@@ -113,6 +113,7 @@ func (l *Layer) shadowedVersion(ctx context.Context, bucket, key string) (*filer
 func (l *Layer) place(tx filer.Batch, bucket, key string, s slot, e *filer.Entry) error {
 	e.Path = s.path
 	if !s.shadowed() {
+		delete(e.Xattrs, xaKey) // set by an earlier try of the transaction
 		if s.cur == nil {
 			if err := l.ensureParents(tx, bucket, key); err != nil {
 				return err
