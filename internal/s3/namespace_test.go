@@ -290,12 +290,13 @@ func testSameKey(t *testing.T, e *env, bucket string, state types.BucketVersioni
 }
 
 // TestSDKRandomKeysMatchModel puts and deletes random keys that collide in
-// every way and compares ListObjectsV2 (random delimiters, page sizes and
-// continuation tokens) and GETs with a map of what S3 would hold.
+// every way and compares ListObjectsV2 and ListObjects (random delimiters,
+// page sizes, continuation tokens and markers) and GETs with a map of what
+// S3 would hold, in each versioning state.
 func TestSDKRandomKeysMatchModel(t *testing.T) {
 	e := startEnv(t, nil)
 	alphabet := []string{"a", "a/", "a/b", "a/b/", "ab", "a/b/c", "a!"}
-	for _, state := range []types.BucketVersioningStatus{"", types.BucketVersioningStatusEnabled} {
+	for _, state := range []types.BucketVersioningStatus{"", types.BucketVersioningStatusEnabled, types.BucketVersioningStatusSuspended} {
 		bucket := "random-" + strings.ToLower(string(state)) + "x"
 		e.mkBucket(bucket)
 		if state != "" {
@@ -345,6 +346,10 @@ func TestSDKRandomKeysMatchModel(t *testing.T) {
 			}
 			if keys, cps := e.listV2(in); !slices.Equal(keys, wantKeys) || !slices.Equal(cps, wantCPs) {
 				t.Fatalf("%s step %d, delimiter %q: listing %q %q, want %q %q", bucket, step, delim, keys, cps, wantKeys, wantCPs)
+			}
+			in1 := s3.ListObjectsInput{Bucket: b, MaxKeys: in.MaxKeys, Delimiter: in.Delimiter}
+			if keys, cps := e.listV1(in1); !slices.Equal(keys, wantKeys) || !slices.Equal(cps, wantCPs) {
+				t.Fatalf("%s step %d, delimiter %q: V1 listing %q %q, want %q %q", bucket, step, delim, keys, cps, wantKeys, wantCPs)
 			}
 		}
 	}
