@@ -50,6 +50,10 @@
 //     only: the object "a" is visible through S3 alone while "a/..."
 //     exists. A reserved child name inside the directory could not work:
 //     every name but "." and ".." is a possible key component.
+//   - removing the directory a through the filer (not S3) orphans the
+//     shadow file, as it orphans a key's noncurrent versions: S3 no longer
+//     sees it; the next collision of that key replaces it (collecting its
+//     chunks) and DeleteBucket removes what is left.
 //
 // Why not other layouts: keeping the object on the directory entry itself
 // would put two objects' chunks in one chunk list (or chunks outside any
