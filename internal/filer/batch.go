@@ -14,6 +14,9 @@ type Batch interface {
 	Create(e *Entry, opts CreateOptions) error
 	Rename(from, to string) error
 	Delete(p string, recursive bool) error
+	// Update replaces the existing entry at e.Path as UpdateEntry does
+	// (same type; chunks it drops are garbage-collected).
+	Update(e *Entry) error
 }
 
 // Atomically runs fn in one transaction. The store may run fn again after
@@ -67,4 +70,21 @@ func (b batch) Delete(p string, recursive bool) error {
 		return err
 	}
 	return b.t.delete(p, recursive)
+}
+
+func (b batch) Update(e *Entry) error {
+	p, err := CleanPath(e.Path)
+	if err != nil {
+		return err
+	}
+	if p == "/" {
+		return fmt.Errorf("%w: the root cannot be updated", ErrInvalid)
+	}
+	old, err := b.t.get(p)
+	if err != nil {
+		return err
+	}
+	c := e.Clone()
+	c.Path = p
+	return b.t.replace(old, c)
 }

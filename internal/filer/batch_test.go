@@ -63,3 +63,61 @@ func TestAtomicallyAllOrNothing(t *testing.T) {
 		}
 	}
 }
+
+// Update in a batch changes an entry's attributes together with the
+// batch's other operations, keeps the chunks it keeps and collects the rest.
+func TestBatchUpdate(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	e.write(t, "/f", []byte("content"))
+	if err := e.f.Mkdir(ctx, "/d", 0o755, true); err != nil {
+		t.Fatal(err)
+	}
+	err := e.f.Atomically(ctx, func(b Batch) error {
+		d, err := b.Find("/d")
+		if err != nil {
+			return err
+		}
+		d.Xattrs = map[string][]byte{"flag": []byte("1")}
+		if err := b.Update(d); err != nil {
+			return err
+		}
+		f, err := b.Find("/f")
+		if err != nil {
+			return err
+		}
+		f.Mime = "text/plain"
+		if err := b.Update(f); err != nil {
+			return err
+		}
+		if err := b.Update(&Entry{Path: "/missing", Mode: 0o644}); !errors.Is(err, ErrNotFound) {
+			return errors.Join(err, errors.New("update of a missing entry"))
+		}
+		if err := b.Update(&Entry{Path: "/d", Mode: 0o644}); !errors.Is(err, ErrInvalid) {
+			return errors.Join(err, errors.New("a directory updated into a file"))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := e.f.FindEntry(ctx, "/d"); err != nil || string(d.Xattrs["flag"]) != "1" {
+		t.Fatalf("/d after the batch: %+v %v", d, err)
+	}
+	if got := e.read(t, "/f"); string(got) != "content" {
+		t.Fatalf("/f content %q", got)
+	}
+	// Dropping the chunks in an update collects them.
+	err = e.f.Atomically(ctx, func(b Batch) error {
+		f, err := b.Find("/f")
+		if err != nil {
+			return err
+		}
+		f.Chunks, f.Size, f.MD5 = nil, 0, nil
+		return b.Update(f)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.checkNoLeak(t)
+}

@@ -130,11 +130,13 @@ func (l *Layer) DeleteBucket(ctx context.Context, name string) error {
 	if err := l.abortAll(ctx, name); err != nil {
 		return err
 	}
-	// Noncurrent versions exist only beside a current version or delete
-	// marker, which the check above found; what is left is debris of an
-	// interrupted write.
-	if err := l.ns.DeleteEntry(ctx, l.versionsDir(name), true); err != nil && !errors.Is(err, filer.ErrNotFound) {
-		return err
+	// Noncurrent versions and shadowed objects exist only beside an entry
+	// in the bucket, which the check above found; what is left is debris
+	// of an interrupted write.
+	for _, dir := range []string{l.versionsDir(name), l.shadowsDir(name)} {
+		if err := l.ns.DeleteEntry(ctx, dir, true); err != nil && !errors.Is(err, filer.ErrNotFound) {
+			return err
+		}
 	}
 	err = l.ns.DeleteEntry(ctx, l.bucketPath(name), false)
 	switch {

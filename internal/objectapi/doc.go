@@ -20,6 +20,47 @@
 // /buckets/photos/a/b marked as an object (xattr s3.object); it may have
 // content, metadata and tags like any object.
 //
+// # Keys that are objects and prefixes at once (shadow.go)
+//
+// S3 allows "a", "a/" and "a/b" together; the path /buckets/photos/a is
+// one entry, a file or a directory. While "a" collides with a directory
+// (because "a/" or a key below "a/" exists), the latest version of the
+// object "a" (or its delete marker) is the file
+// Root + "/.shadows/<bucket>/<h>", h as for versions below, with the key in
+// xattr s3.key, and the directory a carries the xattr s3.shadow = "1". The
+// flag and the file change in one transaction (filer.Atomically): a write
+// that finds a file where it needs a directory (PUT "a/b" over the object
+// "a") renames the file there and puts a flagged directory in its place;
+// a write of "a" that finds a directory writes the shadow file and sets the
+// flag. When the last entry below a flagged directory goes and it is no
+// directory object, the directory is removed and the shadow file renamed
+// back to /buckets/photos/a. So:
+//
+//   - keys that collide with nothing are exactly as before: the file at the
+//     key's path; a GET is one lookup, an unversioned PUT one create (a
+//     create that meets a directory or a file in the way is retried in a
+//     transaction that sorts it out);
+//   - reading a shadowed key costs a second lookup, and a listing one
+//     lookup per flagged directory it passes; the listing reports the
+//     shadowed key where a file of that name would sort ("a" < "a!" <
+//     "a/"), so S3's order holds;
+//   - moves are renames, so every chunk always belongs to exactly one
+//     entry and the filer's garbage collector needs no help;
+//   - the filer's own view (its HTTP API, a mount) shows the directory a
+//     only: the object "a" is visible through S3 alone while "a/..."
+//     exists. A reserved child name inside the directory could not work:
+//     every name but "." and ".." is a possible key component.
+//   - removing the directory a through the filer (not S3) orphans the
+//     shadow file, as it orphans a key's noncurrent versions: S3 no longer
+//     sees it; the next collision of that key replaces it (collecting its
+//     chunks) and DeleteBucket removes what is left.
+//
+// Why not other layouts: keeping the object on the directory entry itself
+// would put two objects' chunks in one chunk list (or chunks outside any
+// list, collected by hand), and archiving a version would have to move
+// chunks between entries, which only a rename does safely. Objects in a
+// separate tree for every key would double each listing's calls.
+//
 // Multipart uploads live under Root + "/.uploads/<bucket>/<upload id>": the
 // upload directory carries the future object's metadata, each part is a
 // file named by its five-digit number whose chunks are kept in the xattr
@@ -28,7 +69,8 @@
 // the parts' chunks with shifted offsets, no data is copied, and then
 // deletes the upload directory; the blobs of parts left out of the object
 // (and of aborted uploads) are deleted through the blob layer directly.
-// Bucket names cannot start with '.', so ".uploads" never shows as a bucket.
+// Bucket names cannot start with '.', so ".uploads" (nor ".versions",
+// ".shadows") never shows as a bucket.
 //
 // # Versions (versioning.go, version_delete.go, list_versions.go)
 //
@@ -58,8 +100,9 @@
 // noncurrent one over it in one transaction (collecting its chunks).
 //
 // Invariant: a key has noncurrent versions only while its path holds a
-// version, so ListObjectVersions walks the bucket as ListObjects does
-// (delete markers included) and reads each key's versions directory.
+// version (or, for a shadowed key, its shadow file does), so
+// ListObjectVersions walks the bucket as ListObjects does (delete markers
+// included) and reads each key's versions directory.
 // ListObjects skips delete markers and, in a bucket that was ever
 // versioned, common prefixes whose directory holds only delete markers.
 // Directory objects ("a/") are not versioned: they are replaced in place
@@ -86,6 +129,9 @@
 //	                              by ParsePolicy in policy.go)
 //	Xattrs["s3.key"], ["s3.chunks"] an upload's key / a part's chunk list;
 //	                              s3.key also on a key's versions directory
+//	                              and on a shadowed object's file
+//	Xattrs["s3.shadow"]           "1" on a directory whose key is also an
+//	                              object kept under .shadows
 //	Xattrs["s3.versioning"]       a bucket's versioning state
 //	Xattrs["s3.vid"]              version id (absent: "null")
 //	Xattrs["s3.dm"]               "1" on a delete marker
@@ -111,9 +157,11 @@
 // # Limits that come from the namespace
 //
 // A key is a path, so it cannot hold an empty component ("a//b"), "." or
-// "..", a NUL byte, or a component over 255 bytes (ErrUnsupportedKey, a
-// 400 InvalidArgument); and "a" cannot be an object while "a/b" is
-// (ErrKeyConflict, 409) — this includes a delete marker at "a".
+// "..", or a NUL byte (ErrUnsupportedKey, a 400 InvalidArgument).
+// Keys that are prefixes of other keys are no limit (see above);
+// ErrKeyConflict (409 ObjectConflict) remains only for a namespace entry in
+// a key's way that the layer cannot resolve, which its own writes never
+// leave.
 //
 // All methods are safe for concurrent use; each write ends with one filer
 // transaction (a versioned write archives the version it replaces in the

@@ -194,6 +194,13 @@ func (ls *lister) walk(dir, dirKey, namePrefix string) error {
 			return err
 		}
 		if e.IsDir() {
+			if hasShadow(e) {
+				// The key without the '/' is an object kept apart: it
+				// sorts where a file of that name would.
+				if err := ls.shadowed(dirKey + e.Name()); err != nil {
+					return err
+				}
+			}
 			k := dkey(e)
 			i, _ := slices.BinarySearchFunc(pend, k, func(x *filer.Entry, k string) int { return strings.Compare(dkey(x), k) })
 			pend = slices.Insert(pend, i, e)
@@ -277,6 +284,15 @@ func (ls *lister) hasLive(d *filer.Entry) (bool, error) {
 				}
 				continue
 			}
+			if hasShadow(e) {
+				v, err := ls.l.shadowedVersion(ls.ctx, ls.bucket, keyOf(ls.l.bucketPath(ls.bucket), e, false))
+				if err != nil {
+					return false, err
+				}
+				if v != nil && !isDeleteMarker(v) {
+					return true, nil
+				}
+			}
 			if live, err := ls.hasLive(e); live || err != nil {
 				return live, err
 			}
@@ -285,4 +301,17 @@ func (ls *lister) hasLive(d *filer.Entry) (bool, error) {
 			return false, nil
 		}
 	}
+}
+
+// shadowed reports the object key kept apart from its directory
+// (shadow.go), if the listing may include it.
+func (ls *lister) shadowed(key string) error {
+	if key <= ls.after || !strings.HasPrefix(key, ls.prefix) {
+		return nil
+	}
+	v, err := ls.l.shadowedVersion(ls.ctx, ls.bucket, key)
+	if err != nil || v == nil {
+		return err
+	}
+	return ls.add(key, v, false)
 }

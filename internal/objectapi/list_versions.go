@@ -63,21 +63,15 @@ func (l *Layer) ListObjectVersions(ctx context.Context, bucket string, opts List
 
 // resume lists the versions of key that follow version marker.
 func (ls *lister) resume(key, marker string) error {
-	p, dirKey, err := ls.l.objectPath(ls.bucket, key)
-	if err != nil {
-		return nil
+	_, dirKey, err := ls.l.objectPath(ls.bucket, key)
+	if err != nil || dirKey || !ls.versioned {
+		return nil // a directory object has a single version, which the marker named
 	}
-	cur, err := ls.l.ns.FindEntry(ls.ctx, p)
-	if errors.Is(err, filer.ErrNotFound) || errors.Is(err, filer.ErrNotDir) {
-		return nil
-	}
-	if err != nil {
+	s, err := ls.l.locateNow(ls.ctx, ls.bucket, key)
+	if err != nil || s.cur == nil {
 		return err
 	}
-	if dirKey || cur.IsDir() || !ls.versioned {
-		return nil // a single version, which the marker named
-	}
-	seen := versionIDOf(cur) == marker
+	seen := versionIDOf(s.cur) == marker
 	return ls.l.archived(ls.ctx, ls.bucket, key, "", func(e *filer.Entry) error {
 		if seen {
 			return ls.emitVersion(key, e, false)

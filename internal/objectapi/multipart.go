@@ -377,7 +377,7 @@ func (l *Layer) CompleteMultipartUpload(ctx context.Context, bucket, key, id str
 	}
 	vid := ""
 	if dirKey {
-		err = l.putDirObject(ctx, e, exclusive)
+		err = l.putDirObject(ctx, bucket, key, e, exclusive)
 	} else {
 		vid, err = l.commitObject(ctx, bucket, key, b, e, commitOptions{exclusive: exclusive, ifMatch: opts.IfMatch,
 			also: func(tx filer.Batch) error {

@@ -158,9 +158,9 @@ func metadataOf(oi ObjectInfo) Metadata {
 	return md
 }
 
-// findObject returns the entry of an object; implicit directories (not
-// marked as objects) and files reached by a key ending in '/' are
-// ErrNoSuchKey.
+// findObject returns the entry of an object's latest version; implicit
+// directories (not marked as objects) and files reached by a key ending
+// in '/' are ErrNoSuchKey.
 func (l *Layer) findObject(ctx context.Context, bucket, key string) (*filer.Entry, error) {
 	p, dirKey, err := l.objectPath(bucket, key)
 	if err != nil {
@@ -169,9 +169,18 @@ func (l *Layer) findObject(ctx context.Context, bucket, key string) (*filer.Entr
 		}
 		return nil, err
 	}
-	e, err := l.ns.FindEntry(ctx, p)
-	if err == nil && (dirKey != e.IsDir() || e.IsDir() && !isDirObject(e)) {
-		err = filer.ErrNotFound
+	var e *filer.Entry
+	if dirKey {
+		e, err = l.ns.FindEntry(ctx, p)
+		if err == nil && !isDirObject(e) {
+			err = filer.ErrNotFound
+		}
+	} else {
+		var s slot
+		s, err = l.locateNow(ctx, bucket, key)
+		if e = s.cur; err == nil && e == nil {
+			err = filer.ErrNotFound
+		}
 	}
 	if errors.Is(err, filer.ErrNotFound) || errors.Is(err, filer.ErrNotDir) {
 		if _, berr := l.bucketEntry(ctx, bucket); berr != nil {
@@ -336,7 +345,7 @@ func (l *Layer) PutObject(ctx context.Context, bucket, key string, r io.Reader, 
 	}
 	vid := ""
 	if dirKey {
-		err = l.putDirObject(ctx, e, exclusive)
+		err = l.putDirObject(ctx, bucket, key, e, exclusive)
 	} else {
 		vid, err = l.commitObject(ctx, bucket, key, b, e, commitOptions{exclusive: exclusive, ifMatch: opts.IfMatch})
 	}
@@ -357,30 +366,46 @@ func (l *Layer) PutObject(ctx context.Context, bucket, key string, r io.Reader, 
 	return oi, nil
 }
 
-// putDirObject marks the directory at e.Path as an object with e's
-// content and attributes, creating it if needed.
-func (l *Layer) putDirObject(ctx context.Context, e *filer.Entry, exclusive bool) error {
+// putDirObject marks the directory of key (ending in '/') as an object
+// with e's content and attributes, creating it if needed; a file at its
+// path (the object key without the '/') is moved apart (shadow.go).
+func (l *Layer) putDirObject(ctx context.Context, bucket, key string, e *filer.Entry, exclusive bool) error {
 	e.Mode = os.ModeDir | 0o755
 	e.Xattrs[xaObject] = []byte("1")
-	cur, err := l.ns.FindEntry(ctx, e.Path)
-	switch {
-	case errors.Is(err, filer.ErrNotFound):
-		return l.ns.CreateEntry(ctx, e, filer.CreateOptions{Exclusive: true})
-	case err != nil:
-		return err
-	case !cur.IsDir():
-		return filer.ErrExists
-	case exclusive && isDirObject(cur):
-		return filer.ErrExists
-	case isDirObject(cur):
-		// Directory objects keep no versions: replacing one destroys it.
-		if err := l.checkUnlocked(ctx, cur); err != nil {
+	name := strings.TrimSuffix(key, "/")
+	return l.ns.Atomically(ctx, func(tx filer.Batch) error {
+		cur, err := tx.Find(e.Path)
+		switch {
+		case errors.Is(err, filer.ErrNotFound):
+			if err := l.ensureParents(tx, bucket, name); err != nil {
+				return err
+			}
+			return tx.Create(e, filer.CreateOptions{Exclusive: true})
+		case err != nil:
 			return err
+		case !cur.IsDir():
+			if err := l.shadow(tx, bucket, name, cur); err != nil {
+				return err
+			}
+			if cur, err = tx.Find(e.Path); err != nil {
+				return err
+			}
+		case exclusive && isDirObject(cur):
+			return filer.ErrExists
+		case isDirObject(cur):
+			// Directory objects keep no versions: replacing one destroys it.
+			if err := l.checkUnlocked(ctx, cur); err != nil {
+				return err
+			}
 		}
-	}
-	e.Crtime = cur.Crtime
-	e.Mtime = l.now()
-	return l.ns.UpdateEntry(ctx, e)
+		ne := e.Clone()
+		ne.Crtime = cur.Crtime
+		ne.Mtime = l.now()
+		if hasShadow(cur) {
+			ne.Xattrs[xaShadow] = []byte("1")
+		}
+		return tx.Update(ne)
+	})
 }
 
 // GetOptions select what GetObject returns.
@@ -485,46 +510,62 @@ func (l *Layer) DeleteObject(ctx context.Context, bucket, key string) error {
 // removeObject removes the current object; a missing key is not an error
 // (S3 answers 204 either way). Directories left empty are removed too.
 func (l *Layer) removeObject(ctx context.Context, bucket, key string) error {
-	e, err := l.findObject(ctx, bucket, key)
-	if errors.Is(err, ErrNoSuchKey) {
-		return nil
-	}
+	p, dirKey, err := l.objectPath(bucket, key)
 	if err != nil {
 		return err
 	}
-	if err := l.checkUnlocked(ctx, e); err != nil {
-		return err
+	if dirKey {
+		return l.removeDirObject(ctx, bucket, p)
 	}
-	if e.IsDir() {
-		err = l.ns.DeleteEntry(ctx, e.Path, false)
-		if errors.Is(err, filer.ErrNotEmpty) {
-			// Other objects live below: keep the directory, drop the object.
-			ne := &filer.Entry{Path: e.Path, Mode: e.Mode, Crtime: e.Crtime, Mtime: e.Mtime}
-			return l.ns.UpdateEntry(ctx, ne)
+	var s slot
+	err = l.ns.Atomically(ctx, func(tx filer.Batch) error {
+		if s, err = l.locate(tx, bucket, key); err != nil || s.cur == nil {
+			return err
 		}
-	} else {
-		err = l.ns.DeleteEntry(ctx, e.Path, false)
-	}
-	if err != nil && !errors.Is(err, filer.ErrNotFound) {
+		if err := l.checkUnlocked(ctx, s.cur); err != nil {
+			return err
+		}
+		return l.unplace(tx, s)
+	})
+	if err != nil || s.cur == nil {
 		return err
 	}
-	l.pruneParents(ctx, bucket, e.Path)
+	if s.shadowed() {
+		l.tidy(ctx, bucket, p)
+	} else {
+		l.tidyAbove(ctx, bucket, p)
+	}
 	return nil
 }
 
-// pruneParents removes the empty implicit directories above p, up to the
-// bucket. Failure only leaves an empty directory behind.
-func (l *Layer) pruneParents(ctx context.Context, bucket, p string) {
-	bdir := l.bucketPath(bucket)
-	for dir, _ := filer.SplitPath(p); dir != bdir && filer.IsAncestor(bdir, dir); dir, _ = filer.SplitPath(dir) {
-		d, err := l.ns.FindEntry(ctx, dir)
-		if err != nil || !d.IsDir() || isDirObject(d) {
-			return
+// removeDirObject removes the directory object at p: the directory goes
+// if nothing else needs it, else only its object attributes and content.
+func (l *Layer) removeDirObject(ctx context.Context, bucket, p string) error {
+	found := false
+	err := l.ns.Atomically(ctx, func(tx filer.Batch) error {
+		e, err := tx.Find(p)
+		if found = err == nil && isDirObject(e); !found {
+			if errors.Is(err, filer.ErrNotFound) {
+				err = nil
+			}
+			return err
 		}
-		if err := l.ns.DeleteEntry(ctx, dir, false); err != nil {
-			return
+		if err := l.checkUnlocked(ctx, e); err != nil {
+			return err
 		}
+		// Keep the directory (without the object) for what it holds; tidy
+		// removes it if that is nothing.
+		ne := &filer.Entry{Path: p, Mode: e.Mode, Crtime: e.Crtime, Mtime: e.Mtime}
+		if hasShadow(e) {
+			ne.Xattrs = map[string][]byte{xaShadow: []byte("1")}
+		}
+		return tx.Update(ne)
+	})
+	if err != nil || !found {
+		return err
 	}
+	l.tidy(ctx, bucket, p)
+	return nil
 }
 
 // DeleteResult is the outcome of deleting one key or version.

@@ -102,7 +102,10 @@ func checkKey(key string) error {
 
 // keyOf is the key of an entry below bucket directory bdir.
 func keyOf(bdir string, e *filer.Entry, dirObject bool) string {
-	k := strings.TrimPrefix(e.Path, bdir+"/")
+	k, ok := strings.CutPrefix(e.Path, bdir+"/")
+	if !ok {
+		return string(e.Xattrs[xaKey]) // a version kept apart (shadow.go, versioning.go)
+	}
 	if dirObject {
 		k += "/"
 	}

@@ -49,13 +49,7 @@ func (l *Layer) DeleteObjectVersion(ctx context.Context, bucket, key, vid string
 	dm := &filer.Entry{Path: p, Mode: 0o644, Mtime: l.now(), Xattrs: map[string][]byte{xaDeleteMarker: []byte("1")}}
 	res.VersionID, err = l.commitObject(ctx, bucket, key, b, dm, commitOptions{})
 	if err != nil {
-		err = nsErr(err, key)
-		if errors.Is(err, ErrKeyConflict) {
-			// The key is a prefix of other keys (or below an object): it
-			// has no version a marker could hide.
-			return DeleteResult{Key: key}, nil
-		}
-		return res, err
+		return res, nsErr(err, key)
 	}
 	res.DeleteMarker = true
 	return res, nil
@@ -67,17 +61,18 @@ func (l *Layer) DeleteObjectVersion(ctx context.Context, bucket, key, vid string
 // whether the version was a delete marker.
 func (l *Layer) deleteVersion(ctx context.Context, bucket, key, p, vid string) (bool, error) {
 	var current, marker, emptied bool
+	var s slot
 	err := l.ns.Atomically(ctx, func(tx filer.Batch) error {
 		current, marker, emptied = false, false, false
-		cur, err := tx.Find(p)
-		if errors.Is(err, filer.ErrNotFound) || errors.Is(err, filer.ErrNotDir) || (err == nil && (cur.IsDir() || versionIDOf(cur) != vid)) {
-			return nil // not the current version
-		}
-		if err != nil {
+		var err error
+		if s, err = l.locate(tx, bucket, key); err != nil {
 			return err
 		}
-		current, marker = true, isDeleteMarker(cur)
-		if err := l.checkUnlocked(ctx, cur); err != nil {
+		if s.cur == nil || versionIDOf(s.cur) != vid {
+			return nil // not the current version
+		}
+		current, marker = true, isDeleteMarker(s.cur)
+		if err := l.checkUnlocked(ctx, s.cur); err != nil {
 			return err
 		}
 		newest, err := l.newestArchived(tx, bucket, key)
@@ -86,17 +81,20 @@ func (l *Layer) deleteVersion(ctx context.Context, bucket, key, p, vid string) (
 		}
 		if newest != nil {
 			// Rename replaces the current entry and collects its chunks.
-			return tx.Rename(newest.Path, p)
+			return l.moveInto(tx, newest, s, key)
 		}
 		emptied = true
-		return tx.Delete(p, false)
+		return l.unplace(tx, s)
 	})
 	if err != nil {
 		return false, err
 	}
 	if current {
-		if emptied {
-			l.pruneParents(ctx, bucket, p)
+		switch {
+		case emptied && s.shadowed():
+			l.tidy(ctx, bucket, p)
+		case emptied:
+			l.tidyAbove(ctx, bucket, p)
 		}
 		l.removeIfEmpty(ctx, bucket, key)
 		return marker, nil

@@ -232,70 +232,59 @@ func (l *Layer) checkIfMatch(bucket, key string, cur *filer.Entry, err error, if
 	return nil
 }
 
-// commitObject stores e as the new latest version of key (a file path,
-// not a directory object) according to the state of bucket b, and
-// returns its version id: "" unversioned, "null" suspended, a new id
-// when enabled. The previous latest version is archived when it must be
-// kept, in the same transaction as the write, so that no crash or
-// concurrent reader finds the key without its latest version. See
-// commitOptions for the checks made in that transaction.
+// commitObject stores e as the new latest version of key (not a directory
+// object) according to the state of bucket b, and returns its version id:
+// "" unversioned, "null" suspended, a new id when enabled. The previous
+// latest version is archived when it must be kept, in the same
+// transaction as the write, so that no crash or concurrent reader finds
+// the key without its latest version. See commitOptions for the checks
+// made in that transaction. An unversioned write is one filer call, unless
+// the key collides with a directory (shadow.go).
 func (l *Layer) commitObject(ctx context.Context, bucket, key string, b *filer.Entry, e *filer.Entry, opts commitOptions) (string, error) {
 	state := versioningOf(b)
-	exclusive, ifMatch := opts.exclusive, opts.ifMatch
-	if state == "" && ifMatch == "" && opts.also == nil {
-		return "", l.ns.CreateEntry(ctx, e, filer.CreateOptions{Exclusive: exclusive})
-	}
-	if state == "" {
-		err := l.ns.Atomically(ctx, func(tx filer.Batch) error {
-			if ifMatch != "" {
-				cur, err := tx.Find(e.Path)
-				if err := l.checkIfMatch(bucket, key, cur, err, ifMatch); err != nil {
-					return err
-				}
-			}
-			if err := opts.run(tx); err != nil {
-				return err
-			}
-			return tx.Create(e, filer.CreateOptions{Exclusive: exclusive})
-		})
-		return "", err
+	if state == "" && opts.ifMatch == "" && opts.also == nil {
+		p := e.Path
+		err := l.ns.CreateEntry(ctx, e, filer.CreateOptions{Exclusive: opts.exclusive})
+		if !collides(err) {
+			return "", err
+		}
+		e.Path = p // the key's path or an ancestor is a directory: see below
 	}
 	if e.Xattrs == nil {
 		e.Xattrs = map[string][]byte{}
 	}
 	l.applyDefaultRetention(b, e)
-	vid := NullVersion
+	vid := ""
 	var oldNull *filer.Entry // a suspended bucket's write replaces the noncurrent null version
-	if state == VersioningSuspended {
+	switch state {
+	case VersioningSuspended:
+		vid = NullVersion
 		delete(e.Xattrs, xaVID)
 		var err error
 		if oldNull, err = l.findArchived(ctx, bucket, key, NullVersion); err != nil {
 			return "", err
 		}
-	} else {
+	case VersioningEnabled:
 		vid = l.newVersionID()
 		e.Xattrs[xaVID] = []byte(vid)
 	}
 	err := l.ns.Atomically(ctx, func(tx filer.Batch) error {
-		cur, err := tx.Find(e.Path)
-		switch {
-		case errors.Is(err, filer.ErrNotFound):
-			cur = nil
-		case err != nil:
+		s, err := l.locate(tx, bucket, key)
+		if err != nil {
 			return err
-		case cur.IsDir():
-			return fmt.Errorf("%w: %s", filer.ErrIsDir, e.Path)
-		case exclusive && !isDeleteMarker(cur):
-			return fmt.Errorf("%w: %s", filer.ErrExists, e.Path)
 		}
-		if ifMatch != "" {
-			if err := l.checkIfMatch(bucket, key, cur, nil, ifMatch); err != nil {
+		cur := s.cur
+		if opts.exclusive && cur != nil && !isDeleteMarker(cur) {
+			return fmt.Errorf("%w: %s", filer.ErrExists, key)
+		}
+		if opts.ifMatch != "" {
+			if err := l.checkIfMatch(bucket, key, cur, nil, opts.ifMatch); err != nil {
 				return err
 			}
 		}
 		// A current null version in a suspended bucket is replaced (its
 		// chunks collected); any other current version is kept.
-		if cur != nil && (state == VersioningEnabled || versionIDOf(cur) != NullVersion) {
+		if state != "" && cur != nil && (state == VersioningEnabled || versionIDOf(cur) != NullVersion) {
 			if err := l.archive(tx, bucket, key, cur); err != nil {
 				return err
 			}
@@ -308,12 +297,19 @@ func (l *Layer) commitObject(ctx context.Context, bucket, key string, b *filer.E
 		if err := opts.run(tx); err != nil {
 			return err
 		}
-		return tx.Create(e, filer.CreateOptions{})
+		return l.place(tx, bucket, key, s, e)
 	})
 	if err != nil {
 		return "", err
 	}
 	return vid, nil
+}
+
+// collides reports a failed create that the general path of commitObject
+// can resolve: the key's path is a directory, an ancestor is a file, or
+// (exclusive) something exists that may be a directory.
+func collides(err error) bool {
+	return errors.Is(err, filer.ErrIsDir) || errors.Is(err, filer.ErrNotDir) || errors.Is(err, filer.ErrExists)
 }
 
 // findVersion returns version vid of key ("" the latest) and whether it
@@ -336,18 +332,22 @@ func (l *Layer) findVersion(ctx context.Context, bucket, key, vid string) (*file
 	if _, err := l.bucketEntry(ctx, bucket); err != nil {
 		return nil, false, err
 	}
-	cur, err := l.ns.FindEntry(ctx, p)
-	switch {
-	case err == nil && dirKey:
-		if isDirObject(cur) && vid == NullVersion {
+	if dirKey {
+		cur, err := l.ns.FindEntry(ctx, p)
+		switch {
+		case err == nil && isDirObject(cur) && vid == NullVersion:
 			return cur, true, nil
+		case err != nil && !errors.Is(err, filer.ErrNotFound):
+			return nil, false, err
 		}
-	case err == nil && !cur.IsDir() && versionIDOf(cur) == vid:
-		return cur, true, nil
-	case err != nil && !errors.Is(err, filer.ErrNotFound) && !errors.Is(err, filer.ErrNotDir):
-		return nil, false, err
-	}
-	if !dirKey {
+	} else {
+		s, err := l.locateNow(ctx, bucket, key)
+		if err != nil {
+			return nil, false, err
+		}
+		if s.cur != nil && versionIDOf(s.cur) == vid {
+			return s.cur, true, nil
+		}
 		e, err := l.findArchived(ctx, bucket, key, vid)
 		if err != nil || e != nil {
 			return e, false, err

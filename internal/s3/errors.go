@@ -69,7 +69,7 @@ var objectErrors = []struct {
 	{objectapi.ErrInvalidKey, newErr("InvalidArgument", 400, "The key is not valid.")},
 	{objectapi.ErrKeyTooLong, newErr("KeyTooLongError", 400, "Your key is too long")},
 	{objectapi.ErrUnsupportedKey, newErr("InvalidArgument", 400, "This key cannot be stored.")},
-	{objectapi.ErrKeyConflict, newErr("ObjectConflict", 409, "The key conflicts with another object's path (an object cannot be both a file and a prefix of other keys).")},
+	{objectapi.ErrKeyConflict, newErr("ObjectConflict", 409, "The key conflicts with an entry in the namespace that the gateway cannot resolve.")},
 	{objectapi.ErrPreconditionFailed, newErr("PreconditionFailed", 412, "At least one of the pre-conditions you specified did not hold")},
 	{objectapi.ErrNotModified, newErr("NotModified", 304, "Not Modified")},
 	{objectapi.ErrInvalidRange, newErr("InvalidRange", 416, "The requested range is not satisfiable")},

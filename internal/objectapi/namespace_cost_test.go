@@ -1,0 +1,114 @@
+package objectapi
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/kelpfs/kelp/internal/filer"
+)
+
+// Plain keys must cost what they did before colliding keys were allowed:
+// one lookup per GET, one filer call per unversioned PUT.
+func BenchmarkPutGet4KiB(b *testing.B) {
+	for _, state := range []string{"", VersioningEnabled} {
+		b.Run("versioning="+state, func(b *testing.B) {
+			l, _ := newTestLayer(b)
+			ctx := context.Background()
+			if err := l.CreateBucket(ctx, "bkt", ""); err != nil {
+				b.Fatal(err)
+			}
+			if state != "" {
+				if err := l.PutBucketVersioning(ctx, "bkt", state); err != nil {
+					b.Fatal(err)
+				}
+			}
+			data := bytes.Repeat([]byte("x"), 4096)
+			b.SetBytes(2 * int64(len(data)))
+			b.ResetTimer()
+			for i := range b.N {
+				key := fmt.Sprintf("dir%d/obj%d", i%16, i%256)
+				if _, err := l.PutObject(ctx, "bkt", key, bytes.NewReader(data), PutOptions{Size: int64(len(data))}); err != nil {
+					b.Fatal(err)
+				}
+				o, err := l.GetObject(ctx, "bkt", key, GetOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, o.Body)
+				o.Body.Close()
+			}
+		})
+	}
+}
+
+// countingNS counts the namespace calls made through it.
+type countingNS struct {
+	Namespace
+	calls map[string]int
+}
+
+func (c *countingNS) FindEntry(ctx context.Context, p string) (*filer.Entry, error) {
+	c.calls["find"]++
+	return c.Namespace.FindEntry(ctx, p)
+}
+
+func (c *countingNS) ListEntries(ctx context.Context, dir string, o filer.ListOptions) ([]*filer.Entry, bool, error) {
+	c.calls["list"]++
+	return c.Namespace.ListEntries(ctx, dir, o)
+}
+
+func (c *countingNS) CreateEntry(ctx context.Context, e *filer.Entry, o filer.CreateOptions) error {
+	c.calls["create"]++
+	return c.Namespace.CreateEntry(ctx, e, o)
+}
+
+func (c *countingNS) DeleteEntry(ctx context.Context, p string, recursive bool) error {
+	c.calls["delete"]++
+	return c.Namespace.DeleteEntry(ctx, p, recursive)
+}
+
+func (c *countingNS) Atomically(ctx context.Context, fn func(filer.Batch) error) error {
+	c.calls["tx"]++
+	return c.Namespace.Atomically(ctx, fn)
+}
+
+// TestPlainKeysCost pins what ordinary keys cost in namespace calls, so
+// that colliding keys never make them dearer: a GET is one lookup, an
+// unversioned PUT the bucket lookup and one create.
+func TestPlainKeysCost(t *testing.T) {
+	l, _ := newTestLayer(t)
+	ctx := context.Background()
+	if err := l.CreateBucket(ctx, "bkt", ""); err != nil {
+		t.Fatal(err)
+	}
+	c := &countingNS{Namespace: l.ns, calls: map[string]int{}}
+	l.ns = c
+	for _, key := range []string{"top", "a/b/c"} {
+		clear(c.calls)
+		if _, err := l.PutObject(ctx, "bkt", key, strings.NewReader("x"), PutOptions{Size: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string]int{"find": 1, "create": 1}; !maps.Equal(c.calls, want) {
+			t.Errorf("PUT %q: calls %v, want %v", key, c.calls, want)
+		}
+		clear(c.calls)
+		if _, err := l.GetObject(ctx, "bkt", key, GetOptions{NoBody: true}); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string]int{"find": 1}; !maps.Equal(c.calls, want) {
+			t.Errorf("GET %q: calls %v, want %v", key, c.calls, want)
+		}
+	}
+	// A shadowed key costs one lookup more to read.
+	putString(t, l, "bkt", "a/b", "shadowed")
+	clear(c.calls)
+	mustRead(t, l, "bkt", "a/b", "shadowed")
+	if want := map[string]int{"find": 2}; !maps.Equal(c.calls, want) {
+		t.Errorf("GET of a shadowed key: calls %v, want %v", c.calls, want)
+	}
+}
