@@ -47,7 +47,7 @@ type CompletePart struct {
 
 // CompleteOptions tune CompleteMultipartUpload.
 type CompleteOptions struct {
-	IfNoneMatch string // "*": fail if the key exists
+	IfNoneMatch string // as in PutOptions
 	IfMatch     string
 	// FullChecksum is a whole-object checksum sent with the completion
 	// (x-amz-checksum-*), stored as given for a FULL_OBJECT upload.
@@ -358,14 +358,9 @@ func (l *Layer) CompleteMultipartUpload(ctx context.Context, bucket, key, id str
 		v := b64(sumHash.Sum(nil)) + "-" + strconv.Itoa(len(list))
 		e.Xattrs[xaChecksum] = encodeChecksum(Checksum{Algorithm: want.Algorithm, Value: v, Type: ChecksumComposite})
 	}
-	if opts.IfMatch != "" {
-		cur, err := l.findObject(ctx, bucket, key)
-		if err != nil {
-			return ObjectInfo{}, err
-		}
-		if !etagMatches(opts.IfMatch, l.info(bucket, cur).ETag) {
-			return ObjectInfo{}, errorf(ErrPreconditionFailed, "If-Match")
-		}
+	wc := WriteConditions{IfMatch: opts.IfMatch, IfNoneMatch: opts.IfNoneMatch}
+	if err := l.precheck(ctx, p, bucket, key, wc); err != nil {
+		return ObjectInfo{}, err
 	}
 	exclusive := strings.TrimSpace(opts.IfNoneMatch) == "*"
 	b, err := l.bucketEntry(ctx, bucket)
@@ -376,7 +371,7 @@ func (l *Layer) CompleteMultipartUpload(ctx context.Context, bucket, key, id str
 	if dirKey {
 		err = l.putDirObject(ctx, e, exclusive)
 	} else {
-		vid, err = l.commitObject(ctx, bucket, key, b, e, commitOptions{exclusive: exclusive, ifMatch: opts.IfMatch,
+		vid, err = l.commitObject(ctx, bucket, key, b, e, commitOptions{exclusive: exclusive, check: l.checker(bucket, key, wc),
 			also: func(tx filer.Batch) error {
 				// The upload goes with its completion: a second completion
 				// of it (a retry, or a race) finds nothing to commit.

@@ -66,8 +66,9 @@ type PutOptions struct {
 	Size       int64  // content length, or -1 when unknown
 	ContentMD5 []byte // expected MD5 (Content-MD5), nil none
 	Checksum   ChecksumSpec
-	// IfNoneMatch "*" fails with ErrPreconditionFailed when the key exists;
-	// IfMatch requires the current object to have that ETag.
+	// IfNoneMatch "*" fails with ErrPreconditionFailed when the key exists,
+	// a list of ETags when the current object has one of them; IfMatch
+	// requires the current object to have that ETag (WriteConditions).
 	IfNoneMatch string
 	IfMatch     string
 }
@@ -304,23 +305,11 @@ func (l *Layer) PutObject(ctx context.Context, bucket, key string, r io.Reader, 
 	if err := validTags(opts.Tags, 10); err != nil {
 		return ObjectInfo{}, err
 	}
-	if opts.IfMatch != "" {
-		cur, err := l.findObject(ctx, bucket, key)
-		if err != nil {
-			return ObjectInfo{}, err
-		}
-		if !etagMatches(opts.IfMatch, l.info(bucket, cur).ETag) {
-			return ObjectInfo{}, errorf(ErrPreconditionFailed, "If-Match")
-		}
+	wc := WriteConditions{IfMatch: opts.IfMatch, IfNoneMatch: opts.IfNoneMatch}
+	if err := l.precheck(ctx, p, bucket, key, wc); err != nil {
+		return ObjectInfo{}, err
 	}
-	exclusive := false
-	switch strings.TrimSpace(opts.IfNoneMatch) {
-	case "":
-	case "*":
-		exclusive = true
-	default:
-		return ObjectInfo{}, errorf(ErrNotImplemented, "If-None-Match on PUT only supports *")
-	}
+	exclusive := strings.TrimSpace(opts.IfNoneMatch) == "*"
 	u, err := l.store(ctx, r, opts.Size, opts.ContentMD5, opts.Checksum)
 	if err != nil {
 		return ObjectInfo{}, err
@@ -334,7 +323,7 @@ func (l *Layer) PutObject(ctx context.Context, bucket, key string, r io.Reader, 
 	if dirKey {
 		err = l.putDirObject(ctx, e, exclusive)
 	} else {
-		vid, err = l.commitObject(ctx, bucket, key, b, e, commitOptions{exclusive: exclusive, ifMatch: opts.IfMatch})
+		vid, err = l.commitObject(ctx, bucket, key, b, e, commitOptions{exclusive: exclusive, check: l.checker(bucket, key, wc)})
 	}
 	if err != nil {
 		if !commitUncertain(err) { // the entry may be stored and refer to them
@@ -531,6 +520,7 @@ type DeleteResult struct {
 // DeleteObjects.
 type ObjectToDelete struct {
 	Key, VersionID string
+	Conditions     WriteConditions // ETag, LastModifiedTime, Size
 }
 
 // DeleteObjects deletes objects or versions one after the other.
@@ -540,7 +530,7 @@ func (l *Layer) DeleteObjects(ctx context.Context, bucket string, objs []ObjectT
 	}
 	out := make([]DeleteResult, len(objs))
 	for i, o := range objs {
-		r, err := l.DeleteObjectVersion(ctx, bucket, o.Key, o.VersionID)
+		r, err := l.DeleteObjectIf(ctx, bucket, o.Key, o.VersionID, o.Conditions)
 		r.Key, r.Err = o.Key, err
 		out[i] = r
 	}

@@ -197,9 +197,10 @@ type commitOptions struct {
 	// exclusive fails with filer.ErrExists when the key has a current
 	// object (If-None-Match: *).
 	exclusive bool
-	// ifMatch, when set, fails with ErrPreconditionFailed unless the
-	// current object has that ETag: a compare-and-swap.
-	ifMatch string
+	// check, when set, is called with the key's current entry (nil when
+	// there is none) and fails the commit with its error: the
+	// preconditions of the write (WriteConditions), a compare-and-swap.
+	check func(cur *filer.Entry) error
 	// also runs in the same transaction (multipart completion removes
 	// its upload there, so that two completions cannot both commit).
 	also func(filer.Batch) error
@@ -212,20 +213,6 @@ func (o commitOptions) run(tx filer.Batch) error {
 	return o.also(tx)
 }
 
-// checkIfMatch checks If-Match against the current entry cur of key (found
-// with error err).
-func (l *Layer) checkIfMatch(bucket, key string, cur *filer.Entry, err error, ifMatch string) error {
-	switch {
-	case errors.Is(err, filer.ErrNotFound) || (err == nil && (cur == nil || cur.IsDir() || isDeleteMarker(cur))):
-		return errorf(ErrNoSuchKey, "%q", key)
-	case err != nil:
-		return err
-	case !etagMatches(ifMatch, l.info(bucket, cur).ETag):
-		return errorf(ErrPreconditionFailed, "If-Match")
-	}
-	return nil
-}
-
 // commitObject stores e as the new latest version of key (a file path,
 // not a directory object) according to the state of bucket b, and
 // returns its version id: "" unversioned, "null" suspended, a new id
@@ -235,15 +222,18 @@ func (l *Layer) checkIfMatch(bucket, key string, cur *filer.Entry, err error, if
 // commitOptions for the checks made in that transaction.
 func (l *Layer) commitObject(ctx context.Context, bucket, key string, b *filer.Entry, e *filer.Entry, opts commitOptions) (string, error) {
 	state := versioningOf(b)
-	exclusive, ifMatch := opts.exclusive, opts.ifMatch
-	if state == "" && ifMatch == "" && opts.also == nil {
+	exclusive, check := opts.exclusive, opts.check
+	if state == "" && check == nil && opts.also == nil {
 		return "", l.ns.CreateEntry(ctx, e, filer.CreateOptions{Exclusive: exclusive})
 	}
 	if state == "" {
 		err := l.ns.Atomically(ctx, func(tx filer.Batch) error {
-			if ifMatch != "" {
+			if check != nil {
 				cur, err := tx.Find(e.Path)
-				if err := l.checkIfMatch(bucket, key, cur, err, ifMatch); err != nil {
+				if err != nil && !errors.Is(err, filer.ErrNotFound) && !errors.Is(err, filer.ErrNotDir) {
+					return err
+				}
+				if err := check(cur); err != nil {
 					return err
 				}
 			}
@@ -281,8 +271,8 @@ func (l *Layer) commitObject(ctx context.Context, bucket, key string, b *filer.E
 		case exclusive && !isDeleteMarker(cur):
 			return fmt.Errorf("%w: %s", filer.ErrExists, e.Path)
 		}
-		if ifMatch != "" {
-			if err := l.checkIfMatch(bucket, key, cur, nil, ifMatch); err != nil {
+		if check != nil {
+			if err := check(cur); err != nil {
 				return err
 			}
 		}

@@ -10,7 +10,11 @@ import (
 // deleteObject deletes the latest version (a delete marker in versioned
 // buckets) or, with ?versionId=, that version permanently.
 func (s *Server) deleteObject(rq *request) error {
-	res, err := s.layer.DeleteObjectVersion(rq.ctx, rq.bucket, rq.key, rq.q.Get("versionId"))
+	cond, err := deleteConditions(rq.r.Header)
+	if err != nil {
+		return err
+	}
+	res, err := s.layer.DeleteObjectIf(rq.ctx, rq.bucket, rq.key, rq.q.Get("versionId"), cond)
 	if err != nil {
 		return err
 	}
@@ -28,6 +32,10 @@ type deleteRequest struct {
 	Objects []struct {
 		Key       string
 		VersionID string `xml:"VersionId"`
+		// Preconditions of the deletion of this object.
+		ETag             string
+		LastModifiedTime string
+		Size             string
 	} `xml:"Object"`
 }
 
@@ -81,7 +89,11 @@ func (s *Server) deleteObjects(rq *request) error {
 				continue
 			}
 		}
-		objs = append(objs, objectapi.ObjectToDelete{Key: o.Key, VersionID: o.VersionID})
+		cond, err := deleteObjectConditions(o.ETag, o.LastModifiedTime, o.Size)
+		if err != nil {
+			return err
+		}
+		objs = append(objs, objectapi.ObjectToDelete{Key: o.Key, VersionID: o.VersionID, Conditions: cond})
 	}
 	res, err := s.layer.DeleteObjects(rq.ctx, rq.bucket, objs)
 	if err != nil {
