@@ -124,9 +124,9 @@ func (s *Server) listObjectsV1(rq *request) error {
 func (s *Server) listObjectsV2(rq *request) error {
 	after := rq.q.Get("start-after")
 	tok := rq.q.Get("continuation-token")
-	if has(rq.q, "continuation-token") {
+	if tok != "" { // an empty token is no token, as in S3
 		b, err := base64.URLEncoding.DecodeString(tok)
-		if err != nil || tok == "" {
+		if err != nil {
 			return &apiError{Code: "InvalidArgument", Status: 400, Message: "The continuation token provided is incorrect"}
 		}
 		if string(b) > after {
