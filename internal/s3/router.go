@@ -108,6 +108,9 @@ func (s *Server) ServeHTTP(hw http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if r.Header.Get("Origin") != "" && bucket != "" {
+		s.corsHeaders(rq)
+	}
 	if !op.selfAuthorized {
 		if err := s.authorize(rq, op.name, op.action, bucket, key); err != nil {
 			s.writeError(w, r, err)
@@ -117,9 +120,6 @@ func (s *Server) ServeHTTP(hw http.ResponseWriter, r *http.Request) {
 	if expect {
 		h.Del("Connection")
 		inviteBody(hw, r, body)
-	}
-	if r.Header.Get("Origin") != "" && bucket != "" {
-		s.corsHeaders(rq)
 	}
 	s.writeIfError(rq, op.fn(s, rq))
 }
