@@ -45,7 +45,7 @@ func TestRandomRequestsNeverFail500(t *testing.T) {
 		seed, _ = strconv.ParseUint(v, 10, 64)
 	}
 	g := newGarbage(e, rand.New(rand.NewPCG(seed, 7)))
-	for i := range 2500 {
+	for i := range 3500 {
 		g.one(i)
 	}
 	g.report()
@@ -80,7 +80,27 @@ const (
 	policyCond   = `{"Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:*","Resource":"*","Condition":{"IpAddress":{"aws:SourceIp":"x"}}}]}`
 	completeDoc  = `<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{etag}</ETag></Part></CompleteMultipartUpload>`
 	deleteDoc    = `<Delete><Object><Key>{live}</Key></Object><Object><Key>never-there</Key></Object></Delete>`
+	// DeleteObjects with the per-object conditions.
+	deleteCondDoc = `<Delete><Object><Key>{live}</Key><ETag>"nope"</ETag></Object><Object><Key>{live}</Key><Size>7</Size>` +
+		`<LastModifiedTime>Mon, 01 Jan 1990 00:00:00 GMT</LastModifiedTime></Object><Object><Key>never-there</Key><Size>x</Size></Object></Delete>`
+	aclDoc = `<AccessControlPolicy><Owner><ID>admin</ID></Owner><AccessControlList><Grant><Grantee xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" ` +
+		`xsi:type="Group"><URI>http://acs.amazonaws.com/groups/global/AllUsers</URI></Grantee><Permission>READ</Permission></Grant></AccessControlList></AccessControlPolicy>`
+	encryptionDoc = `<ServerSideEncryptionConfiguration><Rule><ApplyServerSideEncryptionByDefault><SSEAlgorithm>AES256</SSEAlgorithm>` +
+		`</ApplyServerSideEncryptionByDefault></Rule></ServerSideEncryptionConfiguration>`
+	objectLockDoc = `<ObjectLockConfiguration><ObjectLockEnabled>Enabled</ObjectLockEnabled><Rule><DefaultRetention><Mode>GOVERNANCE</Mode>` +
+		`<Days>1</Days></DefaultRetention></Rule></ObjectLockConfiguration>`
+	retentionDoc     = `<Retention><Mode>GOVERNANCE</Mode><RetainUntilDate>2030-01-01T00:00:00Z</RetainUntilDate></Retention>`
+	legalHoldDoc     = `<LegalHold><Status>ON</Status></LegalHold>`
+	publicBlockDoc   = `<PublicAccessBlockConfiguration><BlockPublicAcls>true</BlockPublicAcls><RestrictPublicBuckets>true</RestrictPublicBuckets></PublicAccessBlockConfiguration>`
+	ownershipDoc     = `<OwnershipControls><Rule><ObjectOwnership>BucketOwnerEnforced</ObjectOwnership></Rule></OwnershipControls>`
+	ownershipDocPref = `<OwnershipControls><Rule><ObjectOwnership>ObjectWriter</ObjectOwnership></Rule></OwnershipControls>`
 )
+
+// conditionalHeaders are the preconditions of writes and deletes.
+var conditionalHeaders = []map[string]string{{"If-Match": "*"}, {"If-Match": `"nope"`}, {"If-None-Match": "*"},
+	{"If-None-Match": `"nope"`}, {"If-None-Match": `"{etag}"`}, {"x-amz-if-match-last-modified-time": "Mon, 01 Jan 1990 00:00:00 GMT"},
+	{"x-amz-if-match-last-modified-time": "bogus"}, {"x-amz-if-match-size": "7"}, {"x-amz-if-match-size": "-1"},
+	{"If-Match": "*", "x-amz-if-match-size": "7"}}
 
 var shapes = []shape{
 	{method: "GET", target: "service"},
@@ -97,6 +117,9 @@ var shapes = []shape{
 	{method: "GET", target: "bucket", query: "object-lock"},
 	{method: "GET", target: "bucket", query: "website"},
 	{method: "GET", target: "bucket", query: "replication"},
+	{method: "GET", target: "bucket", query: "publicAccessBlock"},
+	{method: "GET", target: "bucket", query: "ownershipControls"},
+	{method: "GET", target: "bucket", query: "policyStatus"},
 	{method: "GET", target: "bucket", query: "list-type=2"},
 	{method: "GET", target: "bucket"},
 	{method: "HEAD", target: "bucket"},
@@ -105,7 +128,12 @@ var shapes = []shape{
 		`<VersioningConfiguration><Status>Suspended</Status></VersioningConfiguration>`}},
 	{method: "PUT", target: "bucket", query: "tagging", bodies: []string{tagsDoc}},
 	{method: "PUT", target: "bucket", query: "cors", bodies: []string{corsDoc}},
-	{method: "PUT", target: "bucket", query: "acl", hdrs: []map[string]string{{"x-amz-acl": "public-read"}, {"x-amz-acl": "private"}}},
+	{method: "PUT", target: "bucket", query: "acl", bodies: []string{aclDoc}, hdrs: []map[string]string{{"x-amz-acl": "public-read"},
+		{"x-amz-acl": "private"}, {"x-amz-grant-read": "uri=http://acs.amazonaws.com/groups/global/AllUsers"}, {"x-amz-grant-full-control": "id=admin"}}},
+	{method: "PUT", target: "bucket", query: "encryption", bodies: []string{encryptionDoc}},
+	{method: "PUT", target: "bucket", query: "object-lock", bodies: []string{objectLockDoc}},
+	{method: "PUT", target: "bucket", query: "publicAccessBlock", bodies: []string{publicBlockDoc}},
+	{method: "PUT", target: "bucket", query: "ownershipControls", bodies: []string{ownershipDoc, ownershipDocPref}},
 	{method: "PUT", target: "bucket", query: "policy", bodies: []string{policyDoc, policyCond}},
 	{method: "PUT", target: "bucket", query: "lifecycle", bodies: []string{lifecycleDoc}, hdrs: []map[string]string{{"Content-MD5": "{md5}"}}},
 	{method: "PUT", target: "bucket", query: "logging", bodies: []string{"<BucketLoggingStatus/>"}},
@@ -115,8 +143,11 @@ var shapes = []shape{
 	{method: "DELETE", target: "bucket", query: "policy"},
 	{method: "DELETE", target: "bucket", query: "lifecycle"},
 	{method: "DELETE", target: "bucket", query: "replication"},
+	{method: "DELETE", target: "bucket", query: "encryption"},
+	{method: "DELETE", target: "bucket", query: "publicAccessBlock"},
+	{method: "DELETE", target: "bucket", query: "ownershipControls"},
 	{method: "DELETE", target: "bucket"},
-	{method: "POST", target: "bucket", query: "delete", bodies: []string{deleteDoc}, hdrs: []map[string]string{{"Content-MD5": "{md5}"}}},
+	{method: "POST", target: "bucket", query: "delete", bodies: []string{deleteDoc, deleteCondDoc}, hdrs: []map[string]string{{"Content-MD5": "{md5}"}}},
 	{method: "POST", target: "bucket", form: true},
 	{method: "GET", target: "upload", query: "uploadId={upload}"},
 	{method: "GET", target: "object", query: "tagging"},
@@ -124,23 +155,31 @@ var shapes = []shape{
 	{method: "GET", target: "object", query: "attributes", hdrs: []map[string]string{
 		{"x-amz-object-attributes": "ETag,ObjectSize,ObjectParts,Checksum,StorageClass"}}},
 	{method: "GET", target: "object", query: "retention"},
+	{method: "GET", target: "object", query: "legal-hold"},
 	{method: "GET", target: "object"},
 	{method: "HEAD", target: "object"},
 	{method: "PUT", target: "upload", query: "uploadId={upload}&partNumber=1", bodies: []string{"part one"}},
 	{method: "PUT", target: "upload", query: "uploadId={upload}&partNumber=2", hdrs: []map[string]string{
 		{"x-amz-copy-source": "junk/{live}"}, {"x-amz-copy-source": "junk/{live}", "x-amz-copy-source-range": "bytes=0-3"}}},
 	{method: "PUT", target: "object", query: "tagging", bodies: []string{tagsDoc}},
-	{method: "PUT", target: "object", query: "acl", hdrs: []map[string]string{{"x-amz-acl": "public-read"}, {"x-amz-acl": "authenticated-read"}}},
-	{method: "PUT", target: "object", query: "legal-hold"},
+	{method: "PUT", target: "object", query: "acl", bodies: []string{aclDoc}, hdrs: []map[string]string{{"x-amz-acl": "public-read"},
+		{"x-amz-acl": "authenticated-read"}, {"x-amz-grant-read": "id=admin"}}},
+	{method: "PUT", target: "object", query: "legal-hold", bodies: []string{legalHoldDoc}},
+	{method: "PUT", target: "object", query: "retention", bodies: []string{retentionDoc}, hdrs: []map[string]string{
+		{"x-amz-bypass-governance-retention": "true"}}},
 	{method: "PUT", target: "object", hdrs: []map[string]string{
-		{"x-amz-copy-source": "junk/{live}"}, {"x-amz-copy-source": "/junk/{live}", "x-amz-metadata-directive": "REPLACE"}}},
+		{"x-amz-copy-source": "junk/{live}"}, {"x-amz-copy-source": "/junk/{live}", "x-amz-metadata-directive": "REPLACE"},
+		{"x-amz-copy-source": "junk/{live}", "If-None-Match": "*"}, {"x-amz-copy-source": "junk/{live}", "If-Match": `"nope"`}}},
+	{method: "PUT", target: "object", bodies: []string{"conditional"}, hdrs: conditionalHeaders},
 	{method: "PUT", target: "object", bodies: []string{"content", strings.Repeat("a", 70000)}, hdrs: []map[string]string{
 		{"x-amz-meta-color": "blue"}, {"Content-MD5": "{md5}"}, {"x-amz-tagging": "a=b"}}},
 	{method: "POST", target: "object", query: "uploads"},
-	{method: "POST", target: "upload", query: "uploadId={upload}", bodies: []string{completeDoc}},
+	{method: "POST", target: "upload", query: "uploadId={upload}", bodies: []string{completeDoc}, hdrs: []map[string]string{
+		{"If-None-Match": "*"}, {"If-Match": `"nope"`}, {"If-None-Match": `"nope"`}}},
 	{method: "DELETE", target: "upload", query: "uploadId={upload}"},
 	{method: "DELETE", target: "object", query: "tagging"},
 	{method: "DELETE", target: "object"},
+	{method: "DELETE", target: "object", hdrs: conditionalHeaders},
 	// Requests the router refuses itself.
 	{method: "PUT", target: "service"},
 	{method: "PATCH", target: "object"},
@@ -151,7 +190,8 @@ var shapes = []shape{
 // Random additions: parameters that do not select a sub-resource, headers,
 // bodies and keys a confused or hostile client could send.
 var (
-	extraParams = []string{"versionId=123", "versionId=null", "max-keys=-1", "max-keys=abc", "max-keys=1", "prefix=\xff",
+	extraParams = []string{"acl", "encryption", "retention", "legal-hold", "publicAccessBlock", "ownershipControls", "policyStatus",
+		"versionId=123", "versionId=null", "max-keys=-1", "max-keys=abc", "max-keys=1", "prefix=\xff",
 		"prefix=dir/", "delimiter=/", "start-after=\x00", "continuation-token=%%%", "encoding-type=url", "encoding-type=bogus",
 		"marker=zzz", "key-marker=a", "version-id-marker=x", "upload-id-marker=x", "max-uploads=-5", "part-number-marker=abc",
 		"max-parts=0", "partNumber=0", "partNumber=99999", "partNumber=1", "x-id=PutObject", "response-content-type=text/plain",
@@ -176,6 +216,23 @@ var (
 		{"x-amz-object-attributes": "bogus"}, {"x-amz-meta-" + strings.Repeat("m", 300): "v"}, {"Origin": "http://example.com"},
 		{"x-amz-checksum-mode": "ENABLED"}, {"x-amz-website-redirect-location": "/x"}, {"x-amz-object-lock-mode": "GOVERNANCE"},
 		{"x-amz-expected-bucket-owner": "someone"}, {"x-amz-request-payer": "requester"}, {"Content-Encoding": "aws-chunked"},
+		// The headers of issue 9's features (ownership, ACL grants, SSE, object lock).
+		{"If-None-Match": `"nope"`}, {"x-amz-if-match-size": "0"}, {"x-amz-if-match-last-modified-time": "Thu, 01 Jan 2099 00:00:00 GMT"},
+		{"x-amz-grant-full-control": "id=admin"}, {"x-amz-grant-read": "uri=http://acs.amazonaws.com/groups/global/AuthenticatedUsers"},
+		{"x-amz-grant-write-acp": "emailAddress=\"a@b.c\""}, {"x-amz-grant-read-acp": "bogus"}, {"x-amz-server-side-encryption": "AES256"},
+		{"x-amz-server-side-encryption": "aws:kms", "x-amz-server-side-encryption-aws-kms-key-id": "key-1",
+			"x-amz-server-side-encryption-context": "e30=", "x-amz-server-side-encryption-bucket-key-enabled": "true"},
+		{"x-amz-server-side-encryption-customer-algorithm": "AES256", "x-amz-server-side-encryption-customer-key": ssecKey,
+			"x-amz-server-side-encryption-customer-key-MD5": ssecKeyMD5},
+		{"x-amz-server-side-encryption-customer-algorithm": "AES256", "x-amz-server-side-encryption-customer-key": "short",
+			"x-amz-server-side-encryption-customer-key-MD5": "bogus"},
+		{"x-amz-copy-source-server-side-encryption-customer-algorithm": "AES256", "x-amz-copy-source-server-side-encryption-customer-key": ssecKey,
+			"x-amz-copy-source-server-side-encryption-customer-key-MD5": ssecKeyMD5},
+		{"x-amz-object-lock-mode": "COMPLIANCE", "x-amz-object-lock-retain-until-date": "2030-01-01T00:00:00Z"},
+		{"x-amz-object-lock-retain-until-date": "yesterday"}, {"x-amz-object-lock-legal-hold": "ON"},
+		{"x-amz-bypass-governance-retention": "true"}, {"x-amz-expected-bucket-owner": "admin"},
+		{"x-amz-object-ownership": "BucketOwnerEnforced"}, {"x-amz-object-ownership": "Bogus"},
+		{"x-amz-bucket-object-lock-enabled": "true"},
 	}
 	garbageBodies = []string{"", "<", "<Delete><Object><Key></Key></Object></Delete>", "{}", "\x00\xff\xfe", "<a><b></a>",
 		`<LifecycleConfiguration><Rule><Status>Enabled</Status></Rule></LifecycleConfiguration>`,
@@ -493,12 +550,17 @@ func (g *garbage) one(i int) {
 		g.t.Fatalf("%s: reading the answer: %v", what, err)
 	}
 	g.statusN[resp.StatusCode]++
-	if resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented {
+	if resp.StatusCode >= 500 && !(resp.StatusCode == http.StatusNotImplemented && pendingFeature(op, rerr, req)) {
 		g.t.Errorf("%s: %d %s", what, resp.StatusCode, truncate(out))
 	}
 	code := errorCode(resp, out)
 	switch {
 	case rerr != nil:
+		g.routing++
+		return
+	case sh.form && !op.selfAuthorized:
+		// An unsigned form that an extra parameter (?delete) routed to
+		// another operation: an anonymous request, refused or not.
 		g.routing++
 		return
 	case authRefusals[code] && !(op.selfAuthorized && code == "AccessDenied"):
@@ -514,6 +576,40 @@ func (g *garbage) one(i int) {
 		g.track(op.name, bucket, key, body)
 	}
 }
+
+// pendingFeature reports whether a 501 NotImplemented is acceptable for a
+// request: it asks for a feature of issue 9 that other work builds (ACL
+// documents and grants, SSE, object lock, ownership controls, public access
+// blocks, policy status: the *Configuration operations and the ACL puts),
+// or the router refuses it as S3 does. Any other 501 is a failure. Once
+// those features land, this narrows to the router's refusals.
+func pendingFeature(op *operation, routeErr error, req *http.Request) bool {
+	if routeErr != nil {
+		return true
+	}
+	switch op.name {
+	case "GetBucketConfiguration", "PutBucketConfiguration", "DeleteBucketConfiguration", "GetObjectConfiguration",
+		"PutObjectConfiguration", "PutBucketAcl", "PutObjectAcl":
+		return true
+	}
+	for k := range req.Header {
+		k = strings.ToLower(k)
+		for _, p := range []string{"x-amz-grant-", "x-amz-server-side-encryption", "x-amz-copy-source-server-side-encryption",
+			"x-amz-object-lock-", "x-amz-bypass-governance-retention"} {
+			if strings.HasPrefix(k, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ssecKey is a valid SSE-C key and ssecKeyMD5 its MD5, both base64.
+var ssecKey, ssecKeyMD5 = func() (string, string) {
+	k := bytes.Repeat([]byte{7}, 32)
+	sum := md5.Sum(k)
+	return base64.StdEncoding.EncodeToString(k), base64.StdEncoding.EncodeToString(sum[:])
+}()
 
 // pathKey is the key in the path: a form upload names it in the body.
 func pathKey(sh shape, key string) string {
