@@ -24,7 +24,19 @@
 // operation. A request with no signature is anonymous and is allowed only
 // by the bucket's policy or by its canned ACL public-read (Read, List) or
 // public-read-write (also Write). CORS preflights (OPTIONS) are answered
-// from the bucket's CORS rules without authentication.
+// from the bucket's CORS rules without authentication; other requests with
+// an allowed Origin get the same CORS headers (cors.go), errors included.
+//
+// Authentication and authorisation use the request's head only: a body
+// announced with Expect: 100-continue is invited (100 Continue) only once
+// they have passed, so a refused client never sends it.
+//
+// # Conditional requests (conditional.go)
+//
+// Writes (PUT, copy, multipart completion) take If-Match and If-None-Match
+// ("*" or ETags), deletes also x-amz-if-match-last-modified-time and
+// x-amz-if-match-size (per object in DeleteObjects); objectapi checks them
+// in the transaction that writes or deletes.
 //
 // # Bucket policies (policy.go; parsed and stored by objectapi)
 //
