@@ -464,8 +464,13 @@ func (l *Layer) completeOnce(ctx context.Context, bucket, key, id string, list [
 // the same: the store failed (a connection broken during COMMIT) or the
 // context ended while committing. The blobs the entry refers to must then
 // stay; at worst they are garbage nobody collects, which beats an object
-// whose data is gone.
+// whose data is gone. A refusal of this package's own checks in the
+// transaction (which the filer reports as ErrStore too) is certain: the
+// transaction was rolled back.
 func commitUncertain(err error) bool {
+	if refusedInTransaction(err) {
+		return false
+	}
 	return errors.Is(err, filer.ErrStore) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 

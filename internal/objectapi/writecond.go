@@ -88,3 +88,16 @@ func (l *Layer) precheck(ctx context.Context, p, bucket, key string, c WriteCond
 	}
 	return l.checkWrite(bucket, key, cur, c)
 }
+
+// refusedInTransaction reports whether err is a refusal that a
+// transaction's own function returned (a precondition, a vanished upload
+// or key, a replaced part): the transaction was rolled back, so nothing it
+// would have referred to is in use.
+func refusedInTransaction(err error) bool {
+	for _, e := range []error{ErrPreconditionFailed, ErrNoSuchKey, ErrNoSuchUpload, ErrInvalidPart} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
