@@ -70,6 +70,9 @@ func TestConditionalPut(t *testing.T) {
 		if code(err) != tc.want {
 			t.Errorf("%s: %v, want %s", tc.name, err, tc.want)
 		}
+		if err != nil && strings.Contains(err.Error(), "filer:") {
+			t.Errorf("%s: the message names the filer: %v", tc.name, err)
+		}
 	}
 	if got := e.body("cwb", "k"); got != "one" {
 		t.Fatalf("refused writes changed the object: %q", got)
@@ -164,6 +167,9 @@ func TestConditionalDelete(t *testing.T) {
 			_, err := e.c.DeleteObject(e.ctx, in)
 			if code(err) != "PreconditionFailed" {
 				t.Fatalf("%s: refused delete %d: %v, want PreconditionFailed", bucket, i, err)
+			}
+			if strings.Contains(err.Error(), "filer:") {
+				t.Errorf("%s: refused delete %d: the message names the filer: %v", bucket, i, err)
 			}
 			if got := e.body(bucket, "k"); got != "hello" {
 				t.Fatalf("%s: the object changed after refused delete %d: %q", bucket, i, got)
