@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/chunk/chunktest"
+	"github.com/kelpfs/kelp/internal/filer"
 	"github.com/kelpfs/kelp/internal/testutil"
 )
 
@@ -101,4 +102,47 @@ func TestPartReplacedDuringCompletion(t *testing.T) {
 	}
 	testutil.WaitFor(t, 30*time.Second, func() bool { return len(blobs.Live()) == 0 },
 		"blobs left after every object was deleted: %v", blobs.Live())
+}
+
+// A completed upload is remembered for CompletedUploadTTL: a repeated
+// completion answers the first result, and after the lifecycle pass past
+// that time the record is gone.
+func TestCompletedUploadIsForgotten(t *testing.T) {
+	ctx := context.Background()
+	l, _ := newLostAckLayer(t)
+	id, err := l.CreateMultipartUpload(ctx, "bkt", "k", Metadata{}, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pi, err := l.UploadPart(ctx, "bkt", "k", id, 1, bytes.NewReader([]byte("part")), PartOptions{Size: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := []CompletePart{{Number: 1, ETag: pi.ETag}}
+	first, err := l.CompleteMultipartUpload(ctx, "bkt", "k", id, list, CompleteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := l.CompleteMultipartUpload(ctx, "bkt", "k", id, list, CompleteOptions{})
+	if err != nil || again.ETag != first.ETag {
+		t.Fatalf("repeated completion: %v %+v, first %+v", err, again, first)
+	}
+	if _, err := l.CompleteMultipartUpload(ctx, "bkt", "other", id, list, CompleteOptions{}); !errors.Is(err, ErrNoSuchUpload) {
+		t.Fatalf("completion of the id under another key: %v", err)
+	}
+	if _, err := l.ApplyLifecycle(ctx, time.Now().Add(CompletedUploadTTL-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.CompleteMultipartUpload(ctx, "bkt", "k", id, list, CompleteOptions{}); err != nil {
+		t.Fatalf("forgotten before its time: %v", err)
+	}
+	if _, err := l.ApplyLifecycle(ctx, time.Now().Add(CompletedUploadTTL+time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.CompleteMultipartUpload(ctx, "bkt", "k", id, list, CompleteOptions{}); !errors.Is(err, ErrNoSuchUpload) {
+		t.Fatalf("remembered past its time: %v", err)
+	}
+	if _, err := l.ns.FindEntry(ctx, l.completedDir("bkt")); !errors.Is(err, filer.ErrNotFound) {
+		t.Fatalf("the emptied records directory stays: %v", err)
+	}
 }
