@@ -24,6 +24,9 @@ type CopyOptions struct {
 	ChecksumAlgorithm string
 	// SourceVersionID copies that version of the source ("" the latest).
 	SourceVersionID string
+	// IfMatch and IfNoneMatch are the destination's preconditions, as in
+	// PutOptions.
+	IfMatch, IfNoneMatch string
 }
 
 // copySourceErr refuses a copy from a delete marker named by version id,
@@ -73,7 +76,13 @@ func (l *Layer) CopyObject(ctx context.Context, srcBucket, srcKey, bucket, key s
 			return ObjectInfo{}, errorf(ErrInvalidRequest, "Bucket is missing Object Lock Configuration")
 		}
 		var e *filer.Entry
+		check := l.checker(bucket, key, WriteConditions{IfMatch: opts.IfMatch, IfNoneMatch: opts.IfNoneMatch})
 		err := l.ns.ModifyEntry(ctx, src.Path, func(ne *filer.Entry) error {
+			if check != nil {
+				if err := check(ne); err != nil {
+					return err
+				}
+			}
 			applyMeta(ne, md)
 			ne.Mtime = l.now()
 			e = ne
@@ -99,7 +108,7 @@ func (l *Layer) CopyObject(ctx context.Context, srcBucket, srcKey, bucket, key s
 	if alg == "" && si.Checksum.Type != ChecksumComposite {
 		alg = si.Checksum.Algorithm
 	}
-	po := PutOptions{Metadata: md, Size: src.Size, Checksum: ChecksumSpec{Algorithm: alg}}
+	po := PutOptions{Metadata: md, Size: src.Size, Checksum: ChecksumSpec{Algorithm: alg}, IfMatch: opts.IfMatch, IfNoneMatch: opts.IfNoneMatch}
 	oi, err := l.PutObject(ctx, bucket, key, body, po)
 	if errors.Is(err, filer.ErrNotFound) {
 		return ObjectInfo{}, errorf(ErrNoSuchKey, "%q", srcKey)

@@ -69,8 +69,16 @@
 // the parts' chunks with shifted offsets, no data is copied, and then
 // deletes the upload directory; the blobs of parts left out of the object
 // (and of aborted uploads) are deleted through the blob layer directly.
-// Bucket names cannot start with '.', so ".uploads" (nor ".versions",
-// ".shadows") never shows as a bucket.
+// A part uploaded again replaces the earlier part entry in one transaction,
+// which collects the old part's blobs; completion checks in its own
+// transaction that the parts it read are still there (and starts over if
+// not), so that no blob leaks and no object loses its data. A completed
+// upload leaves a record, Root + "/.completed/<bucket>/<upload id>", made
+// in the completion's transaction, so that completing it again with the
+// same parts answers the same result for CompletedUploadTTL; ApplyLifecycle
+// removes older records.
+// Bucket names cannot start with '.', so ".uploads", ".completed",
+// ".versions" and ".shadows" never show as buckets.
 //
 // # Versions (versioning.go, version_delete.go, list_versions.go)
 //
@@ -132,6 +140,8 @@
 //	                              and on a shadowed object's file
 //	Xattrs["s3.shadow"]           "1" on a directory whose key is also an
 //	                              object kept under .shadows
+//	Xattrs["s3.initiator"]        an upload's creator (identity name)
+//	Xattrs["s3.partlist"]         a completed upload's record: "N:ETAG,..."
 //	Xattrs["s3.versioning"]       a bucket's versioning state
 //	Xattrs["s3.vid"]              version id (absent: "null")
 //	Xattrs["s3.dm"]               "1" on a delete marker

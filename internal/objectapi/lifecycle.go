@@ -131,6 +131,9 @@ func due(t time.Time, days int) time.Time {
 // goes on past errors in one bucket and returns the first.
 func (l *Layer) ApplyLifecycle(ctx context.Context, now time.Time) (LifecycleStats, error) {
 	var st LifecycleStats
+	if err := l.pruneCompleted(ctx, now); err != nil {
+		l.log.Warn("objectapi: forgetting completed uploads", "err", err)
+	}
 	buckets, err := l.ListBuckets(ctx)
 	if err != nil {
 		return st, err

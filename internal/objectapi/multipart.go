@@ -28,6 +28,7 @@ const xaParts = "s3.parts" // sizes of a multipart object's parts, comma-separat
 type Upload struct {
 	Key, UploadID string
 	Initiated     time.Time
+	Initiator     string // the identity that created it ("" unknown)
 }
 
 // PartInfo describes an uploaded part.
@@ -47,7 +48,7 @@ type CompletePart struct {
 
 // CompleteOptions tune CompleteMultipartUpload.
 type CompleteOptions struct {
-	IfNoneMatch string // "*": fail if the key exists
+	IfNoneMatch string // as in PutOptions
 	IfMatch     string
 	// FullChecksum is a whole-object checksum sent with the completion
 	// (x-amz-checksum-*), stored as given for a FULL_OBJECT upload.
@@ -61,6 +62,13 @@ func partName(n int) string { return fmt.Sprintf("%05d", n) }
 // CreateMultipartUpload starts an upload of key with its future metadata;
 // checksumAlg/checksumType ("" none) ask for part checksums.
 func (l *Layer) CreateMultipartUpload(ctx context.Context, bucket, key string, md Metadata, checksumAlg, checksumType string) (string, error) {
+	return l.CreateMultipartUploadAs(ctx, bucket, key, "", md, checksumAlg, checksumType)
+}
+
+// CreateMultipartUploadAs is CreateMultipartUpload that records initiator
+// as the identity that created the upload (ListMultipartUploads and
+// ListParts report it).
+func (l *Layer) CreateMultipartUploadAs(ctx context.Context, bucket, key, initiator string, md Metadata, checksumAlg, checksumType string) (string, error) {
 	if _, _, err := l.objectPath(bucket, key); err != nil {
 		return "", err
 	}
@@ -87,6 +95,9 @@ func (l *Layer) CreateMultipartUpload(ctx context.Context, bucket, key string, m
 	e := &filer.Entry{Path: l.uploadDir(bucket, id), Mode: os.ModeDir | 0o755}
 	applyMeta(e, md)
 	e.Xattrs[xaKey] = []byte(key)
+	if initiator != "" {
+		e.Xattrs[xaInitiator] = []byte(initiator)
+	}
 	if checksumAlg != "" {
 		e.Xattrs[xaChecksum] = encodeChecksum(Checksum{Algorithm: checksumAlg, Type: checksumType})
 	}
@@ -124,7 +135,7 @@ func MultipartChecksumType(alg, typ string) (string, error) {
 
 // findUpload returns the directory of upload id of bucket/key.
 func (l *Layer) findUpload(ctx context.Context, bucket, key, id string) (*filer.Entry, error) {
-	if id == "" || strings.ContainsAny(id, "/\x00") || len(id) > 64 || id[0] == '.' {
+	if !validUploadID(id) {
 		return nil, errorf(ErrNoSuchUpload, "%q", id)
 	}
 	if err := bucketLookupName(bucket); err != nil {
@@ -176,13 +187,23 @@ func (l *Layer) storeRaw(ctx context.Context, r io.Reader, size int64, wantMD5 [
 
 func (l *Layer) commitPart(ctx context.Context, up *filer.Entry, n int, u *upload) (PartInfo, error) {
 	p := up.Path + "/" + partName(n)
-	old, oerr := l.ns.FindEntry(ctx, p)
 	e := &filer.Entry{Path: p, Mode: 0o644, Size: u.size, MD5: u.md5,
 		Xattrs: map[string][]byte{xaChunks: chunk.AppendList(nil, u.chunks)}}
 	if c := encodeChecksum(u.checksum); c != nil {
 		e.Xattrs[xaChecksum] = c
 	}
-	if err := l.ns.CreateEntry(ctx, e, filer.CreateOptions{NoParents: true}); err != nil {
+	// The part it replaces (a retry, or a concurrent upload of the same
+	// number) is found in the transaction that replaces it, so that its
+	// blobs, which no entry's chunk list holds, are collected exactly once.
+	var old *filer.Entry
+	err := l.ns.Atomically(ctx, func(tx filer.Batch) error {
+		old = nil
+		if cur, err := tx.Find(p); err == nil && !cur.IsDir() {
+			old = cur
+		}
+		return tx.Create(e, filer.CreateOptions{NoParents: true})
+	})
+	if err != nil {
 		if !commitUncertain(err) {
 			l.discard(u.chunks)
 		}
@@ -191,7 +212,7 @@ func (l *Layer) commitPart(ctx context.Context, up *filer.Entry, n int, u *uploa
 		}
 		return PartInfo{}, err
 	}
-	if oerr == nil {
+	if old != nil {
 		l.discard(partChunks(old))
 	}
 	return PartInfo{Number: n, ETag: hex.EncodeToString(u.md5), Size: u.size, LastModified: l.now(), Checksum: u.checksum}, nil
@@ -268,8 +289,27 @@ func (l *Layer) parts(ctx context.Context, up *filer.Entry) (map[int]*filer.Entr
 
 // CompleteMultipartUpload assembles the listed parts into the object. No
 // data is copied: the object's entry references the parts' chunks. Parts
-// uploaded but not listed are deleted.
+// uploaded but not listed are deleted. Completing an upload again with the
+// same parts within CompletedUploadTTL returns the first result.
 func (l *Layer) CompleteMultipartUpload(ctx context.Context, bucket, key, id string, list []CompletePart, opts CompleteOptions) (ObjectInfo, error) {
+	for try := 0; ; try++ {
+		oi, err := l.completeOnce(ctx, bucket, key, id, list, opts)
+		if errors.Is(err, ErrNoSuchUpload) {
+			if done, ok := l.completedBefore(ctx, bucket, key, id, list); ok {
+				return done, nil
+			}
+		}
+		if !errors.Is(err, errPartsChanged) || try == 2 {
+			return oi, err
+		}
+	}
+}
+
+// errPartsChanged: a part was uploaded again while the completion read
+// the parts; the completion starts over with the new one.
+var errPartsChanged = errorf(ErrInvalidPart, "a part was replaced during the completion; try again")
+
+func (l *Layer) completeOnce(ctx context.Context, bucket, key, id string, list []CompletePart, opts CompleteOptions) (ObjectInfo, error) {
 	up, err := l.findUpload(ctx, bucket, key, id)
 	if err != nil {
 		return ObjectInfo{}, err
@@ -361,14 +401,9 @@ func (l *Layer) CompleteMultipartUpload(ctx context.Context, bucket, key, id str
 		v := b64(sumHash.Sum(nil)) + "-" + strconv.Itoa(len(list))
 		e.Xattrs[xaChecksum] = encodeChecksum(Checksum{Algorithm: want.Algorithm, Value: v, Type: ChecksumComposite})
 	}
-	if opts.IfMatch != "" {
-		cur, err := l.findObject(ctx, bucket, key)
-		if err != nil {
-			return ObjectInfo{}, err
-		}
-		if !etagMatches(opts.IfMatch, l.info(bucket, cur).ETag) {
-			return ObjectInfo{}, errorf(ErrPreconditionFailed, "If-Match")
-		}
+	wc := WriteConditions{IfMatch: opts.IfMatch, IfNoneMatch: opts.IfNoneMatch}
+	if err := l.precheck(ctx, p, bucket, key, wc); err != nil {
+		return ObjectInfo{}, err
 	}
 	exclusive := strings.TrimSpace(opts.IfNoneMatch) == "*"
 	b, err := l.bucketEntry(ctx, bucket)
@@ -376,15 +411,28 @@ func (l *Layer) CompleteMultipartUpload(ctx context.Context, bucket, key, id str
 		return ObjectInfo{}, err
 	}
 	vid := ""
+	var unused []*filer.Entry // the parts left out, as the commit saw them
 	if dirKey {
 		err = l.putDirObject(ctx, bucket, key, e, exclusive)
+		for n, pe := range byNum {
+			if !used[n] {
+				unused = append(unused, pe)
+			}
+		}
 	} else {
-		vid, err = l.commitObject(ctx, bucket, key, b, e, commitOptions{exclusive: exclusive, ifMatch: opts.IfMatch,
+		vid, err = l.commitObject(ctx, bucket, key, b, e, commitOptions{exclusive: exclusive, check: l.checker(bucket, key, wc),
 			also: func(tx filer.Batch) error {
 				// The upload goes with its completion: a second completion
 				// of it (a retry, or a race) finds nothing to commit.
 				if _, err := tx.Find(up.Path); errors.Is(err, filer.ErrNotFound) {
 					return errorf(ErrNoSuchUpload, "upload %q was completed or aborted", id)
+				}
+				var err error
+				if unused, err = l.partsUnchanged(tx, up.Path, byNum, used); err != nil {
+					return err
+				}
+				if err := tx.Create(l.completedRecord(bucket, key, id, list, e, recordedVID(e, b)), filer.CreateOptions{}); err != nil {
+					return err
 				}
 				return tx.Delete(up.Path, true)
 			}})
@@ -398,14 +446,15 @@ func (l *Layer) CompleteMultipartUpload(ctx context.Context, bucket, key, id str
 		}
 		return ObjectInfo{}, nsErr(err, key)
 	}
-	for n, pe := range byNum {
-		if !used[n] {
-			l.discard(partChunks(pe))
-		}
+	for _, pe := range unused {
+		l.discard(partChunks(pe))
 	}
 	if dirKey {
 		if err := l.ns.DeleteEntry(ctx, up.Path, true); err != nil {
 			l.log.Warn("objectapi: removing a completed upload", "upload", id, "err", err)
+		}
+		if err := l.ns.CreateEntry(ctx, l.completedRecord(bucket, key, id, list, e, ""), filer.CreateOptions{}); err != nil {
+			l.log.Warn("objectapi: recording a completed upload", "upload", id, "err", err)
 		}
 	}
 	e.Mtime = l.now()
@@ -418,8 +467,13 @@ func (l *Layer) CompleteMultipartUpload(ctx context.Context, bucket, key, id str
 // the same: the store failed (a connection broken during COMMIT) or the
 // context ended while committing. The blobs the entry refers to must then
 // stay; at worst they are garbage nobody collects, which beats an object
-// whose data is gone.
+// whose data is gone. A refusal of this package's own checks in the
+// transaction (which the filer reports as ErrStore too) is certain: the
+// transaction was rolled back.
 func commitUncertain(err error) bool {
+	if refusedInTransaction(err) {
+		return false
+	}
 	return errors.Is(err, filer.ErrStore) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
@@ -485,6 +539,7 @@ type ListPartsResult struct {
 	NextPartMarker int
 	Checksum       Checksum // the upload's algorithm and type, Value empty
 	Initiated      time.Time
+	Initiator      string // the identity that created the upload ("" unknown)
 }
 
 // ListParts returns the parts numbered above marker, at most max.
@@ -497,7 +552,7 @@ func (l *Layer) ListParts(ctx context.Context, bucket, key, id string, marker, m
 	if err != nil {
 		return ListPartsResult{}, err
 	}
-	res := ListPartsResult{Checksum: decodeChecksum(up.Xattrs[xaChecksum]), Initiated: up.Crtime}
+	res := ListPartsResult{Checksum: decodeChecksum(up.Xattrs[xaChecksum]), Initiated: up.Crtime, Initiator: initiatorOf(up)}
 	for _, n := range nums {
 		if n <= marker {
 			continue
@@ -548,7 +603,7 @@ func (l *Layer) ListMultipartUploads(ctx context.Context, bucket string, opts Li
 		for _, e := range es {
 			after = e.Name()
 			if k := string(e.Xattrs[xaKey]); strings.HasPrefix(k, opts.Prefix) {
-				all = append(all, Upload{Key: k, UploadID: e.Name(), Initiated: e.Crtime})
+				all = append(all, Upload{Key: k, UploadID: e.Name(), Initiated: e.Crtime, Initiator: initiatorOf(e)})
 			}
 		}
 		if !more {

@@ -76,8 +76,9 @@ type PutOptions struct {
 	Size       int64  // content length, or -1 when unknown
 	ContentMD5 []byte // expected MD5 (Content-MD5), nil none
 	Checksum   ChecksumSpec
-	// IfNoneMatch "*" fails with ErrPreconditionFailed when the key exists;
-	// IfMatch requires the current object to have that ETag.
+	// IfNoneMatch "*" fails with ErrPreconditionFailed when the key exists,
+	// a list of ETags when the current object has one of them; IfMatch
+	// requires the current object to have that ETag (WriteConditions).
 	IfNoneMatch string
 	IfMatch     string
 }
@@ -317,23 +318,11 @@ func (l *Layer) PutObject(ctx context.Context, bucket, key string, r io.Reader, 
 	if err := l.checkLockRequest(b, opts.Lock); err != nil {
 		return ObjectInfo{}, err
 	}
-	if opts.IfMatch != "" {
-		cur, err := l.findObject(ctx, bucket, key)
-		if err != nil {
-			return ObjectInfo{}, err
-		}
-		if !etagMatches(opts.IfMatch, l.info(bucket, cur).ETag) {
-			return ObjectInfo{}, errorf(ErrPreconditionFailed, "If-Match")
-		}
+	wc := WriteConditions{IfMatch: opts.IfMatch, IfNoneMatch: opts.IfNoneMatch}
+	if err := l.precheck(ctx, p, bucket, key, wc); err != nil {
+		return ObjectInfo{}, err
 	}
-	exclusive := false
-	switch strings.TrimSpace(opts.IfNoneMatch) {
-	case "":
-	case "*":
-		exclusive = true
-	default:
-		return ObjectInfo{}, errorf(ErrNotImplemented, "If-None-Match on PUT only supports *")
-	}
+	exclusive := strings.TrimSpace(opts.IfNoneMatch) == "*"
 	u, err := l.store(ctx, r, opts.Size, opts.ContentMD5, opts.Checksum)
 	if err != nil {
 		return ObjectInfo{}, err
@@ -347,7 +336,7 @@ func (l *Layer) PutObject(ctx context.Context, bucket, key string, r io.Reader, 
 	if dirKey {
 		err = l.putDirObject(ctx, bucket, key, e, exclusive)
 	} else {
-		vid, err = l.commitObject(ctx, bucket, key, b, e, commitOptions{exclusive: exclusive, ifMatch: opts.IfMatch})
+		vid, err = l.commitObject(ctx, bucket, key, b, e, commitOptions{exclusive: exclusive, check: l.checker(bucket, key, wc)})
 	}
 	if err != nil {
 		if !commitUncertain(err) { // the entry may be stored and refer to them
@@ -507,20 +496,29 @@ func (l *Layer) DeleteObject(ctx context.Context, bucket, key string) error {
 	return err
 }
 
-// removeObject removes the current object; a missing key is not an error
-// (S3 answers 204 either way). Directories left empty are removed too.
-func (l *Layer) removeObject(ctx context.Context, bucket, key string) error {
+// removeObject removes the current object when check (nil: none) accepts
+// it, in one transaction; a missing key is not an error (S3 answers 204
+// either way). Directories left empty are removed too.
+func (l *Layer) removeObject(ctx context.Context, bucket, key string, check func(*filer.Entry) error) error {
 	p, dirKey, err := l.objectPath(bucket, key)
 	if err != nil {
 		return err
 	}
 	if dirKey {
-		return l.removeDirObject(ctx, bucket, p)
+		return l.removeDirObject(ctx, bucket, p, check)
 	}
 	var s slot
 	err = l.ns.Atomically(ctx, func(tx filer.Batch) error {
-		if s, err = l.locate(tx, bucket, key); err != nil || s.cur == nil {
+		if s, err = l.locate(tx, bucket, key); err != nil {
 			return err
+		}
+		if check != nil {
+			if err := check(s.cur); err != nil {
+				return err
+			}
+		}
+		if s.cur == nil {
+			return nil
 		}
 		if err := l.checkUnlocked(ctx, s.cur); err != nil {
 			return err
@@ -538,17 +536,23 @@ func (l *Layer) removeObject(ctx context.Context, bucket, key string) error {
 	return nil
 }
 
-// removeDirObject removes the directory object at p: the directory goes
-// if nothing else needs it, else only its object attributes and content.
-func (l *Layer) removeDirObject(ctx context.Context, bucket, p string) error {
+// removeDirObject removes the directory object at p when check (nil:
+// none) accepts it: the directory goes if nothing else needs it, else
+// only its object attributes and content.
+func (l *Layer) removeDirObject(ctx context.Context, bucket, p string, check func(*filer.Entry) error) error {
 	found := false
 	err := l.ns.Atomically(ctx, func(tx filer.Batch) error {
 		e, err := tx.Find(p)
-		if found = err == nil && isDirObject(e); !found {
-			if errors.Is(err, filer.ErrNotFound) {
-				err = nil
-			}
+		if err != nil && !errors.Is(err, filer.ErrNotFound) && !errors.Is(err, filer.ErrNotDir) {
 			return err
+		}
+		if check != nil {
+			if err := check(e); err != nil {
+				return err
+			}
+		}
+		if found = err == nil && isDirObject(e); !found {
+			return nil
 		}
 		if err := l.checkUnlocked(ctx, e); err != nil {
 			return err
@@ -584,6 +588,7 @@ type DeleteResult struct {
 // DeleteObjects.
 type ObjectToDelete struct {
 	Key, VersionID string
+	Conditions     WriteConditions // ETag, LastModifiedTime, Size
 }
 
 // DeleteObjects deletes objects or versions one after the other.
@@ -593,7 +598,7 @@ func (l *Layer) DeleteObjects(ctx context.Context, bucket string, objs []ObjectT
 	}
 	out := make([]DeleteResult, len(objs))
 	for i, o := range objs {
-		r, err := l.DeleteObjectVersion(ctx, bucket, o.Key, o.VersionID)
+		r, err := l.DeleteObjectIf(ctx, bucket, o.Key, o.VersionID, o.Conditions)
 		r.Key, r.Err = o.Key, err
 		out[i] = r
 	}

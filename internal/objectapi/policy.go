@@ -137,10 +137,8 @@ func parseStatement(bucket string, sj *statementJSON) (PolicyStatement, error) {
 		return st, err
 	}
 	for _, r := range st.Resources {
-		rest, ok := strings.CutPrefix(r, arnPrefix)
-		b, _, _ := strings.Cut(rest, "/")
-		if !ok || b != bucket {
-			return st, fmt.Errorf("invalid resource %q: must be %s%s or %s%s/KEY", r, arnPrefix, bucket, arnPrefix, bucket)
+		if !resourceFitsBucket(r, bucket) {
+			return st, fmt.Errorf("Policy has invalid resource %q: it matches neither %s%s nor its objects", r, arnPrefix, bucket)
 		}
 	}
 	return st, nil

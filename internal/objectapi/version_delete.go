@@ -13,7 +13,16 @@ import (
 // one a delete marker with the id "null" (replacing the null version).
 // A missing key or version is not an error (S3 answers 204 either way).
 func (l *Layer) DeleteObjectVersion(ctx context.Context, bucket, key, vid string) (DeleteResult, error) {
+	return l.DeleteObjectIf(ctx, bucket, key, vid, WriteConditions{})
+}
+
+// DeleteObjectIf is DeleteObjectVersion when the conditions c hold for the
+// version it deletes (with vid "" the current one), checked in the
+// transaction that deletes; ErrPreconditionFailed (or ErrNoSuchKey for an
+// If-Match on a missing key) when they do not, and nothing is deleted.
+func (l *Layer) DeleteObjectIf(ctx context.Context, bucket, key, vid string, c WriteConditions) (DeleteResult, error) {
 	res := DeleteResult{Key: key}
+	check := l.checker(bucket, key, c)
 	p, dirKey, err := l.objectPath(bucket, key)
 	if errors.Is(err, ErrUnsupportedKey) {
 		if _, err := l.bucketEntry(ctx, bucket); err != nil {
@@ -38,16 +47,16 @@ func (l *Layer) DeleteObjectVersion(ctx context.Context, bucket, key, vid string
 			if vid != NullVersion {
 				return res, nil
 			}
-			return res, l.removeObject(ctx, bucket, key)
+			return res, l.removeObject(ctx, bucket, key, check)
 		}
-		res.DeleteMarker, err = l.deleteVersion(ctx, bucket, key, p, vid)
+		res.DeleteMarker, err = l.deleteVersion(ctx, bucket, key, p, vid, check)
 		return res, err
 	}
 	if versioningOf(b) == "" || dirKey {
-		return res, l.removeObject(ctx, bucket, key)
+		return res, l.removeObject(ctx, bucket, key, check)
 	}
 	dm := &filer.Entry{Path: p, Mode: 0o644, Mtime: l.now(), Xattrs: map[string][]byte{xaDeleteMarker: []byte("1")}}
-	res.VersionID, err = l.commitObject(ctx, bucket, key, b, dm, commitOptions{})
+	res.VersionID, err = l.commitObject(ctx, bucket, key, b, dm, commitOptions{check: check})
 	if err != nil {
 		return res, nsErr(err, key)
 	}
@@ -58,8 +67,9 @@ func (l *Layer) DeleteObjectVersion(ctx context.Context, bucket, key, vid string
 // deleteVersion removes version vid of key at path p; when it is the
 // current one, the newest noncurrent version takes its place in the same
 // transaction (so a concurrent write is never replaced). It reports
-// whether the version was a delete marker.
-func (l *Layer) deleteVersion(ctx context.Context, bucket, key, p, vid string) (bool, error) {
+// whether the version was a delete marker. check (nil: none) is called
+// with the version (nil when there is none) before it goes.
+func (l *Layer) deleteVersion(ctx context.Context, bucket, key, p, vid string, check func(*filer.Entry) error) (bool, error) {
 	var current, marker, emptied bool
 	var s slot
 	err := l.ns.Atomically(ctx, func(tx filer.Batch) error {
@@ -74,6 +84,11 @@ func (l *Layer) deleteVersion(ctx context.Context, bucket, key, p, vid string) (
 		current, marker = true, isDeleteMarker(s.cur)
 		if err := l.checkUnlocked(ctx, s.cur); err != nil {
 			return err
+		}
+		if check != nil {
+			if err := check(s.cur); err != nil {
+				return err
+			}
 		}
 		newest, err := l.newestArchived(tx, bucket, key)
 		if err != nil {
@@ -100,6 +115,9 @@ func (l *Layer) deleteVersion(ctx context.Context, bucket, key, p, vid string) (
 		return marker, nil
 	}
 	e, err := l.findArchived(ctx, bucket, key, vid)
+	if err == nil && check != nil {
+		err = check(e) // a noncurrent version never changes: no race
+	}
 	if err != nil || e == nil {
 		return false, err
 	}

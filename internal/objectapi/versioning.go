@@ -203,9 +203,10 @@ type commitOptions struct {
 	// exclusive fails with filer.ErrExists when the key has a current
 	// object (If-None-Match: *).
 	exclusive bool
-	// ifMatch, when set, fails with ErrPreconditionFailed unless the
-	// current object has that ETag: a compare-and-swap.
-	ifMatch string
+	// check, when set, is called with the key's current entry (nil when
+	// there is none) and fails the commit with its error: the
+	// preconditions of the write (WriteConditions), a compare-and-swap.
+	check func(cur *filer.Entry) error
 	// also runs in the same transaction (multipart completion removes
 	// its upload there, so that two completions cannot both commit).
 	also func(filer.Batch) error
@@ -218,20 +219,6 @@ func (o commitOptions) run(tx filer.Batch) error {
 	return o.also(tx)
 }
 
-// checkIfMatch checks If-Match against the current entry cur of key (found
-// with error err).
-func (l *Layer) checkIfMatch(bucket, key string, cur *filer.Entry, err error, ifMatch string) error {
-	switch {
-	case errors.Is(err, filer.ErrNotFound) || (err == nil && (cur == nil || cur.IsDir() || isDeleteMarker(cur))):
-		return errorf(ErrNoSuchKey, "%q", key)
-	case err != nil:
-		return err
-	case !etagMatches(ifMatch, l.info(bucket, cur).ETag):
-		return errorf(ErrPreconditionFailed, "If-Match")
-	}
-	return nil
-}
-
 // commitObject stores e as the new latest version of key (not a directory
 // object) according to the state of bucket b, and returns its version id:
 // "" unversioned, "null" suspended, a new id when enabled. The previous
@@ -239,10 +226,11 @@ func (l *Layer) checkIfMatch(bucket, key string, cur *filer.Entry, err error, if
 // transaction as the write, so that no crash or concurrent reader finds
 // the key without its latest version. See commitOptions for the checks
 // made in that transaction. An unversioned write is one filer call, unless
-// the key collides with a directory (shadow.go).
+// the key collides with a directory (shadow.go) or the write has
+// conditions.
 func (l *Layer) commitObject(ctx context.Context, bucket, key string, b *filer.Entry, e *filer.Entry, opts commitOptions) (string, error) {
 	state := versioningOf(b)
-	if state == "" && opts.ifMatch == "" && opts.also == nil {
+	if state == "" && opts.check == nil && opts.also == nil {
 		p := e.Path
 		err := l.ns.CreateEntry(ctx, e, filer.CreateOptions{Exclusive: opts.exclusive})
 		if !collides(err) {
@@ -277,8 +265,8 @@ func (l *Layer) commitObject(ctx context.Context, bucket, key string, b *filer.E
 		if opts.exclusive && cur != nil && !isDeleteMarker(cur) {
 			return fmt.Errorf("%w: %s", filer.ErrExists, key)
 		}
-		if opts.ifMatch != "" {
-			if err := l.checkIfMatch(bucket, key, cur, nil, opts.ifMatch); err != nil {
+		if opts.check != nil {
+			if err := opts.check(cur); err != nil {
 				return err
 			}
 		}

@@ -93,17 +93,15 @@ func (s *Server) preflight(rq *request) error {
 	}
 	w := rq.w.Header()
 	setCORS(w, rule, origin)
-	w.Set("Access-Control-Allow-Methods", strings.Join(rule.AllowedMethods, ", "))
 	if v := h.Get("Access-Control-Request-Headers"); v != "" {
 		w.Set("Access-Control-Allow-Headers", v)
-	}
-	if rule.MaxAgeSeconds > 0 {
-		w.Set("Access-Control-Max-Age", strconv.Itoa(rule.MaxAgeSeconds))
 	}
 	rq.w.WriteHeader(http.StatusOK)
 	return nil
 }
 
+// setCORS sets the headers S3 sends for a rule that matched, on
+// preflights and ordinary requests alike.
 func setCORS(w http.Header, rule objectapi.CORSRule, origin string) {
 	allow := origin
 	for _, o := range rule.AllowedOrigins {
@@ -116,13 +114,18 @@ func setCORS(w http.Header, rule objectapi.CORSRule, origin string) {
 		w.Set("Access-Control-Allow-Credentials", "true")
 	}
 	w.Add("Vary", "Origin, Access-Control-Request-Headers, Access-Control-Request-Method")
+	w.Set("Access-Control-Allow-Methods", strings.Join(rule.AllowedMethods, ", "))
 	if len(rule.ExposeHeaders) > 0 {
 		w.Set("Access-Control-Expose-Headers", strings.Join(rule.ExposeHeaders, ", "))
+	}
+	if rule.MaxAgeSeconds > 0 {
+		w.Set("Access-Control-Max-Age", strconv.Itoa(rule.MaxAgeSeconds))
 	}
 }
 
 // corsHeaders adds the CORS response headers of a matching rule to an
-// ordinary request that carries Origin.
+// ordinary request that carries Origin, before the request is authorised,
+// so that a browser can also read the error of a refused request.
 func (s *Server) corsHeaders(rq *request) {
 	rules, err := s.layer.GetBucketCORS(rq.ctx, rq.bucket)
 	if err != nil {

@@ -22,7 +22,12 @@
 // streaming payloads with chunk signatures and checksum trailers,
 // Signature V2); the access key selects an Identity. A request with no
 // signature is anonymous. CORS preflights (OPTIONS) are answered from the
-// bucket's CORS rules without authentication.
+// bucket's CORS rules without authentication; other requests with an
+// allowed Origin get the same CORS headers (cors.go), errors included.
+//
+// Authentication and authorisation use the request's head only: a body
+// announced with Expect: 100-continue is invited (100 Continue) only once
+// they have passed, so a refused client never sends it.
 //
 // # Accounts, ownership and ACLs (ownership.go, acl.go, authz.go)
 //
@@ -39,6 +44,13 @@
 // by TestAuthorizationModel. Other packages ask authorize with an IAM
 // action name as op (e.g. "BypassGovernanceRetention", ActionAdmin): the
 // bucket owner, Admin and policies can allow those.
+//
+// # Conditional requests (conditional.go)
+//
+// Writes (PUT, copy, multipart completion) take If-Match and If-None-Match
+// ("*" or ETags), deletes also x-amz-if-match-last-modified-time and
+// x-amz-if-match-size (per object in DeleteObjects); objectapi checks them
+// in the transaction that writes or deletes.
 //
 // # Bucket policies (policy.go; parsed and stored by objectapi)
 //

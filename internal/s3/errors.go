@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 
 	"github.com/kelpfs/kelp/internal/chunk"
 	"github.com/kelpfs/kelp/internal/client"
@@ -115,7 +116,9 @@ func toAPIError(err error) *apiError {
 		if errors.Is(err, m.err) {
 			e := *m.api
 			if m.api.Status < 500 {
-				e.Message = err.Error()
+				// A refusal from inside a filer transaction carries the
+				// filer's store prefix, which says nothing to a client.
+				e.Message = strings.TrimPrefix(err.Error(), filer.ErrStore.Error()+": ")
 			}
 			return &e
 		}

@@ -45,7 +45,7 @@ func TestRandomRequestsNeverFail500(t *testing.T) {
 		seed, _ = strconv.ParseUint(v, 10, 64)
 	}
 	g := newGarbage(e, rand.New(rand.NewPCG(seed, 7)))
-	for i := range 2500 {
+	for i := range 3500 {
 		g.one(i)
 	}
 	g.report()
@@ -83,10 +83,24 @@ const (
 	pabDoc        = `<PublicAccessBlockConfiguration><IgnorePublicAcls>true</IgnorePublicAcls></PublicAccessBlockConfiguration>`
 	completeDoc   = `<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{etag}</ETag></Part></CompleteMultipartUpload>`
 	lockOffDoc    = `<LegalHold><Status>OFF</Status></LegalHold>`
+	legalHoldDoc  = `<LegalHold><Status>ON</Status></LegalHold>`
 	retentionDoc  = `<Retention><Mode>GOVERNANCE</Mode><RetainUntilDate>2001-01-01T00:00:00Z</RetainUntilDate></Retention>`
 	lockConfigDoc = `<ObjectLockConfiguration><ObjectLockEnabled>Enabled</ObjectLockEnabled></ObjectLockConfiguration>`
-	deleteDoc     = `<Delete><Object><Key>{live}</Key></Object><Object><Key>never-there</Key></Object></Delete>`
+	objectLockDoc = `<ObjectLockConfiguration><ObjectLockEnabled>Enabled</ObjectLockEnabled><Rule><DefaultRetention><Mode>GOVERNANCE</Mode>` +
+		`<Days>1</Days></DefaultRetention></Rule></ObjectLockConfiguration>`
+	deleteDoc = `<Delete><Object><Key>{live}</Key></Object><Object><Key>never-there</Key></Object></Delete>`
+	// DeleteObjects with the per-object conditions.
+	deleteCondDoc = `<Delete><Object><Key>{live}</Key><ETag>"nope"</ETag></Object><Object><Key>{live}</Key><Size>7</Size>` +
+		`<LastModifiedTime>Mon, 01 Jan 1990 00:00:00 GMT</LastModifiedTime></Object><Object><Key>never-there</Key><Size>x</Size></Object></Delete>`
+	encryptionDoc = `<ServerSideEncryptionConfiguration><Rule><ApplyServerSideEncryptionByDefault><SSEAlgorithm>AES256</SSEAlgorithm>` +
+		`</ApplyServerSideEncryptionByDefault></Rule></ServerSideEncryptionConfiguration>`
 )
+
+// conditionalHeaders are the preconditions of writes and deletes.
+var conditionalHeaders = []map[string]string{{"If-Match": "*"}, {"If-Match": `"nope"`}, {"If-None-Match": "*"},
+	{"If-None-Match": `"nope"`}, {"If-None-Match": `"{etag}"`}, {"x-amz-if-match-last-modified-time": "Mon, 01 Jan 1990 00:00:00 GMT"},
+	{"x-amz-if-match-last-modified-time": "bogus"}, {"x-amz-if-match-size": "7"}, {"x-amz-if-match-size": "-1"},
+	{"If-Match": "*", "x-amz-if-match-size": "7"}}
 
 var shapes = []shape{
 	{method: "GET", target: "service"},
@@ -119,7 +133,10 @@ var shapes = []shape{
 		`<VersioningConfiguration><Status>Suspended</Status></VersioningConfiguration>`}},
 	{method: "PUT", target: "bucket", query: "tagging", bodies: []string{tagsDoc}},
 	{method: "PUT", target: "bucket", query: "cors", bodies: []string{corsDoc}},
-	{method: "PUT", target: "bucket", query: "acl", bodies: []string{"", aclDoc}, hdrs: []map[string]string{{"x-amz-acl": "public-read"}, {"x-amz-acl": "private"}, {"x-amz-grant-read": "id=x"}}},
+	{method: "PUT", target: "bucket", query: "acl", bodies: []string{"", aclDoc}, hdrs: []map[string]string{{"x-amz-acl": "public-read"}, {"x-amz-acl": "private"}, {"x-amz-grant-read": "id=x"},
+		{"x-amz-grant-read": "uri=http://acs.amazonaws.com/groups/global/AllUsers"}, {"x-amz-grant-full-control": "id=admin"}}},
+	{method: "PUT", target: "bucket", query: "encryption", bodies: []string{encryptionDoc}},
+	{method: "PUT", target: "bucket", query: "object-lock", bodies: []string{objectLockDoc}},
 	{method: "PUT", target: "bucket", query: "policy", bodies: []string{policyDoc, policyCond}},
 	{method: "PUT", target: "bucket", query: "lifecycle", bodies: []string{lifecycleDoc}, hdrs: []map[string]string{{"Content-MD5": "{md5}"}}},
 	{method: "PUT", target: "bucket", query: "logging", bodies: []string{"<BucketLoggingStatus/>"}},
@@ -130,8 +147,11 @@ var shapes = []shape{
 	{method: "DELETE", target: "bucket", query: "policy"},
 	{method: "DELETE", target: "bucket", query: "lifecycle"},
 	{method: "DELETE", target: "bucket", query: "replication"},
+	{method: "DELETE", target: "bucket", query: "encryption"},
+	{method: "DELETE", target: "bucket", query: "publicAccessBlock"},
+	{method: "DELETE", target: "bucket", query: "ownershipControls"},
 	{method: "DELETE", target: "bucket"},
-	{method: "POST", target: "bucket", query: "delete", bodies: []string{deleteDoc}, hdrs: []map[string]string{{"Content-MD5": "{md5}"}}},
+	{method: "POST", target: "bucket", query: "delete", bodies: []string{deleteDoc, deleteCondDoc}, hdrs: []map[string]string{{"Content-MD5": "{md5}"}}},
 	{method: "POST", target: "bucket", form: true},
 	{method: "GET", target: "upload", query: "uploadId={upload}"},
 	{method: "GET", target: "object", query: "tagging"},
@@ -148,19 +168,23 @@ var shapes = []shape{
 		{"x-amz-copy-source": "junk/{live}"}, {"x-amz-copy-source": "junk/{live}", "x-amz-copy-source-range": "bytes=0-3"}}},
 	{method: "PUT", target: "object", query: "tagging", bodies: []string{tagsDoc}},
 	{method: "PUT", target: "object", query: "acl", bodies: []string{"", aclDoc}, hdrs: []map[string]string{{"x-amz-acl": "public-read"}, {"x-amz-acl": "authenticated-read"},
-		{"x-amz-grant-full-control": `uri="http://acs.amazonaws.com/groups/global/AuthenticatedUsers"`}}},
-	{method: "PUT", target: "object", query: "legal-hold", bodies: []string{"", lockOffDoc}},
+		{"x-amz-grant-full-control": `uri="http://acs.amazonaws.com/groups/global/AuthenticatedUsers"`}, {"x-amz-grant-read": "id=admin"}}},
+	{method: "PUT", target: "object", query: "legal-hold", bodies: []string{"", lockOffDoc, legalHoldDoc}},
 	{method: "PUT", target: "object", query: "retention", bodies: []string{"", "<Retention/>", retentionDoc},
 		hdrs: []map[string]string{{"x-amz-bypass-governance-retention": "true"}}},
 	{method: "PUT", target: "object", hdrs: []map[string]string{
-		{"x-amz-copy-source": "junk/{live}"}, {"x-amz-copy-source": "/junk/{live}", "x-amz-metadata-directive": "REPLACE"}}},
+		{"x-amz-copy-source": "junk/{live}"}, {"x-amz-copy-source": "/junk/{live}", "x-amz-metadata-directive": "REPLACE"},
+		{"x-amz-copy-source": "junk/{live}", "If-None-Match": "*"}, {"x-amz-copy-source": "junk/{live}", "If-Match": `"nope"`}}},
+	{method: "PUT", target: "object", bodies: []string{"conditional"}, hdrs: conditionalHeaders},
 	{method: "PUT", target: "object", bodies: []string{"content", strings.Repeat("a", 70000)}, hdrs: []map[string]string{
 		{"x-amz-meta-color": "blue"}, {"Content-MD5": "{md5}"}, {"x-amz-tagging": "a=b"}}},
 	{method: "POST", target: "object", query: "uploads"},
-	{method: "POST", target: "upload", query: "uploadId={upload}", bodies: []string{completeDoc}},
+	{method: "POST", target: "upload", query: "uploadId={upload}", bodies: []string{completeDoc}, hdrs: []map[string]string{
+		{"If-None-Match": "*"}, {"If-Match": `"nope"`}, {"If-None-Match": `"nope"`}}},
 	{method: "DELETE", target: "upload", query: "uploadId={upload}"},
 	{method: "DELETE", target: "object", query: "tagging"},
 	{method: "DELETE", target: "object"},
+	{method: "DELETE", target: "object", hdrs: conditionalHeaders},
 	// Requests the router refuses itself.
 	{method: "PUT", target: "service"},
 	{method: "PATCH", target: "object"},
@@ -171,7 +195,8 @@ var shapes = []shape{
 // Random additions: parameters that do not select a sub-resource, headers,
 // bodies and keys a confused or hostile client could send.
 var (
-	extraParams = []string{"versionId=123", "versionId=null", "max-keys=-1", "max-keys=abc", "max-keys=1", "prefix=\xff",
+	extraParams = []string{"acl", "encryption", "retention", "legal-hold", "publicAccessBlock", "ownershipControls", "policyStatus",
+		"versionId=123", "versionId=null", "max-keys=-1", "max-keys=abc", "max-keys=1", "prefix=\xff",
 		"prefix=dir/", "delimiter=/", "start-after=\x00", "continuation-token=%%%", "encoding-type=url", "encoding-type=bogus",
 		"marker=zzz", "key-marker=a", "version-id-marker=x", "upload-id-marker=x", "max-uploads=-5", "part-number-marker=abc",
 		"max-parts=0", "partNumber=0", "partNumber=99999", "partNumber=1", "x-id=PutObject", "response-content-type=text/plain",
@@ -200,6 +225,21 @@ var (
 		{"x-amz-bypass-governance-retention": "true"}, {"x-amz-object-lock-legal-hold": "MAYBE"},
 		{"x-amz-object-lock-mode": "COMPLIANCE", "x-amz-object-lock-retain-until-date": "soon"},
 		{"x-amz-object-lock-mode": "GOVERNANCE", "x-amz-object-lock-retain-until-date": "1999-01-01T00:00:00Z"},
+		// The headers of issue 9's features (conditions, ACL grants, SSE, object lock, ownership).
+		{"If-None-Match": `"nope"`}, {"x-amz-if-match-size": "0"}, {"x-amz-if-match-last-modified-time": "Thu, 01 Jan 2099 00:00:00 GMT"},
+		{"x-amz-grant-full-control": "id=admin"}, {"x-amz-grant-read": "uri=http://acs.amazonaws.com/groups/global/AuthenticatedUsers"},
+		{"x-amz-grant-write-acp": "emailAddress=\"a@b.c\""}, {"x-amz-grant-read-acp": "bogus"}, {"x-amz-server-side-encryption": "AES256"},
+		{"x-amz-server-side-encryption": "aws:kms", "x-amz-server-side-encryption-aws-kms-key-id": "key-1",
+			"x-amz-server-side-encryption-context": "e30=", "x-amz-server-side-encryption-bucket-key-enabled": "true"},
+		{"x-amz-server-side-encryption-customer-algorithm": "AES256", "x-amz-server-side-encryption-customer-key": ssecKey,
+			"x-amz-server-side-encryption-customer-key-MD5": ssecKeyMD5},
+		{"x-amz-server-side-encryption-customer-algorithm": "AES256", "x-amz-server-side-encryption-customer-key": "short",
+			"x-amz-server-side-encryption-customer-key-MD5": "bogus"},
+		{"x-amz-copy-source-server-side-encryption-customer-algorithm": "AES256", "x-amz-copy-source-server-side-encryption-customer-key": ssecKey,
+			"x-amz-copy-source-server-side-encryption-customer-key-MD5": ssecKeyMD5},
+		{"x-amz-object-lock-mode": "COMPLIANCE", "x-amz-object-lock-retain-until-date": "2030-01-01T00:00:00Z"},
+		{"x-amz-object-lock-retain-until-date": "yesterday"}, {"x-amz-object-lock-legal-hold": "ON"},
+		{"x-amz-expected-bucket-owner": "admin"}, {"x-amz-object-ownership": "BucketOwnerEnforced"}, {"x-amz-object-ownership": "Bogus"},
 		{"x-amz-bucket-object-lock-enabled": "true"},
 	}
 	garbageBodies = []string{"", "<", "<Delete><Object><Key></Key></Object></Delete>", "{}", "\x00\xff\xfe", "<a><b></a>",
@@ -520,7 +560,7 @@ func (g *garbage) one(i int) {
 		g.t.Fatalf("%s: reading the answer: %v", what, err)
 	}
 	g.statusN[resp.StatusCode]++
-	if resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented {
+	if resp.StatusCode >= 500 && !(resp.StatusCode == http.StatusNotImplemented && pendingFeature(op, rerr, req)) {
 		g.t.Errorf("%s: %d %s", what, resp.StatusCode, truncate(out))
 	}
 	code := errorCode(resp, out)
@@ -528,12 +568,15 @@ func (g *garbage) one(i int) {
 	case rerr != nil:
 		g.routing++
 		return
+	case sh.form && !op.selfAuthorized:
+		// An unsigned form that an extra parameter (?delete) routed to
+		// another operation: an anonymous request, refused or not.
+		g.routing++
+		return
 	case code == "AccessDenied" && (h.Get("x-amz-expected-bucket-owner") != "" || h.Get("x-amz-source-expected-bucket-owner") != ""):
 		g.refused[code]++ // S3's answer to a bucket owner that is not the expected one
 		return
-	case authRefusals[code] && !((op.selfAuthorized || sh.form) && code == "AccessDenied"):
-		// (A form is sent unsigned: with ?delete it is an anonymous
-		// DeleteObjects, which may well be refused.)
+	case authRefusals[code] && !(op.selfAuthorized && code == "AccessDenied"):
 		// The admin key, signed right, and no policy denies it: any
 		// refusal is the gateway's mistake.
 		g.refused[code]++
@@ -546,6 +589,40 @@ func (g *garbage) one(i int) {
 		g.track(op.name, bucket, key, body)
 	}
 }
+
+// pendingFeature reports whether a 501 NotImplemented is acceptable for a
+// request: it asks for a feature of issue 9 that other work builds (ACL
+// documents and grants, SSE, object lock, ownership controls, public access
+// blocks, policy status: the *Configuration operations and the ACL puts),
+// or the router refuses it as S3 does. Any other 501 is a failure. Once
+// those features land, this narrows to the router's refusals.
+func pendingFeature(op *operation, routeErr error, req *http.Request) bool {
+	if routeErr != nil {
+		return true
+	}
+	switch op.name {
+	case "GetBucketConfiguration", "PutBucketConfiguration", "DeleteBucketConfiguration", "GetObjectConfiguration",
+		"PutObjectConfiguration", "PutBucketAcl", "PutObjectAcl":
+		return true
+	}
+	for k := range req.Header {
+		k = strings.ToLower(k)
+		for _, p := range []string{"x-amz-grant-", "x-amz-server-side-encryption", "x-amz-copy-source-server-side-encryption",
+			"x-amz-object-lock-", "x-amz-bypass-governance-retention"} {
+			if strings.HasPrefix(k, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ssecKey is a valid SSE-C key and ssecKeyMD5 its MD5, both base64.
+var ssecKey, ssecKeyMD5 = func() (string, string) {
+	k := bytes.Repeat([]byte{7}, 32)
+	sum := md5.Sum(k)
+	return base64.StdEncoding.EncodeToString(k), base64.StdEncoding.EncodeToString(sum[:])
+}()
 
 // pathKey is the key in the path: a form upload names it in the body.
 func pathKey(sh shape, key string) string {

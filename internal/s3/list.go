@@ -124,9 +124,9 @@ func (s *Server) listObjectsV1(rq *request) error {
 func (s *Server) listObjectsV2(rq *request) error {
 	after := rq.q.Get("start-after")
 	tok := rq.q.Get("continuation-token")
-	if has(rq.q, "continuation-token") {
+	if tok != "" { // an empty token is no token, as in S3
 		b, err := base64.URLEncoding.DecodeString(tok)
-		if err != nil || tok == "" {
+		if err != nil {
 			return &apiError{Code: "InvalidArgument", Status: 400, Message: "The continuation token provided is incorrect"}
 		}
 		if string(b) > after {
@@ -192,8 +192,8 @@ func (s *Server) listUploads(rq *request) error {
 		out.NextKeyMarker, out.NextUploadIDMarker = e.enc(res.NextKeyMarker), res.NextUploadIDMarker
 	}
 	for _, u := range res.Uploads {
-		out.Uploads = append(out.Uploads, uploadXML{Key: e.enc(u.Key), UploadID: u.UploadID, Initiator: rq.owner(),
-			Owner: rq.owner(), StorageClass: "STANDARD", Initiated: isoTime(u.Initiated)})
+		out.Uploads = append(out.Uploads, uploadXML{Key: e.enc(u.Key), UploadID: u.UploadID, Initiator: s.uploadOwner(u.Initiator),
+			Owner: s.uploadOwner(u.Initiator), StorageClass: "STANDARD", Initiated: isoTime(u.Initiated)})
 	}
 	for _, p := range res.CommonPrefixes {
 		out.CommonPrefixes = append(out.CommonPrefixes, commonPrefix{e.enc(p)})

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -277,7 +276,8 @@ func TestMultipartFullObjectChecksum(t *testing.T) {
 }
 
 // Completing one upload several times at once (a client retrying) commits
-// it once: the others find no upload, and no two versions share chunks.
+// it once; every completion answers its result, as S3 answers a repeated
+// completion, and no two versions share chunks.
 func TestMultipartCompleteOnce(t *testing.T) {
 	e := startEnv(t, nil)
 	e.mkBucket("mponce")
@@ -292,21 +292,21 @@ func TestMultipartCompleteOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	var ok, gone atomic.Int32
+	var mu sync.Mutex
+	results := map[string]int{} // "etag version" -> completions
 	for range 6 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := e.c.CompleteMultipartUpload(e.ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: k, UploadId: cr.UploadId,
+			out, err := e.c.CompleteMultipartUpload(e.ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: k, UploadId: cr.UploadId,
 				MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: up.ETag}}}})
-			switch code(err) {
-			case "":
-				ok.Add(1)
-			case "NoSuchUpload":
-				gone.Add(1)
-			default:
+			if err != nil {
 				t.Error(err)
+				return
 			}
+			mu.Lock()
+			results[aws.ToString(out.ETag)+" "+aws.ToString(out.VersionId)]++
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
@@ -314,8 +314,13 @@ func TestMultipartCompleteOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok.Load() != 1 || gone.Load() != 5 || len(out.Versions) != 1 {
-		t.Fatalf("%d completions succeeded, %d found no upload, %d versions", ok.Load(), gone.Load(), len(out.Versions))
+	if len(results) != 1 || len(out.Versions) != 1 {
+		t.Fatalf("completions answered %v; %d versions", results, len(out.Versions))
+	}
+	for r := range results {
+		if want := aws.ToString(out.Versions[0].ETag) + " " + aws.ToString(out.Versions[0].VersionId); r != want {
+			t.Fatalf("completions answered %q, the version is %q", r, want)
+		}
 	}
 }
 

@@ -10,8 +10,12 @@ import (
 // deleteObject deletes the latest version (a delete marker in versioned
 // buckets) or, with ?versionId=, that version permanently.
 func (s *Server) deleteObject(rq *request) error {
+	cond, err := deleteConditions(rq.r.Header)
+	if err != nil {
+		return err
+	}
 	ctx := s.bypassContext(rq, rq.key)
-	res, err := s.layer.DeleteObjectVersion(ctx, rq.bucket, rq.key, rq.q.Get("versionId"))
+	res, err := s.layer.DeleteObjectIf(ctx, rq.bucket, rq.key, rq.q.Get("versionId"), cond)
 	if err != nil {
 		return err
 	}
@@ -29,6 +33,10 @@ type deleteRequest struct {
 	Objects []struct {
 		Key       string
 		VersionID string `xml:"VersionId"`
+		// Preconditions of the deletion of this object.
+		ETag             string
+		LastModifiedTime string
+		Size             string
 	} `xml:"Object"`
 }
 
@@ -82,7 +90,11 @@ func (s *Server) deleteObjects(rq *request) error {
 				continue
 			}
 		}
-		objs = append(objs, objectapi.ObjectToDelete{Key: o.Key, VersionID: o.VersionID})
+		cond, err := deleteObjectConditions(o.ETag, o.LastModifiedTime, o.Size)
+		if err != nil {
+			return err
+		}
+		objs = append(objs, objectapi.ObjectToDelete{Key: o.Key, VersionID: o.VersionID, Conditions: cond})
 	}
 	keys := make([]string, len(objs))
 	for i, o := range objs {

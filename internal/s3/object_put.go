@@ -308,7 +308,8 @@ func (s *Server) copyObject(rq *request) error {
 	if err := s.authorize(rq, copySourceOp(sv), ActionRead, sb, sk); err != nil {
 		return err
 	}
-	opts := objectapi.CopyOptions{SourceConditions: conditions(rq.r.Header, "x-amz-copy-source-"), SourceVersionID: sv}
+	opts := objectapi.CopyOptions{SourceConditions: conditions(rq.r.Header, "x-amz-copy-source-"), SourceVersionID: sv,
+		IfMatch: rq.r.Header.Get("If-Match"), IfNoneMatch: rq.r.Header.Get("If-None-Match")}
 	switch d := rq.r.Header.Get("x-amz-metadata-directive"); d {
 	case "", "COPY":
 	case "REPLACE":

@@ -82,7 +82,7 @@ func TestBucketPolicyMalformed(t *testing.T) {
 		"bad effect":       stmt(`{"Effect":"Maybe","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::pol/*"}`),
 		"iam action":       stmt(`{"Effect":"Allow","Principal":"*","Action":"iam:CreateUser","Resource":"arn:aws:s3:::pol/*"}`),
 		"other bucket":     stmt(`{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::other/*"}`),
-		"bucket wildcard":  stmt(`{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::po*"}`),
+		"no such bucket":   stmt(`{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::pox*"}`),
 		"not an arn":       stmt(`{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"*"}`),
 		"no principal":     stmt(`{"Effect":"Allow","Action":"s3:GetObject","Resource":"arn:aws:s3:::pol/*"}`),
 		"service":          stmt(`{"Effect":"Allow","Principal":{"Service":"x"},"Action":"s3:GetObject","Resource":"arn:aws:s3:::pol/*"}`),

@@ -57,7 +57,10 @@ func (e encoder) enc(s string) string {
 	if !e {
 		return s
 	}
-	return strings.ReplaceAll(url.QueryEscape(s), "%2F", "/")
+	// Percent-encoding as S3 does it: a space is %20 (QueryEscape's '+'
+	// would read as a literal '+' to clients that decode with
+	// PathUnescape; a literal '+' is %2B either way), '/' stays.
+	return strings.ReplaceAll(strings.ReplaceAll(url.QueryEscape(s), "+", "%20"), "%2F", "/")
 }
 
 type owner struct {

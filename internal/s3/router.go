@@ -2,6 +2,7 @@ package s3
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -60,20 +61,6 @@ func (s *Server) bucketAndKey(r *http.Request) (string, string) {
 
 // ServeHTTP routes, authenticates, authorises and runs one request.
 func (s *Server) ServeHTTP(hw http.ResponseWriter, r *http.Request) {
-	if strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
-		// Answer "100 Continue" at once, as S3 does, also for an empty body
-		// (net/http sends none then): botocore reads a final answer where it
-		// waits for the interim one as the end of the exchange and leaves
-		// bytes on the connection that break the next request on it, which
-		// then hangs until the client's read timeout. Sending it here rather
-		// than on the handler's first read also keeps botocore's one-second
-		// wait from running out while the gateway does slow work.
-		if r.ContentLength == 0 {
-			hw.WriteHeader(http.StatusContinue)
-		} else {
-			r.Body.Read(nil) // net/http sends 100 Continue on the first read
-		}
-	}
 	if r.Method == http.MethodGet && r.URL.Path == "/healthz" && r.Header.Get("Authorization") == "" && r.URL.RawQuery == "" {
 		// Liveness for load balancers and scripts, like every Kelp server.
 		// A signed request for a bucket named "healthz" still reaches S3.
@@ -88,6 +75,13 @@ func (s *Server) ServeHTTP(hw http.ResponseWriter, r *http.Request) {
 	h.Set("Server", "Kelp")
 	bucket, key := s.bucketAndKey(r)
 	rq := &request{w: w, r: r, ctx: r.Context(), q: r.URL.Query(), bucket: bucket, key: key}
+	expect := expectsContinue(r)
+	if expect {
+		// Until the body is invited, a refusal must close the connection:
+		// the client may still send the body, or nothing.
+		h.Set("Connection", "close")
+	}
+	body := r.Body // Verify may wrap it; the interim answer is the server's
 	if r.Method == http.MethodOptions {
 		s.writeIfError(rq, s.preflight(rq))
 		return
@@ -114,16 +108,41 @@ func (s *Server) ServeHTTP(hw http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if r.Header.Get("Origin") != "" && bucket != "" {
+		s.corsHeaders(rq)
+	}
 	if !op.selfAuthorized {
 		if err := s.authorize(rq, op.name, op.action, bucket, key); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
 	}
-	if r.Header.Get("Origin") != "" && bucket != "" {
-		s.corsHeaders(rq)
+	if expect {
+		h.Del("Connection")
+		inviteBody(hw, r, body)
 	}
 	s.writeIfError(rq, op.fn(s, rq))
+}
+
+func expectsContinue(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Expect"), "100-continue")
+}
+
+// inviteBody answers "100 Continue" once the request is authenticated and
+// authorised (never before: a refused client must not be invited to send
+// its body), also for an empty body (net/http sends none then): botocore
+// reads a final answer where it waits for the interim one as the end of
+// the exchange and leaves bytes on the connection that break the next
+// request on it, which then hangs until the client's read timeout.
+// Sending it here rather than on the handler's first read also keeps
+// botocore's one-second wait from running out while the gateway does slow
+// work.
+func inviteBody(w http.ResponseWriter, r *http.Request, body io.Reader) {
+	if r.ContentLength == 0 {
+		w.WriteHeader(http.StatusContinue)
+	} else {
+		body.Read(nil) // net/http sends 100 Continue on the first read
+	}
 }
 
 // writeIfError sends err unless it is nil or the response has begun, in

@@ -1,0 +1,251 @@
+package s3
+
+import (
+	"bytes"
+	"crypto/md5"
+	"encoding/hex"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+)
+
+const wrongETag = `"0123456789abcdef0123456789abcdef"`
+
+func (e *env) putString(bucket, key, body string, mod func(*s3.PutObjectInput)) (*s3.PutObjectOutput, error) {
+	in := &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader(body)}
+	if mod != nil {
+		mod(in)
+	}
+	return e.c.PutObject(e.ctx, in)
+}
+
+func (e *env) mustPut(bucket, key, body string) string {
+	e.t.Helper()
+	out, err := e.putString(bucket, key, body, nil)
+	if err != nil {
+		e.t.Fatalf("put %s: %v", key, err)
+	}
+	return aws.ToString(out.ETag)
+}
+
+func (e *env) body(bucket, key string) string {
+	e.t.Helper()
+	g, err := e.c.GetObject(e.ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		e.t.Fatalf("get %s: %v", key, err)
+	}
+	defer g.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(g.Body)
+	return b.String()
+}
+
+func TestConditionalPut(t *testing.T) {
+	e := startEnv(t, nil)
+	e.mkBucket("cwb")
+	etag := e.mustPut("cwb", "k", "one")
+	cases := []struct {
+		name, ifMatch, ifNoneMatch, want string
+	}{
+		{"If-None-Match * on an existing key", "", "*", "PreconditionFailed"},
+		{"If-None-Match with the current ETag", "", etag, "PreconditionFailed"},
+		{"If-None-Match with a list holding the current ETag", "", wrongETag + ", " + etag, "PreconditionFailed"},
+		{"If-Match with another ETag", wrongETag, "", "PreconditionFailed"},
+		{"If-Match and If-None-Match *", etag, "*", "PreconditionFailed"},
+	}
+	for _, tc := range cases {
+		_, err := e.putString("cwb", "k", "two", func(in *s3.PutObjectInput) {
+			if tc.ifMatch != "" {
+				in.IfMatch = aws.String(tc.ifMatch)
+			}
+			if tc.ifNoneMatch != "" {
+				in.IfNoneMatch = aws.String(tc.ifNoneMatch)
+			}
+		})
+		if code(err) != tc.want {
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "filer:") {
+			t.Errorf("%s: the message names the filer: %v", tc.name, err)
+		}
+	}
+	if got := e.body("cwb", "k"); got != "one" {
+		t.Fatalf("refused writes changed the object: %q", got)
+	}
+	_, err := e.putString("cwb", "k", "two", func(in *s3.PutObjectInput) { in.IfNoneMatch = aws.String(wrongETag) })
+	if err != nil {
+		t.Fatalf("If-None-Match with another ETag: %v", err)
+	}
+	out, err := e.putString("cwb", "k", "three", func(in *s3.PutObjectInput) { in.IfMatch = aws.String(`"` + md5hex("two") + `"`) })
+	if err != nil {
+		t.Fatalf("If-Match with the current ETag: %v", err)
+	}
+	_, err = e.putString("cwb", "missing", "x", func(in *s3.PutObjectInput) { in.IfMatch = aws.String("*") })
+	e.wantCode(err, "NoSuchKey")
+	_, err = e.putString("cwb", "new", "x", func(in *s3.PutObjectInput) { in.IfNoneMatch = aws.String(etag) })
+	if err != nil {
+		t.Fatalf("If-None-Match with an ETag on a new key: %v", err)
+	}
+	// Copy: the plain If-Match / If-None-Match name the destination.
+	_, err = e.c.CopyObject(e.ctx, &s3.CopyObjectInput{Bucket: aws.String("cwb"), Key: aws.String("k"),
+		CopySource: aws.String("cwb/new"), IfNoneMatch: aws.String("*")})
+	e.wantCode(err, "PreconditionFailed")
+	_, err = e.c.CopyObject(e.ctx, &s3.CopyObjectInput{Bucket: aws.String("cwb"), Key: aws.String("k"),
+		CopySource: aws.String("cwb/new"), IfMatch: aws.String(wrongETag)})
+	e.wantCode(err, "PreconditionFailed")
+	_, err = e.c.CopyObject(e.ctx, &s3.CopyObjectInput{Bucket: aws.String("cwb"), Key: aws.String("k"),
+		CopySource: aws.String("cwb/k"), MetadataDirective: types.MetadataDirectiveReplace, IfMatch: aws.String(wrongETag)})
+	e.wantCode(err, "PreconditionFailed")
+	if got := e.body("cwb", "k"); got != "three" {
+		t.Fatalf("refused copies changed the object: %q", got)
+	}
+	_, err = e.c.CopyObject(e.ctx, &s3.CopyObjectInput{Bucket: aws.String("cwb"), Key: aws.String("k"),
+		CopySource: aws.String("cwb/new"), IfMatch: out.ETag})
+	if err != nil {
+		t.Fatalf("copy with the destination's ETag: %v", err)
+	}
+	// Completion.
+	for _, tc := range []struct{ ifMatch, ifNoneMatch string }{{"", "*"}, {wrongETag, ""}} {
+		up, err := e.c.CreateMultipartUpload(e.ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("cwb"), Key: aws.String("k")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := e.c.UploadPart(e.ctx, &s3.UploadPartInput{Bucket: aws.String("cwb"), Key: aws.String("k"), UploadId: up.UploadId,
+			PartNumber: aws.Int32(1), Body: strings.NewReader("mp")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := &s3.CompleteMultipartUploadInput{Bucket: aws.String("cwb"), Key: aws.String("k"), UploadId: up.UploadId,
+			MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: p.ETag}}}}
+		if tc.ifMatch != "" {
+			in.IfMatch = aws.String(tc.ifMatch)
+		}
+		if tc.ifNoneMatch != "" {
+			in.IfNoneMatch = aws.String(tc.ifNoneMatch)
+		}
+		_, err = e.c.CompleteMultipartUpload(e.ctx, in)
+		e.wantCode(err, "PreconditionFailed")
+	}
+	if got := e.body("cwb", "k"); got != "x" {
+		t.Fatalf("refused completions changed the object: %q", got)
+	}
+}
+
+func TestConditionalDelete(t *testing.T) {
+	e := startEnv(t, nil)
+	for _, bucket := range []string{"cd-plain", "cd-versioned"} {
+		e.mkBucket(bucket)
+		if bucket == "cd-versioned" {
+			if _, err := e.c.PutBucketVersioning(e.ctx, &s3.PutBucketVersioningInput{Bucket: aws.String(bucket),
+				VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b := aws.String(bucket)
+		etag := e.mustPut(bucket, "k", "hello")
+		h, err := e.c.HeadObject(e.ctx, &s3.HeadObjectInput{Bucket: b, Key: aws.String("k")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mod := aws.ToTime(h.LastModified)
+		refused := []func(*s3.DeleteObjectInput){
+			func(in *s3.DeleteObjectInput) { in.IfMatch = aws.String(wrongETag) },
+			func(in *s3.DeleteObjectInput) { in.IfMatchSize = aws.Int64(4) },
+			func(in *s3.DeleteObjectInput) { in.IfMatchLastModifiedTime = aws.Time(mod.Add(-time.Hour)) },
+			func(in *s3.DeleteObjectInput) {
+				in.IfMatch, in.IfMatchSize, in.IfMatchLastModifiedTime = aws.String(etag), aws.Int64(5), aws.Time(mod.Add(time.Hour))
+			},
+		}
+		for i, f := range refused {
+			in := &s3.DeleteObjectInput{Bucket: b, Key: aws.String("k")}
+			f(in)
+			_, err := e.c.DeleteObject(e.ctx, in)
+			if code(err) != "PreconditionFailed" {
+				t.Fatalf("%s: refused delete %d: %v, want PreconditionFailed", bucket, i, err)
+			}
+			if strings.Contains(err.Error(), "filer:") {
+				t.Errorf("%s: refused delete %d: the message names the filer: %v", bucket, i, err)
+			}
+			if got := e.body(bucket, "k"); got != "hello" {
+				t.Fatalf("%s: the object changed after refused delete %d: %q", bucket, i, got)
+			}
+		}
+		_, err = e.c.DeleteObject(e.ctx, &s3.DeleteObjectInput{Bucket: b, Key: aws.String("missing"), IfMatch: aws.String("*")})
+		e.wantCode(err, "NoSuchKey")
+		if _, err = e.c.DeleteObject(e.ctx, &s3.DeleteObjectInput{Bucket: b, Key: aws.String("missing"), IfMatchSize: aws.Int64(3)}); err != nil {
+			t.Fatalf("%s: a size condition on a missing key: %v (S3 answers 204)", bucket, err)
+		}
+		if _, err = e.c.DeleteObject(e.ctx, &s3.DeleteObjectInput{Bucket: b, Key: aws.String("k"), IfMatch: aws.String(etag),
+			IfMatchSize: aws.Int64(5), IfMatchLastModifiedTime: aws.Time(mod)}); err != nil {
+			t.Fatalf("%s: delete whose conditions hold: %v", bucket, err)
+		}
+		if _, err := e.c.HeadObject(e.ctx, &s3.HeadObjectInput{Bucket: b, Key: aws.String("k")}); code(err) != "NotFound" {
+			t.Fatalf("%s: the object is still there: %v", bucket, err)
+		}
+		// DeleteObjects: a per-key error for a condition that does not hold.
+		e.mustPut(bucket, "a", "aaa")
+		etagB := e.mustPut(bucket, "b", "bbb")
+		out, err := e.c.DeleteObjects(e.ctx, &s3.DeleteObjectsInput{Bucket: b, Delete: &types.Delete{Objects: []types.ObjectIdentifier{
+			{Key: aws.String("a"), ETag: aws.String(wrongETag)},
+			{Key: aws.String("b"), ETag: aws.String(etagB), Size: aws.Int64(3)},
+		}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Errors) != 1 || aws.ToString(out.Errors[0].Key) != "a" || aws.ToString(out.Errors[0].Code) != "PreconditionFailed" ||
+			len(out.Deleted) != 1 || aws.ToString(out.Deleted[0].Key) != "b" {
+			t.Fatalf("%s: DeleteObjects: errors %+v deleted %+v", bucket, out.Errors, out.Deleted)
+		}
+		if got := e.body(bucket, "a"); got != "aaa" {
+			t.Fatalf("%s: a changed: %q", bucket, got)
+		}
+		out, err = e.c.DeleteObjects(e.ctx, &s3.DeleteObjectsInput{Bucket: b, Delete: &types.Delete{Objects: []types.ObjectIdentifier{
+			{Key: aws.String("a"), Size: aws.Int64(2)},
+		}}})
+		if err != nil || len(out.Errors) != 1 || aws.ToString(out.Errors[0].Code) != "PreconditionFailed" {
+			t.Fatalf("%s: DeleteObjects with a wrong Size: %v %+v", bucket, err, out)
+		}
+	}
+}
+
+// Concurrent compare-and-swap writes from one ETag: exactly one wins.
+func TestConditionalPutConcurrent(t *testing.T) {
+	e := startEnv(t, nil)
+	e.mkBucket("cas")
+	etag := e.mustPut("cas", "k", "base")
+	const n = 8
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins, refused := 0, 0
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := e.putString("cas", "k", "writer-"+itoa(int64(i)), func(in *s3.PutObjectInput) { in.IfMatch = aws.String(etag) })
+			mu.Lock()
+			defer mu.Unlock()
+			switch code(err) {
+			case "":
+				wins++
+			case "PreconditionFailed":
+				refused++
+			default:
+				t.Errorf("writer %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins != 1 || refused != n-1 {
+		t.Fatalf("%d writers won and %d were refused, want 1 and %d", wins, refused, n-1)
+	}
+}
+
+func md5hex(s string) string {
+	sum := md5.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
