@@ -140,7 +140,7 @@
 //	                              and on a shadowed object's file
 //	Xattrs["s3.shadow"]           "1" on a directory whose key is also an
 //	                              object kept under .shadows
-//	Xattrs["s3.initiator"]        an upload's creator (identity name)
+//	Xattrs["s3.initiator"]        an upload's creator (canonical id)
 //	Xattrs["s3.partlist"]         a completed upload's record: "N:ETAG,..."
 //	Xattrs["s3.versioning"]       a bucket's versioning state
 //	Xattrs["s3.vid"]              version id (absent: "null")

@@ -28,7 +28,7 @@ const xaParts = "s3.parts" // sizes of a multipart object's parts, comma-separat
 type Upload struct {
 	Key, UploadID string
 	Initiated     time.Time
-	Initiator     string // the identity that created it ("" unknown)
+	Initiator     string // canonical id of the identity that created it ("" unknown or anonymous)
 }
 
 // PartInfo describes an uploaded part.
@@ -539,7 +539,7 @@ type ListPartsResult struct {
 	NextPartMarker int
 	Checksum       Checksum // the upload's algorithm and type, Value empty
 	Initiated      time.Time
-	Initiator      string // the identity that created the upload ("" unknown)
+	Initiator      string // canonical id of the identity that created the upload ("" unknown)
 }
 
 // ListParts returns the parts numbered above marker, at most max.

@@ -192,8 +192,8 @@ func (s *Server) listUploads(rq *request) error {
 		out.NextKeyMarker, out.NextUploadIDMarker = e.enc(res.NextKeyMarker), res.NextUploadIDMarker
 	}
 	for _, u := range res.Uploads {
-		out.Uploads = append(out.Uploads, uploadXML{Key: e.enc(u.Key), UploadID: u.UploadID, Initiator: s.uploadOwner(u.Initiator),
-			Owner: s.uploadOwner(u.Initiator), StorageClass: "STANDARD", Initiated: isoTime(u.Initiated)})
+		out.Uploads = append(out.Uploads, uploadXML{Key: e.enc(u.Key), UploadID: u.UploadID, Initiator: s.ownerOf(u.Initiator),
+			Owner: s.ownerOf(u.Initiator), StorageClass: "STANDARD", Initiated: isoTime(u.Initiated)})
 	}
 	for _, p := range res.CommonPrefixes {
 		out.CommonPrefixes = append(out.CommonPrefixes, commonPrefix{e.enc(p)})

@@ -41,7 +41,7 @@ func (s *Server) createUpload(rq *request) error {
 	if err != nil {
 		return err
 	}
-	id, err := s.layer.CreateMultipartUploadAs(rq.ctx, rq.bucket, rq.key, rq.initiatorName(), md, alg, typ)
+	id, err := s.layer.CreateMultipartUploadAs(rq.ctx, rq.bucket, rq.key, rq.myID(), md, alg, typ)
 	if err != nil {
 		return err
 	}
@@ -239,7 +239,7 @@ func (s *Server) listParts(rq *request) error {
 	}
 	out := listPartsResult{Xmlns: s3NS, Bucket: rq.bucket, Key: rq.key, UploadID: rq.q.Get("uploadId"),
 		PartNumberMarker: marker, NextPartNumberMarker: res.NextPartMarker, MaxParts: max, IsTruncated: res.IsTruncated,
-		Initiator: s.uploadOwner(res.Initiator), Owner: s.uploadOwner(res.Initiator), StorageClass: "STANDARD",
+		Initiator: s.ownerOf(res.Initiator), Owner: s.ownerOf(res.Initiator), StorageClass: "STANDARD",
 		ChecksumAlgorithm: res.Checksum.Algorithm}
 	if res.Checksum.Algorithm != "" {
 		out.ChecksumType = res.Checksum.Type
