@@ -470,7 +470,7 @@ func (w *world) reference() bool {
 		return true
 	}
 	if !w.bucketExists {
-		return r.holds(op.action, false)
+		return r.holds(ownerAction, false) // it would own the bucket it could create
 	}
 	if isOwner && r.holds(ownerAction, false) {
 		return true
