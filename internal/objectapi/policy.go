@@ -144,7 +144,9 @@ func parseStatement(bucket string, sj *statementJSON) (PolicyStatement, error) {
 	return st, nil
 }
 
-// parsePrincipal accepts "*", {"AWS": "*"} and {"AWS": [names]}.
+// parsePrincipal accepts "*", {"AWS": "*"}, {"AWS": [names]} and
+// {"CanonicalUser": [ids]} (the gateway matches both against the
+// requester's access key, name and canonical id).
 func parsePrincipal(raw json.RawMessage) ([]string, error) {
 	if raw == nil {
 		return nil, errors.New("a bucket policy statement needs a Principal")
@@ -160,12 +162,21 @@ func parsePrincipal(raw json.RawMessage) ([]string, error) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, fmt.Errorf("invalid Principal: %v", err)
 	}
-	for k := range m {
-		if k != "AWS" {
-			return nil, fmt.Errorf("unsupported principal type %q (only AWS)", k)
+	var out []string
+	for k, v := range m {
+		if k != "AWS" && k != "CanonicalUser" {
+			return nil, fmt.Errorf("unsupported principal type %q (only AWS and CanonicalUser)", k)
 		}
+		names, err := stringOrList(v, "Principal "+k)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, names...)
 	}
-	return stringOrList(m["AWS"], "Principal AWS")
+	if out == nil {
+		return nil, errors.New("empty Principal")
+	}
+	return out, nil
 }
 
 // stringOrList decodes a policy element that is a string or a non-empty

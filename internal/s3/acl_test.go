@@ -557,7 +557,7 @@ func TestBypassGovernancePermission(t *testing.T) {
 		t.Fatal("bob may bypass governance retention in alice's bucket")
 	}
 	_, err = a.alice.PutBucketPolicy(a.ctx, &s3.PutBucketPolicyInput{Bucket: aws.String("gov"), Policy: aws.String(
-		`{"Statement":[{"Effect":"Allow","Principal":{"AWS":"bob"},"Action":"s3:BypassGovernanceRetention","Resource":"arn:aws:s3:::gov/*"}]}`)})
+		`{"Statement":[{"Effect":"Allow","Principal":{"CanonicalUser":"` + a.bobID + `"},"Action":"s3:BypassGovernanceRetention","Resource":"arn:aws:s3:::gov/*"}]}`)})
 	a.must(err)
 	if err := ask("AKBOB"); err != nil {
 		t.Fatalf("a policy's grant of s3:BypassGovernanceRetention: %v", err)

@@ -13,7 +13,7 @@ import (
 //  2. the requester holds Admin on the bucket, or the operation's action
 //     scoped to it ("Read:logs"): the operator's word, whoever owns it;
 //  3. the bucket does not exist and the requester holds the action at
-//     all: it hears NoSuchBucket;
+//     all (as an owner would, step 4): it hears NoSuchBucket;
 //  4. the requester owns the bucket and holds the action unscoped (for
 //     the bucket's settings, Write): full control within its actions;
 //  5. a bucket policy Allow names it (or "*"), unless the policy is public
@@ -157,7 +157,7 @@ func decide(q *accessQuery, b *bucketAccess, object func() *objectFacts) bool {
 	case admin || id != nil && id.operatorGranted(q.action, q.bucket):
 		return true
 	case !b.exists:
-		return id != nil && id.allowed(q.action, q.bucket)
+		return id != nil && id.allowed(ownerAction(q.action), q.bucket)
 	case owner && id.allowed(ownerAction(q.action), q.bucket):
 		return true
 	case allow && !isPolicyOp(q.op):

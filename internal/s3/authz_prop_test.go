@@ -224,6 +224,12 @@ func randomWorld(rng *rand.Rand) *world {
 // from stored buckets and objects.
 
 func (w *world) decideImpl(t *testing.T) bool {
+	q, a, object := w.implQuery(t)
+	return decide(q, a, object)
+}
+
+// implQuery builds the question, the bucket and the object loader.
+func (w *world) implQuery(t *testing.T) (*accessQuery, *bucketAccess, func() *objectFacts) {
 	ids := make([]Identity, len(w.users))
 	for i, u := range w.users {
 		ids[i] = Identity{Name: u.name, Credentials: []Credential{{"AK" + u.name, "secret"}}, Actions: u.actions}
@@ -264,7 +270,7 @@ func (w *world) decideImpl(t *testing.T) bool {
 		}
 		return a.objectFactsOf(objectapi.ObjectInfo{Owner: ownerID(w.objectOwner), ACL: w.objectCanned, Grants: implGrants(w.objectGrants)})
 	}
-	return decide(q, a, object)
+	return q, a, object
 }
 
 func implGrants(gs []refGrant) []objectapi.Grant {
@@ -464,7 +470,7 @@ func (w *world) reference() bool {
 		return true
 	}
 	if !w.bucketExists {
-		return r.holds(op.action, false)
+		return r.holds(ownerAction, false) // it would own the bucket it could create
 	}
 	if isOwner && r.holds(ownerAction, false) {
 		return true
@@ -497,4 +503,29 @@ func (w *world) reference() bool {
 		grants = cannedGrants(w.objectCanned, objectOwner, bucketOwner)
 	}
 	return op.perm != "" && w.permsOf(grants, objectOwner)[op.perm]
+}
+
+// BenchmarkDecide is the cost of one authorization decision for random
+// worlds (the stored bucket and object are read apart, once per request).
+func BenchmarkDecide(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 99))
+	t := &testing.T{}
+	worlds := make([]*world, 256)
+	for i := range worlds {
+		worlds[i] = randomWorld(rng)
+	}
+	type prepared struct {
+		q *accessQuery
+		a *bucketAccess
+		o func() *objectFacts
+	}
+	ps := make([]prepared, len(worlds))
+	for i, w := range worlds {
+		ps[i].q, ps[i].a, ps[i].o = w.implQuery(t)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p := ps[i%len(ps)]
+		decide(p.q, p.a, p.o)
+	}
 }

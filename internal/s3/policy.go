@@ -102,6 +102,10 @@ func policyAction(op string, versioned bool) string {
 			return "s3:PutObjectVersionTagging"
 		case "DeleteObjectTagging":
 			return "s3:DeleteObjectVersionTagging"
+		case "GetObjectAcl":
+			return "s3:GetObjectVersionAcl"
+		case "PutObjectAcl":
+			return "s3:PutObjectVersionAcl"
 		}
 	}
 	if a, ok := policyActions[op]; ok {
