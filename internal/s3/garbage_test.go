@@ -576,6 +576,9 @@ func (g *garbage) one(i int) {
 	case code == "AccessDenied" && (h.Get("x-amz-expected-bucket-owner") != "" || h.Get("x-amz-source-expected-bucket-owner") != ""):
 		g.refused[code]++ // S3's answer to a bucket owner that is not the expected one
 		return
+	case code == "AccessDenied" && bytes.Contains(out, []byte("object lock")):
+		g.refused[code]++ // S3's answer to a change that a retention or legal hold forbids
+		return
 	case authRefusals[code] && !(op.selfAuthorized && code == "AccessDenied"):
 		// The admin key, signed right, and no policy denies it: any
 		// refusal is the gateway's mistake.
