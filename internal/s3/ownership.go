@@ -104,7 +104,7 @@ var (
 	errPublicBlocked       = newErr("AccessDenied", http.StatusForbidden, "Access Denied: the bucket's public access block forbids this")
 )
 
-// createBucket makes the bucket, owned by the requester, with the ACL and
+// createOwnedBucket makes the bucket, owned by the requester, with the ACL and
 // object ownership of the request (default ObjectWriter, so that ACLs
 // work; S3's newer default is BucketOwnerEnforced). Re-creating a bucket
 // one owns answers 200 and resets its ACL in us-east-1, as S3 does there,
