@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/kelpfs/kelp/internal/filer"
+	"github.com/kelpfs/kelp/internal/sse"
 )
 
 // CopyOptions describe a CopyObject.
@@ -24,6 +25,9 @@ type CopyOptions struct {
 	ChecksumAlgorithm string
 	// SourceVersionID copies that version of the source ("" the latest).
 	SourceVersionID string
+	// Keys.Source gives the data key of an encrypted source; the copy is
+	// encrypted as Metadata.Encryption says (whatever the source was).
+	Keys Keys
 }
 
 // copySourceErr refuses a copy from a delete marker named by version id,
@@ -58,15 +62,21 @@ func (l *Layer) CopyObject(ctx context.Context, srcBucket, srcKey, bucket, key s
 		md.Tags = opts.Metadata.Tags
 	}
 	md.ACL = opts.Metadata.ACL // the copy's own, never the source's
+	md.Encryption = opts.Metadata.Encryption
+	srcDEK, err := dataKey(opts.Keys.Source, si.SSE)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
 	if err := validTags(md.Tags, 10); err != nil {
 		return ObjectInfo{}, err
 	}
 	if srcBucket == bucket && srcKey == key && opts.SourceVersionID == "" {
-		if !opts.Replace && !opts.ReplaceTags {
+		if !opts.Replace && !opts.ReplaceTags && md.Encryption == nil && si.SSE == nil {
 			return ObjectInfo{}, errorf(ErrInvalidCopySource, "copying %q onto itself needs a metadata change", key)
 		}
 	}
-	if srcBucket == bucket && srcKey == key && opts.SourceVersionID == "" && !l.versioned(ctx, bucket) {
+	if srcBucket == bucket && srcKey == key && opts.SourceVersionID == "" && !l.versioned(ctx, bucket) &&
+		si.SSE == nil && md.Encryption == nil {
 		// Unversioned: change the metadata in place, no data moves.
 		var e *filer.Entry
 		err := l.ns.ModifyEntry(ctx, src.Path, func(ne *filer.Entry) error {
@@ -86,7 +96,7 @@ func (l *Layer) CopyObject(ctx context.Context, srcBucket, srcKey, bucket, key s
 	if _, err := l.bucketEntry(ctx, bucket); err != nil {
 		return ObjectInfo{}, err
 	}
-	body, err := l.open(ctx, src, 0, src.Size)
+	body, err := l.openPlain(ctx, src, si, func(*sse.Meta) ([]byte, error) { return srcDEK, nil }, 0, si.Size)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
@@ -95,7 +105,7 @@ func (l *Layer) CopyObject(ctx context.Context, srcBucket, srcKey, bucket, key s
 	if alg == "" && si.Checksum.Type != ChecksumComposite {
 		alg = si.Checksum.Algorithm
 	}
-	po := PutOptions{Metadata: md, Size: src.Size, Checksum: ChecksumSpec{Algorithm: alg}}
+	po := PutOptions{Metadata: md, Size: si.Size, Checksum: ChecksumSpec{Algorithm: alg}}
 	oi, err := l.PutObject(ctx, bucket, key, body, po)
 	if errors.Is(err, filer.ErrNotFound) {
 		return ObjectInfo{}, errorf(ErrNoSuchKey, "%q", srcKey)

@@ -2,6 +2,7 @@ package objectapi
 
 import (
 	"context"
+	"crypto/md5"
 	"errors"
 	"hash"
 	"io"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/kelpfs/kelp/internal/chunk"
 	"github.com/kelpfs/kelp/internal/filer"
+	"github.com/kelpfs/kelp/internal/sse"
 )
 
 // SystemHeaders are the response headers stored with an object besides
@@ -46,6 +48,9 @@ type ObjectInfo struct {
 	ACL          string  // canned ACL, "private" when none was set
 	PartSizes    []int64 // sizes of a multipart object's parts, nil otherwise
 
+	// SSE is the object's server-side encryption, nil when not encrypted.
+	SSE *sse.Meta
+
 	entry *filer.Entry
 }
 
@@ -58,6 +63,9 @@ type Metadata struct {
 	// ACL is the object's canned ACL ("" or "private": the bucket's
 	// access alone). Never copied from a source object, as in S3.
 	ACL string
+	// Encryption, when set, encrypts the content (encryption.go). Never
+	// copied from a source object: the gateway decides for each write.
+	Encryption *Encryption
 }
 
 // PutOptions describe an object written by PutObject.
@@ -104,6 +112,9 @@ func (l *Layer) info(bucket string, e *filer.Entry) ObjectInfo {
 	}
 	oi.Checksum = decodeChecksum(e.Xattrs[xaChecksum])
 	oi.PartSizes = partSizes(e)
+	if m := sseMeta(e); m != nil {
+		oi.SSE, oi.Size = m, m.PlainSize()
+	}
 	oi.ACL = ACLPrivate
 	if acl := e.Xattrs[xaACL]; len(acl) > 0 {
 		oi.ACL = string(acl)
@@ -199,18 +210,22 @@ func (h *hashingReader) Read(p []byte) (int, error) {
 // upload is the result of streaming content to the blob layer.
 type upload struct {
 	chunks   []chunk.Chunk
-	size     int64
-	md5      []byte
+	size     int64  // stored bytes
+	md5      []byte // of the plaintext, or of the stored bytes when encrypted other than SSE-S3
 	checksum Checksum
+	// plain is the plaintext size and part the encryption of what was
+	// stored (nil: not encrypted).
+	plain int64
+	part  *sse.Part
 }
 
 // store streams r into chunks, verifying sizes and digests; on error no
 // blob is left behind.
-func (l *Layer) store(ctx context.Context, r io.Reader, size int64, wantMD5 []byte, cs ChecksumSpec) (*upload, error) {
-	return l.storeOpts(ctx, r, size, wantMD5, cs, true)
+func (l *Layer) store(ctx context.Context, r io.Reader, size int64, wantMD5 []byte, cs ChecksumSpec, enc *encryptingPart) (*upload, error) {
+	return l.storeOpts(ctx, r, size, wantMD5, cs, true, enc)
 }
 
-func (l *Layer) storeOpts(ctx context.Context, r io.Reader, size int64, wantMD5 []byte, cs ChecksumSpec, pack bool) (*upload, error) {
+func (l *Layer) storeOpts(ctx context.Context, r io.Reader, size int64, wantMD5 []byte, cs ChecksumSpec, pack bool, enc *encryptingPart) (*upload, error) {
 	if size > MaxPutSize {
 		return nil, errorf(ErrEntityTooLarge, "%d bytes exceeds %d", size, int64(MaxPutSize))
 	}
@@ -227,25 +242,53 @@ func (l *Layer) storeOpts(ctx context.Context, r io.Reader, size int64, wantMD5 
 		// Never store more than declared; a short body fails in Split's read.
 		r = io.LimitReader(r, size+1)
 	}
+	hint := size
+	var plainMD5 hash.Hash
+	var encrypter *sse.Encrypter
+	if enc != nil {
+		if wantMD5 != nil || enc.plainETag {
+			plainMD5 = md5.New()
+			r = &hashingReader{r: r, h: plainMD5}
+		}
+		var err error
+		if encrypter, err = sse.NewEncrypter(r, enc.key, enc.part, enc.seg); err != nil {
+			return nil, err
+		}
+		r = encrypter
+		if size >= 0 {
+			hint = sse.CipherSize(size, enc.seg)
+		}
+	}
 	res, err := chunk.Split(ctx, l.ns.Blobs(), r, 0, chunk.SplitOptions{
-		ChunkSize: l.ns.ChunkSize(), Concurrency: l.conc, SizeHint: size, Now: l.now,
+		ChunkSize: l.ns.ChunkSize(), Concurrency: l.conc, SizeHint: hint, Now: l.now,
 	})
-	u := &upload{chunks: res.Chunks, size: res.Size, md5: res.MD5}
-	fail := func(err error) (*upload, error) {
-		l.discard(u.chunks)
-		return nil, err
+	u := &upload{chunks: res.Chunks, size: res.Size, md5: res.MD5, plain: res.Size}
+	if encrypter != nil {
+		u.plain = encrypter.Size()
+		u.part = &enc.part
+		u.part.Size = u.plain
+		if plainMD5 != nil {
+			sum := plainMD5.Sum(nil)
+			if enc.plainETag {
+				u.md5 = sum
+			}
+			if err == nil && wantMD5 != nil && string(wantMD5) != string(sum) {
+				return l.failUpload(u, errorf(ErrBadDigest, "Content-MD5 does not match the content"))
+			}
+		}
+		wantMD5 = nil // checked
 	}
 	if err != nil {
-		return fail(err)
+		return l.failUpload(u, err)
 	}
-	if size >= 0 && res.Size != size {
-		return fail(errorf(ErrInvalidArgument, "body of %d bytes, Content-Length %d", res.Size, size))
+	if size >= 0 && u.plain != size {
+		return l.failUpload(u, errorf(ErrInvalidArgument, "body of %d bytes, Content-Length %d", u.plain, size))
 	}
-	if res.Size > MaxPutSize {
-		return fail(errorf(ErrEntityTooLarge, "%d bytes exceeds %d", res.Size, int64(MaxPutSize)))
+	if u.plain > MaxPutSize {
+		return l.failUpload(u, errorf(ErrEntityTooLarge, "%d bytes exceeds %d", u.plain, int64(MaxPutSize)))
 	}
 	if wantMD5 != nil && string(wantMD5) != string(res.MD5) {
-		return fail(errorf(ErrBadDigest, "Content-MD5 does not match the content"))
+		return l.failUpload(u, errorf(ErrBadDigest, "Content-MD5 does not match the content"))
 	}
 	if hr != nil {
 		got := b64(hr.h.Sum(nil))
@@ -254,7 +297,7 @@ func (l *Layer) storeOpts(ctx context.Context, r io.Reader, size int64, wantMD5 
 			want = cs.Trailer()
 		}
 		if want != "" && want != got {
-			return fail(errorf(ErrBadDigest, "x-amz-checksum-%s does not match the content", strings.ToLower(cs.Algorithm)))
+			return l.failUpload(u, errorf(ErrBadDigest, "x-amz-checksum-%s does not match the content", strings.ToLower(cs.Algorithm)))
 		}
 		u.checksum = Checksum{Algorithm: cs.Algorithm, Value: got, Type: ChecksumFullObject}
 	}
@@ -263,10 +306,16 @@ func (l *Layer) storeOpts(ctx context.Context, r io.Reader, size int64, wantMD5 
 	}
 	packed, err := chunk.Pack(ctx, l.ns.Blobs(), u.chunks, 1000, 1000)
 	if err != nil {
-		return fail(err)
+		return l.failUpload(u, err)
 	}
 	u.chunks = packed
 	return u, nil
+}
+
+// failUpload deletes what an upload stored and returns err.
+func (l *Layer) failUpload(u *upload, err error) (*upload, error) {
+	l.discard(u.chunks)
+	return nil, err
 }
 
 // discard deletes blobs written for an object that was not stored. It
@@ -321,7 +370,11 @@ func (l *Layer) PutObject(ctx context.Context, bucket, key string, r io.Reader, 
 	default:
 		return ObjectInfo{}, errorf(ErrNotImplemented, "If-None-Match on PUT only supports *")
 	}
-	u, err := l.store(ctx, r, opts.Size, opts.ContentMD5, opts.Checksum)
+	var enc *encryptingPart
+	if x := opts.Encryption; x != nil {
+		enc = newEncryptingPart(x.Meta, x.Key, 1)
+	}
+	u, err := l.store(ctx, r, opts.Size, opts.ContentMD5, opts.Checksum, enc)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
@@ -329,6 +382,11 @@ func (l *Layer) PutObject(ctx context.Context, bucket, key string, r io.Reader, 
 	applyMeta(e, opts.Metadata)
 	if c := encodeChecksum(u.checksum); c != nil {
 		e.Xattrs[xaChecksum] = c
+	}
+	if enc != nil {
+		m := *opts.Encryption.Meta
+		m.Parts = []sse.Part{*u.part}
+		e.Xattrs[xaSSE] = m.Marshal()
 	}
 	vid := ""
 	if dirKey {
@@ -381,6 +439,7 @@ type GetOptions struct {
 	Conditions Conditions
 	NoBody     bool   // HEAD: check and describe only
 	VersionID  string // "" the latest version
+	Keys       Keys   // Keys.Object gives the data key of an encrypted object
 }
 
 // Object is an object being read.
@@ -404,7 +463,11 @@ func (l *Layer) GetObject(ctx context.Context, bucket, key string, opts GetOptio
 	if err := opts.Conditions.check(oi.ETag, oi.LastModified, false); err != nil {
 		return nil, err
 	}
-	o := &Object{Info: oi, Length: e.Size}
+	dek, err := dataKey(opts.Keys.Object, oi.SSE)
+	if err != nil {
+		return nil, err
+	}
+	o := &Object{Info: oi, Length: oi.Size}
 	switch {
 	case opts.PartNumber > 0:
 		start, n, err := l.partRange(ctx, e, oi, opts.PartNumber)
@@ -413,7 +476,7 @@ func (l *Layer) GetObject(ctx context.Context, bucket, key string, opts GetOptio
 		}
 		o.Start, o.Length, o.Partial = start, n, true
 	case opts.Range != nil:
-		start, n, err := opts.Range.resolve(e.Size)
+		start, n, err := opts.Range.resolve(oi.Size)
 		if err != nil {
 			return nil, err
 		}
@@ -422,7 +485,7 @@ func (l *Layer) GetObject(ctx context.Context, bucket, key string, opts GetOptio
 	if opts.NoBody {
 		return o, nil
 	}
-	o.Body, err = l.open(ctx, e, o.Start, o.Length)
+	o.Body, err = l.openPlain(ctx, e, oi, func(*sse.Meta) ([]byte, error) { return dek, nil }, o.Start, o.Length)
 	return o, err
 }
 
@@ -449,10 +512,10 @@ type readCloser struct {
 // partRange is the byte range of part n: the parts are recorded in the
 // object's xattr s3.parts as their sizes.
 func (l *Layer) partRange(ctx context.Context, e *filer.Entry, oi ObjectInfo, n int) (int64, int64, error) {
-	sizes := partSizes(e)
+	sizes := oi.PartSizes
 	if len(sizes) == 0 {
 		if n == 1 {
-			return 0, e.Size, nil
+			return 0, oi.Size, nil
 		}
 		return 0, 0, errorf(ErrInvalidPart, "the object has 1 part, not %d", n)
 	}

@@ -79,6 +79,7 @@ const (
 	policyDoc    = `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::junk/*"}]}`
 	policyCond   = `{"Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:*","Resource":"*","Condition":{"IpAddress":{"aws:SourceIp":"x"}}}]}`
 	completeDoc  = `<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{etag}</ETag></Part></CompleteMultipartUpload>`
+	sseDoc       = `<ServerSideEncryptionConfiguration><Rule><ApplyServerSideEncryptionByDefault><SSEAlgorithm>AES256</SSEAlgorithm></ApplyServerSideEncryptionByDefault></Rule></ServerSideEncryptionConfiguration>`
 	deleteDoc    = `<Delete><Object><Key>{live}</Key></Object><Object><Key>never-there</Key></Object></Delete>`
 )
 
@@ -109,11 +110,13 @@ var shapes = []shape{
 	{method: "PUT", target: "bucket", query: "policy", bodies: []string{policyDoc, policyCond}},
 	{method: "PUT", target: "bucket", query: "lifecycle", bodies: []string{lifecycleDoc}, hdrs: []map[string]string{{"Content-MD5": "{md5}"}}},
 	{method: "PUT", target: "bucket", query: "logging", bodies: []string{"<BucketLoggingStatus/>"}},
+	{method: "PUT", target: "bucket", query: "encryption", bodies: []string{sseDoc, strings.Replace(sseDoc, "AES256", "aws:kms", 1)}},
 	{method: "PUT", target: "bucket", bodies: []string{"", `<CreateBucketConfiguration><LocationConstraint>us-east-1</LocationConstraint></CreateBucketConfiguration>`}},
 	{method: "DELETE", target: "bucket", query: "tagging"},
 	{method: "DELETE", target: "bucket", query: "cors"},
 	{method: "DELETE", target: "bucket", query: "policy"},
 	{method: "DELETE", target: "bucket", query: "lifecycle"},
+	{method: "DELETE", target: "bucket", query: "encryption"},
 	{method: "DELETE", target: "bucket", query: "replication"},
 	{method: "DELETE", target: "bucket"},
 	{method: "POST", target: "bucket", query: "delete", bodies: []string{deleteDoc}, hdrs: []map[string]string{{"Content-MD5": "{md5}"}}},
@@ -173,6 +176,9 @@ var (
 		{"Range": "bytes=99999999999999999999-"}, {"Content-Type": ""},
 		{"x-amz-tagging": strings.Repeat("k=v&", 20)}, {"x-amz-grant-read": "id=x"}, {"Expires": "never"}, {"x-amz-copy-source-range": "bytes=5-1"},
 		{"x-amz-storage-class": "BOGUS"}, {"x-amz-server-side-encryption": "aws:kms"}, {"x-amz-server-side-encryption": "rot13"},
+		{"x-amz-server-side-encryption": "AES256"}, {"x-amz-server-side-encryption-customer-algorithm": "AES256"},
+		{"x-amz-server-side-encryption-aws-kms-key-id": "nope"}, {"x-amz-server-side-encryption-context": "!!"},
+		{"x-amz-copy-source-server-side-encryption-customer-key": "AAAA"}, {"x-amz-server-side-encryption-bucket-key-enabled": "maybe"},
 		{"x-amz-object-attributes": "bogus"}, {"x-amz-meta-" + strings.Repeat("m", 300): "v"}, {"Origin": "http://example.com"},
 		{"x-amz-checksum-mode": "ENABLED"}, {"x-amz-website-redirect-location": "/x"}, {"x-amz-object-lock-mode": "GOVERNANCE"},
 		{"x-amz-expected-bucket-owner": "someone"}, {"x-amz-request-payer": "requester"}, {"Content-Encoding": "aws-chunked"},
@@ -590,7 +596,7 @@ func (g *garbage) report() {
 // allOperations are the names the router gives.
 var allOperations = []string{"ListBuckets",
 	"GetBucketLocation", "GetBucketVersioning", "GetBucketTagging", "GetBucketCors", "GetBucketAcl", "ListMultipartUploads",
-	"ListObjectVersions", "GetBucketPolicy", "GetBucketLifecycle", "GetBucketEncryption", "GetObjectLockConfiguration",
+	"ListObjectVersions", "GetBucketPolicy", "GetBucketLifecycle", "GetBucketEncryption", "PutBucketEncryption", "DeleteBucketEncryption", "GetObjectLockConfiguration",
 	"GetBucketWebsite", "GetBucketConfiguration", "ListObjectsV2", "ListObjects", "HeadBucket",
 	"PutBucketVersioning", "PutBucketTagging", "PutBucketCors", "PutBucketAcl", "PutBucketPolicy", "PutBucketLifecycle",
 	"PutBucketConfiguration", "CreateBucket",

@@ -199,7 +199,7 @@ func routeBucket(rq *request, m string, q url.Values) (*operation, error) {
 		case has(q, "lifecycle"):
 			return &operation{name: "GetBucketLifecycle", action: ActionList, fn: (*Server).getBucketLifecycle}, nil
 		case has(q, "encryption"):
-			return &operation{name: "GetBucketEncryption", action: ActionList, fn: fail(errNoSuchEncryption)}, nil
+			return &operation{name: "GetBucketEncryption", action: ActionList, fn: (*Server).getBucketEncryption}, nil
 		case has(q, "object-lock"):
 			return &operation{name: "GetObjectLockConfiguration", action: ActionList, fn: fail(errNoSuchObjectLock)}, nil
 		case has(q, "website"):
@@ -228,6 +228,8 @@ func routeBucket(rq *request, m string, q url.Values) (*operation, error) {
 			return &operation{name: "PutBucketPolicy", action: ActionAdmin, fn: (*Server).putBucketPolicy}, nil
 		case has(q, "lifecycle"):
 			return &operation{name: "PutBucketLifecycle", action: ActionAdmin, fn: (*Server).putBucketLifecycle}, nil
+		case has(q, "encryption"):
+			return &operation{name: "PutBucketEncryption", action: ActionAdmin, fn: (*Server).putBucketEncryption}, nil
 		case len(q) > 0 && !onlyIgnorable(q):
 			return &operation{name: "PutBucketConfiguration", action: ActionAdmin, fn: fail(errNotImplemented)}, nil
 		}
@@ -242,6 +244,8 @@ func routeBucket(rq *request, m string, q url.Values) (*operation, error) {
 			return &operation{name: "DeleteBucketPolicy", action: ActionAdmin, fn: (*Server).deleteBucketPolicy}, nil
 		case has(q, "lifecycle"):
 			return &operation{name: "DeleteBucketLifecycle", action: ActionAdmin, fn: (*Server).deleteBucketLifecycle}, nil
+		case has(q, "encryption"):
+			return &operation{name: "DeleteBucketEncryption", action: ActionAdmin, fn: (*Server).deleteBucketEncryption}, nil
 		case len(q) > 0 && !onlyIgnorable(q):
 			return &operation{name: "DeleteBucketConfiguration", action: ActionAdmin, fn: fail(errNotImplemented)}, nil
 		}
