@@ -261,6 +261,7 @@ func (l *Layer) storeOpts(ctx context.Context, r io.Reader, size int64, wantMD5 
 	}
 	res, err := chunk.Split(ctx, l.ns.Blobs(), r, 0, chunk.SplitOptions{
 		ChunkSize: l.ns.ChunkSize(), Concurrency: l.conc, SizeHint: hint, Now: l.now,
+		NoMD5: enc != nil && enc.plainETag, // the ETag is the plaintext's MD5, taken above
 	})
 	u := &upload{chunks: res.Chunks, size: res.Size, md5: res.MD5, plain: res.Size}
 	if encrypter != nil {
