@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/kelpfs/kelp/internal/objectapi"
 	"github.com/kelpfs/kelp/internal/sse"
 )
 
@@ -51,6 +52,17 @@ func (e *env) stored(bucket, key string) []byte {
 		e.t.Fatalf("filer GET %s/%s: %d %s", bucket, key, resp.StatusCode, b)
 	}
 	return b
+}
+
+// storedSSE returns the encryption recorded for an object.
+func (e *env) storedSSE(bucket, key string) *sse.Meta {
+	e.t.Helper()
+	anyKey := func(*sse.Meta) ([]byte, error) { return sse.NewKey(), nil } // not used: no body is read
+	o, err := e.gw.Layer().GetObject(e.ctx, bucket, key, objectapi.GetOptions{NoBody: true, Keys: objectapi.Keys{Object: anyKey}})
+	if err != nil || o.Info.SSE == nil {
+		e.t.Fatalf("%s/%s: %v, encryption %v", bucket, key, err, o)
+	}
+	return o.Info.SSE
 }
 
 func (e *env) getBody(in *s3.GetObjectInput) ([]byte, *s3.GetObjectOutput) {
@@ -231,6 +243,17 @@ func TestSSEKMS(t *testing.T) {
 	}
 	if got, out := e.getBody(&s3.GetObjectInput{Bucket: b, Key: aws.String("named")}); !bytes.Equal(got, data) || !aws.ToBool(out.BucketKeyEnabled) {
 		t.Fatal("GET of a bucket-key object")
+	}
+	// A second object under the same key and bucket key shares the bucket
+	// key (the key service is not asked again), not the data key.
+	if _, err := e.c.PutObject(e.ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("named2"), Body: bytes.NewReader(data),
+		ServerSideEncryption: types.ServerSideEncryptionAwsKms, SSEKMSKeyId: aws.String(key.ID), BucketKeyEnabled: aws.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	m1, m2 := e.storedSSE("kms", "named"), e.storedSSE("kms", "named2")
+	if !m1.BucketKey || !bytes.Equal(m1.SealedBucketKey, m2.SealedBucketKey) || bytes.Equal(m1.SealedKey, m2.SealedKey) {
+		t.Fatalf("bucket keys: %v, same bucket key %v, same data key %v", m1.BucketKey,
+			bytes.Equal(m1.SealedBucketKey, m2.SealedBucketKey), bytes.Equal(m1.SealedKey, m2.SealedKey))
 	}
 	// Unknown and disabled keys are 400s with the KMS codes.
 	_, err = e.c.PutObject(e.ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("x"), Body: bytes.NewReader(data),
