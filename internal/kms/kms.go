@@ -243,7 +243,8 @@ func validAlias(a string) bool {
 	return true
 }
 
-// Create makes a new enabled key; alias ("" none) must be unused.
+// Create makes a new enabled key; alias ("" none) must be unused and not
+// start with alias/aws/, which is reserved as in AWS.
 func (s *Service) Create(alias, description string) (KeyInfo, error) {
 	if alias != "" && !strings.HasPrefix(alias, "alias/") {
 		alias = "alias/" + alias
@@ -251,6 +252,13 @@ func (s *Service) Create(alias, description string) (KeyInfo, error) {
 	if alias != "" && !validAlias(alias) {
 		return KeyInfo{}, ErrInvalidAlias
 	}
+	if strings.HasPrefix(alias, "alias/aws/") {
+		return KeyInfo{}, fmt.Errorf("%w: the prefix alias/aws/ is reserved", ErrInvalidAlias)
+	}
+	return s.create(alias, description)
+}
+
+func (s *Service) create(alias, description string) (KeyInfo, error) {
 	var out KeyInfo
 	err := s.update(func(kf *keyFile) error {
 		for _, k := range kf.Keys {
@@ -361,7 +369,7 @@ func (s *Service) DefaultKey() (KeyInfo, error) {
 	if !errors.Is(err, ErrNotFound) {
 		return ki, err
 	}
-	ki, err = s.Create(DefaultAlias, "Default key for SSE-KMS when no key is named")
+	ki, err = s.create(DefaultAlias, "Default key for SSE-KMS when no key is named")
 	if errors.Is(err, ErrAliasExists) { // another process made it first
 		return s.Describe(DefaultAlias)
 	}

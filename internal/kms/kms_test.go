@@ -21,6 +21,9 @@ func TestKeysSealAndLifecycle(t *testing.T) {
 	if err != nil || k.Alias != "alias/photos" || !k.Enabled {
 		t.Fatalf("Create: %+v %v", k, err)
 	}
+	if _, err := s.Create("aws/s3", ""); !errors.Is(err, ErrInvalidAlias) {
+		t.Fatalf("reserved alias: %v", err)
+	}
 	if _, err := s.Create("photos", ""); !errors.Is(err, ErrAliasExists) {
 		t.Fatalf("second alias: %v", err)
 	}
