@@ -253,17 +253,28 @@ func (e *Encrypter) Read(p []byte) (int, error) {
 		if e.done {
 			return 0, io.EOF
 		}
-		e.err = e.next()
+		if len(p) >= e.seg+TagSize {
+			// Room for a whole sealed segment: read and seal it in p, with
+			// no copy (the chunker reads in large buffers).
+			var ct []byte
+			ct, e.err = e.next(p)
+			if e.err == nil {
+				return len(ct), nil
+			}
+			return 0, e.err
+		}
+		e.out, e.err = e.next(e.buf)
 	}
 	n := copy(p, e.out)
 	e.out = e.out[n:]
 	return n, nil
 }
 
-// next seals the next segment into out. It reads one byte beyond the
-// segment to know whether the segment is the part's last.
-func (e *Encrypter) next() error {
-	pt := e.buf[:e.seg+1]
+// next reads the next segment into buf (at least seg+TagSize bytes) and
+// seals it there. It reads one byte beyond the segment to know whether the
+// segment is the part's last.
+func (e *Encrypter) next(buf []byte) ([]byte, error) {
+	pt := buf[:e.seg+1]
 	start := 0
 	if e.carried {
 		pt[0] = e.carry
@@ -279,15 +290,15 @@ func (e *Encrypter) next() error {
 	case err == io.EOF || err == io.ErrUnexpectedEOF:
 		final, e.carried = true, false
 	default:
-		return err
+		return nil, err
 	}
 	e.size += int64(n)
 	e.nonce = segNonce(e.nonce, e.part.Nonce, e.i)
 	e.aad = segAAD(e.aad, e.part.Number, e.i, final)
-	e.out = e.g.Seal(pt[:0], e.nonce, pt[:n], e.aad)
+	ct := e.g.Seal(pt[:0], e.nonce, pt[:n], e.aad)
 	e.i++
 	e.done = final
-	return nil
+	return ct, nil
 }
 
 // Opener opens stored bytes [off, off+n) of the object.
@@ -372,20 +383,32 @@ func (d *decrypter) Read(p []byte) (int, error) {
 		if d.left == 0 {
 			return 0, io.EOF
 		}
-		d.err = d.next()
+		if d.skip == 0 && d.left >= int64(d.m.Segment) && len(p) >= d.m.Segment+TagSize {
+			// A whole segment wanted and room for it: open it in p, with
+			// no copy (the gateway reads in large buffers).
+			var pt []byte
+			pt, d.err = d.next(p)
+			if d.err == nil {
+				return len(pt), nil
+			}
+			return 0, d.err
+		}
+		d.out, d.err = d.next(d.buf)
 	}
 	n := copy(p, d.out)
 	d.out = d.out[n:]
 	return n, nil
 }
 
-// next reads and opens the current segment, then moves to the next one.
-func (d *decrypter) next() error {
+// next reads the current segment into buf (at least Segment+TagSize
+// bytes), opens it there and moves to the next one; it returns the
+// plaintext wanted from it.
+func (d *decrypter) next(buf []byte) ([]byte, error) {
 	for d.pi < len(d.m.Parts) && int64(d.si) >= segments(d.m.Parts[d.pi].Size, d.m.Segment) {
 		d.pi, d.si = d.pi+1, 0
 	}
 	if d.pi >= len(d.m.Parts) {
-		return io.ErrUnexpectedEOF
+		return nil, io.ErrUnexpectedEOF
 	}
 	part := d.m.Parts[d.pi]
 	nseg := segments(part.Size, d.m.Segment)
@@ -394,21 +417,21 @@ func (d *decrypter) next() error {
 	if final {
 		plen = part.Size - (nseg-1)*int64(d.m.Segment)
 	}
-	ct := d.buf[:plen+TagSize]
+	ct := buf[:plen+TagSize]
 	if _, err := io.ReadFull(d.body, ct); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return err
+		return nil, err
 	}
 	if len(part.Nonce) != nonceSize {
-		return ErrAuth
+		return nil, ErrAuth
 	}
 	d.nonce = segNonce(d.nonce, part.Nonce, d.si)
 	d.aad = segAAD(d.aad, part.Number, d.si, final)
 	pt, err := d.g.Open(ct[:0], d.nonce, ct, d.aad)
 	if err != nil {
-		return fmt.Errorf("sse: part %d segment %d: %w", part.Number, d.si, ErrAuth)
+		return nil, fmt.Errorf("sse: part %d segment %d: %w", part.Number, d.si, ErrAuth)
 	}
 	d.si++
 	pt = pt[d.skip:]
@@ -417,8 +440,7 @@ func (d *decrypter) next() error {
 		pt = pt[:d.left]
 	}
 	d.left -= int64(len(pt))
-	d.out = pt
-	return nil
+	return pt, nil
 }
 
 func (d *decrypter) Close() error {

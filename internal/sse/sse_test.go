@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"testing"
+	"testing/iotest"
 )
 
 // encryptParts encrypts each plaintext as a part of one object with a small
@@ -216,5 +217,56 @@ func BenchmarkDecrypt1MiB(b *testing.B) {
 	for b.Loop() {
 		d, _ := NewDecrypter(m, dek, 0, int64(len(plain)), opener(stored, nil))
 		io.Copy(io.Discard, d)
+	}
+}
+
+// TestReadSizes reads ciphertext and plaintext both a byte at a time and
+// in buffers larger than a segment (sealed and opened in place): the same
+// bytes either way.
+func TestReadSizes(t *testing.T) {
+	const seg = 64
+	dek := NewKey()
+	plain := randomBytes(5*seg + 3)
+	p := NewPart(1)
+	readWith := func(r io.Reader, small bool) []byte {
+		var out []byte
+		buf := make([]byte, 3*seg)
+		if small {
+			r = iotest.OneByteReader(r)
+		}
+		for {
+			n, err := r.Read(buf)
+			out = append(out, buf[:n]...)
+			if err == io.EOF {
+				return out
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var stored [2][]byte
+	for i, small := range []bool{true, false} {
+		e, err := NewEncrypter(bytes.NewReader(plain), dek, p, seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored[i] = readWith(e, small)
+	}
+	if !bytes.Equal(stored[0], stored[1]) {
+		t.Fatal("the ciphertext depends on the reader's buffer size")
+	}
+	p.Size = int64(len(plain))
+	m := &Meta{Version: 1, Kind: KindS3, Segment: seg, Parts: []Part{p}}
+	for _, small := range []bool{true, false} {
+		for _, off := range []int64{0, 1, seg} {
+			d, err := NewDecrypter(m, dek, off, int64(len(plain))-off, opener(stored[0], nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := readWith(d, small); !bytes.Equal(got, plain[off:]) {
+				t.Fatalf("small reads %v, offset %d: plaintext differs", small, off)
+			}
+		}
 	}
 }
