@@ -23,6 +23,12 @@ type sseRule struct {
 		KMSMasterKeyID string `xml:",omitempty"`
 	} `xml:"ApplyServerSideEncryptionByDefault"`
 	BucketKeyEnabled *bool `xml:",omitempty"`
+	// Blocked lists encryption types refused in the bucket; only NONE
+	// (nothing blocked) is supported, anything else is refused rather
+	// than ignored.
+	Blocked *struct {
+		Types []string `xml:"EncryptionType"`
+	} `xml:"BlockedEncryptionTypes,omitempty"`
 }
 
 func (s *Server) putBucketEncryption(rq *request) error {
@@ -34,6 +40,13 @@ func (s *Server) putBucketEncryption(rq *request) error {
 		return errMalformedXML
 	}
 	r := cfg.Rules[0]
+	if r.Blocked != nil {
+		for _, t := range r.Blocked.Types {
+			if t != "NONE" {
+				return &apiError{Code: "NotImplemented", Status: http.StatusNotImplemented, Message: "BlockedEncryptionTypes other than NONE are not supported"}
+			}
+		}
+	}
 	enc := objectapi.BucketEncryption{Algorithm: r.Default.SSEAlgorithm, KMSKeyID: r.Default.KMSMasterKeyID,
 		BucketKey: r.BucketKeyEnabled != nil && *r.BucketKeyEnabled}
 	switch enc.Algorithm {
