@@ -376,6 +376,19 @@ type decrypter struct {
 }
 
 func (d *decrypter) Read(p []byte) (int, error) {
+	// While whole segments are wanted and p has room for them, open them
+	// in p, with no copy, as many as fit: the gateway reads in large
+	// buffers and writes each to the client, and fewer, larger writes
+	// cost less.
+	n := 0
+	for len(d.out) == 0 && d.err == nil && d.skip == 0 && d.left >= int64(d.m.Segment) && len(p)-n >= d.m.Segment+TagSize {
+		var pt []byte
+		pt, d.err = d.next(p[n:])
+		n += len(pt)
+	}
+	if n > 0 {
+		return n, nil
+	}
 	for len(d.out) == 0 {
 		if d.err != nil {
 			return 0, d.err
@@ -383,19 +396,9 @@ func (d *decrypter) Read(p []byte) (int, error) {
 		if d.left == 0 {
 			return 0, io.EOF
 		}
-		if d.skip == 0 && d.left >= int64(d.m.Segment) && len(p) >= d.m.Segment+TagSize {
-			// A whole segment wanted and room for it: open it in p, with
-			// no copy (the gateway reads in large buffers).
-			var pt []byte
-			pt, d.err = d.next(p)
-			if d.err == nil {
-				return len(pt), nil
-			}
-			return 0, d.err
-		}
 		d.out, d.err = d.next(d.buf)
 	}
-	n := copy(p, d.out)
+	n = copy(p, d.out)
 	d.out = d.out[n:]
 	return n, nil
 }
