@@ -251,7 +251,7 @@ func (l *Layer) storeOpts(ctx context.Context, r io.Reader, size int64, wantMD5 
 			r = &hashingReader{r: r, h: plainMD5}
 		}
 		var err error
-		if encrypter, err = sse.NewEncrypter(r, enc.key, enc.part, enc.seg); err != nil {
+		if encrypter, err = sse.NewEncrypter(r, enc.key, enc.part, enc.seg, size); err != nil {
 			return nil, err
 		}
 		r = encrypter

@@ -84,6 +84,15 @@ func Parse(b []byte) (*Meta, error) {
 	return &m, nil
 }
 
+// maxPart is the size of the largest part.
+func (m *Meta) maxPart() int64 {
+	var n int64
+	for _, p := range m.Parts {
+		n = max(n, p.Size)
+	}
+	return n
+}
+
 // PlainSize is the object's size as clients see it.
 func (m *Meta) PlainSize() int64 {
 	var n int64
@@ -218,7 +227,8 @@ type Encrypter struct {
 	part    Part
 	seg     int
 	i       uint64
-	buf     []byte // segment plaintext (+1 byte look-ahead), sealed in place
+	buf     []byte // segment plaintext (+1 byte look-ahead), sealed in place; made on first use
+	bufSize int
 	out     []byte // ciphertext not yet read
 	carry   byte
 	carried bool
@@ -229,8 +239,10 @@ type Encrypter struct {
 	aad     []byte
 }
 
-// NewEncrypter encrypts part p (its Number and Nonce) with dek.
-func NewEncrypter(r io.Reader, dek []byte, p Part, seg int) (*Encrypter, error) {
+// NewEncrypter encrypts part p (its Number and Nonce) with dek. sizeHint
+// is the plaintext's length when known (-1 otherwise); it only sizes the
+// buffer, so that a small object does not cost a whole segment's.
+func NewEncrypter(r io.Reader, dek []byte, p Part, seg int, sizeHint int64) (*Encrypter, error) {
 	g, err := newGCM(dek)
 	if err != nil {
 		return nil, err
@@ -238,7 +250,11 @@ func NewEncrypter(r io.Reader, dek []byte, p Part, seg int) (*Encrypter, error) 
 	if len(p.Nonce) != nonceSize {
 		return nil, errors.New("sse: part nonce must be 12 bytes")
 	}
-	return &Encrypter{r: r, g: g, part: p, seg: seg, buf: make([]byte, seg+TagSize),
+	bufSize := seg + TagSize
+	if sizeHint >= 0 && sizeHint < int64(seg) {
+		bufSize = int(sizeHint) + 1 + TagSize // +1: next reads one byte ahead
+	}
+	return &Encrypter{r: r, g: g, part: p, seg: seg, bufSize: bufSize,
 		nonce: make([]byte, nonceSize), aad: make([]byte, 0, len(aadPrefix)+13)}, nil
 }
 
@@ -263,6 +279,9 @@ func (e *Encrypter) Read(p []byte) (int, error) {
 			}
 			return 0, e.err
 		}
+		if e.buf == nil {
+			e.buf = make([]byte, e.bufSize)
+		}
 		e.out, e.err = e.next(e.buf)
 	}
 	n := copy(p, e.out)
@@ -270,12 +289,29 @@ func (e *Encrypter) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// next reads the next segment into buf (at least seg+TagSize bytes) and
-// seals it there. It reads one byte beyond the segment to know whether the
-// segment is the part's last.
+// next reads the next segment into buf and seals it there. It reads one
+// byte beyond the segment to know whether the segment is the part's last.
+// buf holds seg+TagSize bytes, or fewer when the plaintext is known to be
+// shorter than a segment; a plaintext longer than the hint then grows it.
 func (e *Encrypter) next(buf []byte) ([]byte, error) {
+	if len(buf) < e.seg+TagSize && e.size == 0 && !e.carried {
+		n, err := io.ReadFull(e.r, buf[:len(buf)-TagSize])
+		if err == nil { // longer than the hint: continue with a whole segment
+			e.buf = append(make([]byte, 0, e.seg+TagSize), buf[:n]...)[:e.seg+TagSize]
+			return e.nextAfter(e.buf, n)
+		}
+		if err != io.EOF && err != io.ErrUnexpectedEOF {
+			return nil, err
+		}
+		return e.seal(buf[:n], true), nil
+	}
+	return e.nextAfter(buf, 0)
+}
+
+// nextAfter is next with the first have bytes of the segment already in buf.
+func (e *Encrypter) nextAfter(buf []byte, have int) ([]byte, error) {
 	pt := buf[:e.seg+1]
-	start := 0
+	start := have
 	if e.carried {
 		pt[0] = e.carry
 		start = 1
@@ -292,13 +328,18 @@ func (e *Encrypter) next(buf []byte) ([]byte, error) {
 	default:
 		return nil, err
 	}
-	e.size += int64(n)
+	return e.seal(pt[:n], final), nil
+}
+
+// seal seals the segment pt in place (its buffer has TagSize bytes more).
+func (e *Encrypter) seal(pt []byte, final bool) []byte {
+	e.size += int64(len(pt))
 	e.nonce = segNonce(e.nonce, e.part.Nonce, e.i)
 	e.aad = segAAD(e.aad, e.part.Number, e.i, final)
-	ct := e.g.Seal(pt[:0], e.nonce, pt[:n], e.aad)
+	ct := e.g.Seal(pt[:0], e.nonce, pt, e.aad)
 	e.i++
 	e.done = final
-	return ct, nil
+	return ct
 }
 
 // Opener opens stored bytes [off, off+n) of the object.
@@ -315,7 +356,7 @@ func NewDecrypter(m *Meta, dek []byte, off, n int64, open Opener) (io.ReadCloser
 	if off < 0 || n < 0 || off+n > m.PlainSize() {
 		return nil, fmt.Errorf("sse: range %d+%d outside %d bytes", off, n, m.PlainSize())
 	}
-	d := &decrypter{m: m, g: g, skip: off, left: n, buf: make([]byte, m.Segment+TagSize)}
+	d := &decrypter{m: m, g: g, skip: off, left: n}
 	if n == 0 {
 		return d, nil
 	}
@@ -395,6 +436,9 @@ func (d *decrypter) Read(p []byte) (int, error) {
 		}
 		if d.left == 0 {
 			return 0, io.EOF
+		}
+		if d.buf == nil {
+			d.buf = make([]byte, min(int64(d.m.Segment), d.m.maxPart())+TagSize)
 		}
 		d.out, d.err = d.next(d.buf)
 	}

@@ -18,7 +18,7 @@ func encryptParts(t *testing.T, dek []byte, seg int, plains ...[]byte) ([]byte, 
 	var stored []byte
 	for i, pt := range plains {
 		p := NewPart(i + 1)
-		e, err := NewEncrypter(bytes.NewReader(pt), dek, p, seg)
+		e, err := NewEncrypter(bytes.NewReader(pt), dek, p, seg, hint(len(pt)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,6 +34,21 @@ func encryptParts(t *testing.T, dek []byte, seg int, plains ...[]byte) ([]byte, 
 		stored = append(stored, ct...)
 	}
 	return stored, m
+}
+
+// hint gives encryptParts' encrypters alternately no size hint, the right
+// one and one too small, which must all give the same result.
+var hints int
+
+func hint(n int) int64 {
+	hints++
+	switch hints % 3 {
+	case 0:
+		return -1
+	case 1:
+		return int64(n)
+	}
+	return int64(n / 2)
 }
 
 func opener(stored []byte, reads *[][2]int64) Opener {
@@ -201,7 +216,7 @@ func BenchmarkEncrypt1MiB(b *testing.B) {
 	dek, plain := NewKey(), randomBytes(1<<20)
 	b.SetBytes(int64(len(plain)))
 	for b.Loop() {
-		e, _ := NewEncrypter(bytes.NewReader(plain), dek, NewPart(1), SegmentSize)
+		e, _ := NewEncrypter(bytes.NewReader(plain), dek, NewPart(1), SegmentSize, int64(len(plain)))
 		io.Copy(io.Discard, e)
 	}
 }
@@ -209,7 +224,7 @@ func BenchmarkEncrypt1MiB(b *testing.B) {
 func BenchmarkDecrypt1MiB(b *testing.B) {
 	dek := NewKey()
 	plain := randomBytes(1 << 20)
-	e, _ := NewEncrypter(bytes.NewReader(plain), dek, NewPart(1), SegmentSize)
+	e, _ := NewEncrypter(bytes.NewReader(plain), dek, NewPart(1), SegmentSize, int64(len(plain)))
 	stored, _ := io.ReadAll(e)
 	m := NewMeta(KindS3)
 	m.Parts = []Part{{Number: 1, Size: int64(len(plain)), Nonce: e.part.Nonce}}
@@ -247,7 +262,7 @@ func TestReadSizes(t *testing.T) {
 	}
 	var stored [2][]byte
 	for i, small := range []bool{true, false} {
-		e, err := NewEncrypter(bytes.NewReader(plain), dek, p, seg)
+		e, err := NewEncrypter(bytes.NewReader(plain), dek, p, seg, -1)
 		if err != nil {
 			t.Fatal(err)
 		}
