@@ -19,17 +19,21 @@ import (
 // (or the bucket's default), the key checks of reads, and the headers of
 // responses. The format is internal/sse's, the keys internal/kms's.
 
-const (
-	hSSE          = "x-amz-server-side-encryption"
-	hSSEKMSKey    = "x-amz-server-side-encryption-aws-kms-key-id"
-	hSSEContext   = "x-amz-server-side-encryption-context"
-	hSSEBucketKey = "x-amz-server-side-encryption-bucket-key-enabled"
-	hSSECAlg      = "x-amz-server-side-encryption-customer-algorithm"
-	hSSECKey      = "x-amz-server-side-encryption-customer-key"
-	hSSECKeyMD5   = "x-amz-server-side-encryption-customer-key-md5"
-	// copySrcPrefix replaces "x-amz-" in the SSE-C headers of a copy's source.
-	copySrcPrefix = "x-amz-copy-source-"
+// Header names, canonical so that looking them up on every request
+// allocates nothing.
+var (
+	hSSE          = http.CanonicalHeaderKey("x-amz-server-side-encryption")
+	hSSEKMSKey    = http.CanonicalHeaderKey("x-amz-server-side-encryption-aws-kms-key-id")
+	hSSEContext   = http.CanonicalHeaderKey("x-amz-server-side-encryption-context")
+	hSSEBucketKey = http.CanonicalHeaderKey("x-amz-server-side-encryption-bucket-key-enabled")
+	hSSECAlg      = http.CanonicalHeaderKey("x-amz-server-side-encryption-customer-algorithm")
+	hSSECKey      = http.CanonicalHeaderKey("x-amz-server-side-encryption-customer-key")
+	hSSECKeyMD5   = http.CanonicalHeaderKey("x-amz-server-side-encryption-customer-key-md5")
 )
+
+// copySrcPrefix replaces "X-Amz-" in the SSE-C headers of a copy's source.
+const copySrcPrefix = "X-Amz-Copy-Source-"
+
 
 var (
 	errSSENotApplicable = newErr("InvalidRequest", http.StatusBadRequest, "The encryption parameters are not applicable to this object.")
@@ -72,7 +76,7 @@ func customerKey(h http.Header, prefix string) ([]byte, error) {
 		if prefix == "" {
 			return n
 		}
-		return prefix + strings.TrimPrefix(n, "x-amz-")
+		return prefix + strings.TrimPrefix(n, "X-Amz-")
 	}
 	alg, key, sum := h.Get(name(hSSECAlg)), h.Get(name(hSSECKey)), h.Get(name(hSSECKeyMD5))
 	if alg == "" && key == "" && sum == "" {
