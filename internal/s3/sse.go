@@ -34,7 +34,6 @@ var (
 // copySrcPrefix replaces "X-Amz-" in the SSE-C headers of a copy's source.
 const copySrcPrefix = "X-Amz-Copy-Source-"
 
-
 var (
 	errSSENotApplicable = newErr("InvalidRequest", http.StatusBadRequest, "The encryption parameters are not applicable to this object.")
 	errSSECRequired     = newErr("InvalidRequest", http.StatusBadRequest, "The object was stored using a form of Server Side Encryption. The correct parameters must be provided to retrieve the object.")
