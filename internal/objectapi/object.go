@@ -264,6 +264,10 @@ func (l *Layer) storeOpts(ctx context.Context, r io.Reader, size int64, wantMD5 
 		NoMD5: enc != nil && enc.plainETag, // the ETag is the plaintext's MD5, taken above
 	})
 	u := &upload{chunks: res.Chunks, size: res.Size, md5: res.MD5, plain: res.Size}
+	fail := func(err error) (*upload, error) {
+		l.discard(u.chunks)
+		return nil, err
+	}
 	if encrypter != nil {
 		u.plain = encrypter.Size()
 		u.part = &enc.part
@@ -274,22 +278,22 @@ func (l *Layer) storeOpts(ctx context.Context, r io.Reader, size int64, wantMD5 
 				u.md5 = sum
 			}
 			if err == nil && wantMD5 != nil && string(wantMD5) != string(sum) {
-				return l.failUpload(u, errorf(ErrBadDigest, "Content-MD5 does not match the content"))
+				return fail(errorf(ErrBadDigest, "Content-MD5 does not match the content"))
 			}
 		}
 		wantMD5 = nil // checked
 	}
 	if err != nil {
-		return l.failUpload(u, err)
+		return fail(err)
 	}
 	if size >= 0 && u.plain != size {
-		return l.failUpload(u, errorf(ErrInvalidArgument, "body of %d bytes, Content-Length %d", u.plain, size))
+		return fail(errorf(ErrInvalidArgument, "body of %d bytes, Content-Length %d", u.plain, size))
 	}
 	if u.plain > MaxPutSize {
-		return l.failUpload(u, errorf(ErrEntityTooLarge, "%d bytes exceeds %d", u.plain, int64(MaxPutSize)))
+		return fail(errorf(ErrEntityTooLarge, "%d bytes exceeds %d", u.plain, int64(MaxPutSize)))
 	}
 	if wantMD5 != nil && string(wantMD5) != string(res.MD5) {
-		return l.failUpload(u, errorf(ErrBadDigest, "Content-MD5 does not match the content"))
+		return fail(errorf(ErrBadDigest, "Content-MD5 does not match the content"))
 	}
 	if hr != nil {
 		got := b64(hr.h.Sum(nil))
@@ -298,7 +302,7 @@ func (l *Layer) storeOpts(ctx context.Context, r io.Reader, size int64, wantMD5 
 			want = cs.Trailer()
 		}
 		if want != "" && want != got {
-			return l.failUpload(u, errorf(ErrBadDigest, "x-amz-checksum-%s does not match the content", strings.ToLower(cs.Algorithm)))
+			return fail(errorf(ErrBadDigest, "x-amz-checksum-%s does not match the content", strings.ToLower(cs.Algorithm)))
 		}
 		u.checksum = Checksum{Algorithm: cs.Algorithm, Value: got, Type: ChecksumFullObject}
 	}
@@ -307,16 +311,10 @@ func (l *Layer) storeOpts(ctx context.Context, r io.Reader, size int64, wantMD5 
 	}
 	packed, err := chunk.Pack(ctx, l.ns.Blobs(), u.chunks, 1000, 1000)
 	if err != nil {
-		return l.failUpload(u, err)
+		return fail(err)
 	}
 	u.chunks = packed
 	return u, nil
-}
-
-// failUpload deletes what an upload stored and returns err.
-func (l *Layer) failUpload(u *upload, err error) (*upload, error) {
-	l.discard(u.chunks)
-	return nil, err
 }
 
 // discard deletes blobs written for an object that was not stored. It
