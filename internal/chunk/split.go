@@ -27,6 +27,9 @@ type SplitOptions struct {
 	SizeHint int64
 	// Now stamps chunk mtimes; nil means time.Now.
 	Now func() time.Time
+	// NoMD5 skips hashing the stream (SplitResult.MD5 is nil) for callers
+	// that hash what matters to them elsewhere (encrypted objects).
+	NoMD5 bool
 }
 
 // SplitResult is what Split stored.
@@ -115,11 +118,13 @@ func Split(ctx context.Context, p Putter, r io.Reader, base int64, opts SplitOpt
 		// The chunks of a longer stream get no ETag of their own (see
 		// Chunk.ETag): the stream's MD5 is the one that matters.
 		var single []byte
-		if eof && pos == 0 {
+		switch {
+		case opts.NoMD5:
+		case eof && pos == 0:
 			sum := md5.Sum(buf[:n])
 			single = sum[:]
 			oneMD5 = single
-		} else {
+		default:
 			whole.Write(buf[:n])
 		}
 		select {
@@ -162,7 +167,7 @@ func Split(ctx context.Context, p Putter, r io.Reader, base int64, opts SplitOpt
 	wg.Wait()
 	sortByOffset(stored)
 	res := SplitResult{Chunks: stored, Size: pos, MD5: oneMD5}
-	if res.MD5 == nil {
+	if res.MD5 == nil && !opts.NoMD5 {
 		res.MD5 = whole.Sum(nil)
 	}
 	return res, first

@@ -94,6 +94,7 @@ func newS3BenchmarkCommand(g *globalFlags) *cobra.Command {
 	fl.BoolVar(&cfg.SignPayload, "sign-payload", false, "sign bodies' SHA-256 instead of sending UNSIGNED-PAYLOAD")
 	fl.BoolVar(&cfg.Checksums, "checksums", false, "let the SDK send and check CRC32 checksums (its default)")
 	fl.BoolVar(&cfg.Cleanup, "cleanup", false, "delete the objects after the GET phase")
+	fl.StringVar(&cfg.SSE, "sse", "", "server-side encryption of the objects: AES256 (SSE-S3), aws:kms (SSE-KMS, default key) or SSE-C (a random key per run)")
 	fl.Uint64Var(&cfg.Seed, "seed", 0, "seed of contents and read order (0: random)")
 	fl.BoolVar(&cfg.JSON, "json", false, `print {"put":{...},"get":{...}} as the last line`)
 	fl.BoolVar(&cfg.Cold, "cold", false, coldUsage)

@@ -30,6 +30,7 @@ type s3Flags struct {
 	secretKey  string
 	bucketRoot string
 	region     string
+	kms        kmsFlags
 }
 
 func (f *s3Flags) addFlags(fl *pflag.FlagSet, prefix string) {
@@ -40,6 +41,7 @@ func (f *s3Flags) addFlags(fl *pflag.FlagSet, prefix string) {
 	fl.StringVar(&f.secretKey, prefix+"secret-key", "", "secret key of that identity (or env KELP_SECRET_KEY)")
 	fl.StringVar(&f.bucketRoot, prefix+"bucket-root", "/buckets", "filer directory whose subdirectories are the buckets")
 	fl.StringVar(&f.region, prefix+"region", "us-east-1", "region reported by GetBucketLocation (requests signed for any region are accepted)")
+	f.kms.addFlags(fl)
 }
 
 // storedKeys is the key pair file written under --dir on first start.
@@ -81,6 +83,9 @@ func (f *s3Flags) config(log *slog.Logger, ns objectapi.Namespace, keyDir string
 		if _, err := s3.LoadIdentityFile(f.idFile); err != nil {
 			return cfg, err
 		}
+	}
+	if cfg.KMS, err = f.kms.open(keyDir, out); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }

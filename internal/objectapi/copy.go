@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/kelpfs/kelp/internal/filer"
+	"github.com/kelpfs/kelp/internal/sse"
 )
 
 // CopyOptions describe a CopyObject.
@@ -27,6 +28,9 @@ type CopyOptions struct {
 	// IfMatch and IfNoneMatch are the destination's preconditions, as in
 	// PutOptions.
 	IfMatch, IfNoneMatch string
+	// Keys.Source gives the data key of an encrypted source; the copy is
+	// encrypted as Metadata.Encryption says (whatever the source was).
+	Keys Keys
 }
 
 // copySourceErr refuses a copy from a delete marker named by version id,
@@ -62,15 +66,21 @@ func (l *Layer) CopyObject(ctx context.Context, srcBucket, srcKey, bucket, key s
 	}
 	md.ACL, md.Grants, md.Owner = opts.Metadata.ACL, opts.Metadata.Grants, opts.Metadata.Owner // the copy's own, never the source's
 	md.Lock = opts.Metadata.Lock                                                               // likewise
+	md.Encryption = opts.Metadata.Encryption
+	srcDEK, err := dataKey(opts.Keys.Source, si.SSE)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
 	if err := validTags(md.Tags, 10); err != nil {
 		return ObjectInfo{}, err
 	}
 	if srcBucket == bucket && srcKey == key && opts.SourceVersionID == "" {
-		if !opts.Replace && !opts.ReplaceTags {
+		if !opts.Replace && !opts.ReplaceTags && md.Encryption == nil && si.SSE == nil {
 			return ObjectInfo{}, errorf(ErrInvalidCopySource, "copying %q onto itself needs a metadata change", key)
 		}
 	}
-	if srcBucket == bucket && srcKey == key && opts.SourceVersionID == "" && !l.versioned(ctx, bucket) {
+	if srcBucket == bucket && srcKey == key && opts.SourceVersionID == "" && !l.versioned(ctx, bucket) &&
+		si.SSE == nil && md.Encryption == nil {
 		// Unversioned: change the metadata in place, no data moves.
 		if !md.Lock.IsZero() { // object lock makes a bucket versioned
 			return ObjectInfo{}, errorf(ErrInvalidRequest, "Bucket is missing Object Lock Configuration")
@@ -99,7 +109,7 @@ func (l *Layer) CopyObject(ctx context.Context, srcBucket, srcKey, bucket, key s
 	if _, err := l.bucketEntry(ctx, bucket); err != nil {
 		return ObjectInfo{}, err
 	}
-	body, err := l.open(ctx, src, 0, src.Size)
+	body, err := l.openPlain(ctx, src, si, func(*sse.Meta) ([]byte, error) { return srcDEK, nil }, 0, si.Size)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
@@ -108,7 +118,7 @@ func (l *Layer) CopyObject(ctx context.Context, srcBucket, srcKey, bucket, key s
 	if alg == "" && si.Checksum.Type != ChecksumComposite {
 		alg = si.Checksum.Algorithm
 	}
-	po := PutOptions{Metadata: md, Size: src.Size, Checksum: ChecksumSpec{Algorithm: alg}, IfMatch: opts.IfMatch, IfNoneMatch: opts.IfNoneMatch}
+	po := PutOptions{Metadata: md, Size: si.Size, Checksum: ChecksumSpec{Algorithm: alg}, IfMatch: opts.IfMatch, IfNoneMatch: opts.IfNoneMatch}
 	oi, err := l.PutObject(ctx, bucket, key, body, po)
 	if errors.Is(err, filer.ErrNotFound) {
 		return ObjectInfo{}, errorf(ErrNoSuchKey, "%q", srcKey)

@@ -4,10 +4,10 @@
 // speaks no HTTP: internal/s3 turns requests into calls here and maps the
 // errors of this package (errors.go) to S3 error codes in one table.
 //
-// Imported by internal/s3 (and tests). It imports internal/filer and
-// internal/chunk only; the filer is reached through the Namespace
-// interface (namespace.go), which *filer.Filer satisfies, so the gateway
-// runs in-process next to a filer.
+// Imported by internal/s3 (and tests). It imports internal/filer,
+// internal/chunk and internal/sse (the encryption format) only; the filer
+// is reached through the Namespace interface (namespace.go), which
+// *filer.Filer satisfies, so the gateway runs in-process next to a filer.
 //
 // # Layout in the namespace
 //
@@ -150,6 +150,9 @@
 //	Xattrs["s3.lock.mode"]        a version's retention mode, GOVERNANCE | COMPLIANCE
 //	Xattrs["s3.lock.until"]       its retain-until date, RFC 3339 UTC with nanoseconds
 //	Xattrs["s3.lock.hold"]        "1" while a version is under legal hold
+//	Xattrs["s3.sse"]              an encrypted object's or upload's sse.Meta (JSON)
+//	Xattrs["s3.ssepart"]          an encrypted upload part's sse.Part (JSON)
+//	Xattrs["s3.encryption"]       a bucket's default encryption (JSON BucketEncryption)
 //
 // (The lock xattrs of a version are also kept on an upload's directory until
 // completion.)
@@ -163,6 +166,20 @@
 // lifecycle expiry skips what it refuses. GOVERNANCE retention yields to a
 // context from WithGovernanceBypass. A bucket with object lock is always
 // versioning Enabled, so writes archive what they replace.
+//
+// # Server-side encryption (encryption.go)
+//
+// A write with an Encryption (Metadata.Encryption) streams the plaintext
+// through the checksum and MD5 hashes, then through sse.Encrypter, and
+// only then into chunks: Entry.Size and the chunks are the ciphertext's,
+// ObjectInfo.Size, PartSizes (s3.parts holds plaintext sizes for encrypted
+// objects) and checksums the plaintext's. Entry.MD5 is the ETag's MD5: of
+// the plaintext for unencrypted and SSE-S3 objects, of the ciphertext for
+// SSE-C and SSE-KMS. Each part of an encrypted upload is encrypted with the
+// upload's data key and its own nonce base; completion gathers the parts'
+// sse.Part into the object's sse.Meta. Reads of an encrypted object (GET,
+// the source of a copy or of UploadPartCopy) ask the caller's KeyFunc for
+// the data key and decrypt only the segments their range overlaps.
 //
 // # Limits that come from the namespace
 //

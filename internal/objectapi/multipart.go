@@ -17,6 +17,7 @@ import (
 
 	"github.com/kelpfs/kelp/internal/chunk"
 	"github.com/kelpfs/kelp/internal/filer"
+	"github.com/kelpfs/kelp/internal/sse"
 )
 
 // MaxParts is the highest part number.
@@ -38,6 +39,7 @@ type PartInfo struct {
 	Size         int64
 	LastModified time.Time
 	Checksum     Checksum
+	SSE          *sse.Meta // the upload's encryption (UploadPart, UploadPartCopy), nil none
 }
 
 // CompletePart names a part in CompleteMultipartUpload.
@@ -101,6 +103,9 @@ func (l *Layer) CreateMultipartUploadAs(ctx context.Context, bucket, key, initia
 	if checksumAlg != "" {
 		e.Xattrs[xaChecksum] = encodeChecksum(Checksum{Algorithm: checksumAlg, Type: checksumType})
 	}
+	if md.Encryption != nil {
+		e.Xattrs[xaSSE] = md.Encryption.Meta.Marshal()
+	}
 	if err := l.ns.CreateEntry(ctx, e, filer.CreateOptions{Exclusive: true}); err != nil {
 		return "", err
 	}
@@ -156,6 +161,7 @@ type PartOptions struct {
 	Size       int64
 	ContentMD5 []byte
 	Checksum   ChecksumSpec
+	Keys       Keys // Keys.Object gives the data key of an encrypted upload
 }
 
 // UploadPart stores part n of an upload; the content streams to the blob
@@ -171,18 +177,34 @@ func (l *Layer) UploadPart(ctx context.Context, bucket, key, id string, n int, r
 	if opts.Checksum.Algorithm == "" {
 		opts.Checksum.Algorithm = decodeChecksum(up.Xattrs[xaChecksum]).Algorithm
 	}
-	u, err := l.storeRaw(ctx, r, opts.Size, opts.ContentMD5, opts.Checksum)
+	enc, err := l.partEncryption(up, n, opts.Keys.Object)
 	if err != nil {
 		return PartInfo{}, err
 	}
-	return l.commitPart(ctx, up, n, u)
+	u, err := l.storeRaw(ctx, r, opts.Size, opts.ContentMD5, opts.Checksum, enc)
+	if err != nil {
+		return PartInfo{}, err
+	}
+	pi, err := l.commitPart(ctx, up, n, u)
+	pi.SSE = sseMeta(up)
+	return pi, err
+}
+
+// partEncryption is how part n of upload up is encrypted (nil: it is not).
+func (l *Layer) partEncryption(up *filer.Entry, n int, f KeyFunc) (*encryptingPart, error) {
+	m := sseMeta(up)
+	dek, err := dataKey(f, m)
+	if err != nil || m == nil {
+		return nil, err
+	}
+	return newEncryptingPart(m, dek, n), nil
 }
 
 // storeRaw is store without packing chunks into manifests: part chunks
 // are shifted into the object at completion, which a manifest's inner
 // offsets would not follow.
-func (l *Layer) storeRaw(ctx context.Context, r io.Reader, size int64, wantMD5 []byte, cs ChecksumSpec) (*upload, error) {
-	return l.storeOpts(ctx, r, size, wantMD5, cs, false)
+func (l *Layer) storeRaw(ctx context.Context, r io.Reader, size int64, wantMD5 []byte, cs ChecksumSpec, enc *encryptingPart) (*upload, error) {
+	return l.storeOpts(ctx, r, size, wantMD5, cs, false, enc)
 }
 
 func (l *Layer) commitPart(ctx context.Context, up *filer.Entry, n int, u *upload) (PartInfo, error) {
@@ -191,6 +213,9 @@ func (l *Layer) commitPart(ctx context.Context, up *filer.Entry, n int, u *uploa
 		Xattrs: map[string][]byte{xaChunks: chunk.AppendList(nil, u.chunks)}}
 	if c := encodeChecksum(u.checksum); c != nil {
 		e.Xattrs[xaChecksum] = c
+	}
+	if u.part != nil {
+		e.Xattrs[xaSSEPart] = encodePart(*u.part)
 	}
 	// The part it replaces (a retry, or a concurrent upload of the same
 	// number) is found in the transaction that replaces it, so that its
@@ -215,7 +240,7 @@ func (l *Layer) commitPart(ctx context.Context, up *filer.Entry, n int, u *uploa
 	if old != nil {
 		l.discard(partChunks(old))
 	}
-	return PartInfo{Number: n, ETag: hex.EncodeToString(u.md5), Size: u.size, LastModified: l.now(), Checksum: u.checksum}, nil
+	return PartInfo{Number: n, ETag: hex.EncodeToString(u.md5), Size: u.plain, LastModified: l.now(), Checksum: u.checksum}, nil
 }
 
 func partChunks(e *filer.Entry) []chunk.Chunk {
@@ -227,7 +252,7 @@ func partChunks(e *filer.Entry) []chunk.Chunk {
 }
 
 // UploadPartCopy stores part n from a range (nil: all) of another object.
-func (l *Layer) UploadPartCopy(ctx context.Context, bucket, key, id string, n int, srcBucket, srcKey, srcVersion string, rng *Range, cond Conditions) (PartInfo, error) {
+func (l *Layer) UploadPartCopy(ctx context.Context, bucket, key, id string, n int, srcBucket, srcKey, srcVersion string, rng *Range, cond Conditions, keys Keys) (PartInfo, error) {
 	if n < 1 || n > MaxParts {
 		return PartInfo{}, errorf(ErrInvalidArgument, "part number %d is not between 1 and %d", n, MaxParts)
 	}
@@ -242,24 +267,30 @@ func (l *Layer) UploadPartCopy(ctx context.Context, bucket, key, id string, n in
 	if err := cond.check(si.ETag, si.LastModified, true); err != nil {
 		return PartInfo{}, err
 	}
-	off, length := int64(0), src.Size
+	off, length := int64(0), si.Size
 	if rng != nil {
-		if rng.First < 0 || rng.Last < 0 || rng.Last >= src.Size {
-			return PartInfo{}, errorf(ErrInvalidRange, "x-amz-copy-source-range must be bytes=first-last within the %d-byte source", src.Size)
+		if rng.First < 0 || rng.Last < 0 || rng.Last >= si.Size {
+			return PartInfo{}, errorf(ErrInvalidRange, "x-amz-copy-source-range must be bytes=first-last within the %d-byte source", si.Size)
 		}
 		off, length = rng.First, rng.Last-rng.First+1
 	}
-	body, err := l.open(ctx, src, off, length)
+	enc, err := l.partEncryption(up, n, keys.Object)
+	if err != nil {
+		return PartInfo{}, err
+	}
+	body, err := l.openPlain(ctx, src, si, keys.Source, off, length)
 	if err != nil {
 		return PartInfo{}, err
 	}
 	defer body.Close()
 	alg := decodeChecksum(up.Xattrs[xaChecksum]).Algorithm
-	u, err := l.storeRaw(ctx, body, length, nil, ChecksumSpec{Algorithm: alg})
+	u, err := l.storeRaw(ctx, body, length, nil, ChecksumSpec{Algorithm: alg}, enc)
 	if err != nil {
 		return PartInfo{}, err
 	}
-	return l.commitPart(ctx, up, n, u)
+	pi, err := l.commitPart(ctx, up, n, u)
+	pi.SSE = sseMeta(up)
+	return pi, err
 }
 
 // parts returns an upload's part entries by number.
@@ -322,6 +353,7 @@ func (l *Layer) completeOnce(ctx context.Context, bucket, key, id string, list [
 		return ObjectInfo{}, err
 	}
 	want := decodeChecksum(up.Xattrs[xaChecksum])
+	encMeta := sseMeta(up)
 	var (
 		chunks  []chunk.Chunk
 		size    int64
@@ -342,8 +374,17 @@ func (l *Layer) completeOnce(ctx context.Context, bucket, key, id string, list [
 		if e == nil || !etagMatches(p.ETag, hex.EncodeToString(e.MD5)) {
 			return ObjectInfo{}, errorf(ErrInvalidPart, "part %d with ETag %s was not uploaded", p.Number, p.ETag)
 		}
-		if i < len(list)-1 && e.Size < l.minPart {
-			return ObjectInfo{}, errorf(ErrEntityTooSmall, "part %d has %d bytes, the minimum is %d", p.Number, e.Size, l.minPart)
+		plain := e.Size
+		if encMeta != nil {
+			pe, ok := partEncryption(e)
+			if !ok {
+				return ObjectInfo{}, errorf(ErrInvalidPart, "part %d was not stored encrypted", p.Number)
+			}
+			plain = pe.Size
+			encMeta.Parts = append(encMeta.Parts, pe)
+		}
+		if i < len(list)-1 && plain < l.minPart {
+			return ObjectInfo{}, errorf(ErrEntityTooSmall, "part %d has %d bytes, the minimum is %d", p.Number, plain, l.minPart)
 		}
 		for _, c := range partChunks(e) {
 			c.Offset += size
@@ -360,8 +401,8 @@ func (l *Layer) completeOnce(ctx context.Context, bucket, key, id string, list [
 		}
 		md5s.Write(e.MD5)
 		size += e.Size
-		sizes = append(sizes, strconv.FormatInt(e.Size, 10))
-		lens = append(lens, e.Size)
+		sizes = append(sizes, strconv.FormatInt(plain, 10))
+		lens = append(lens, plain)
 		used[p.Number] = true
 	}
 	etag := hex.EncodeToString(md5s.Sum(nil)) + "-" + strconv.Itoa(len(list))
@@ -380,6 +421,9 @@ func (l *Layer) completeOnce(ctx context.Context, bucket, key, id string, list [
 	}
 	copyAccess(e, up)
 	copyLock(up, e)
+	if encMeta != nil {
+		e.Xattrs[xaSSE] = encMeta.Marshal()
+	}
 	switch {
 	case want.Type == ChecksumFullObject && sumHash != nil:
 		full, err := combineCRCs(want.Algorithm, sums, lens)
@@ -562,7 +606,11 @@ func (l *Layer) ListParts(ctx context.Context, bucket, key, id string, marker, m
 			break
 		}
 		e := byNum[n]
-		res.Parts = append(res.Parts, PartInfo{Number: n, ETag: hex.EncodeToString(e.MD5), Size: e.Size,
+		size := e.Size
+		if pe, ok := partEncryption(e); ok {
+			size = pe.Size
+		}
+		res.Parts = append(res.Parts, PartInfo{Number: n, ETag: hex.EncodeToString(e.MD5), Size: size,
 			LastModified: e.Mtime, Checksum: decodeChecksum(e.Xattrs[xaChecksum])})
 		res.NextPartMarker = n
 	}

@@ -2,6 +2,7 @@ package objectapi
 
 import (
 	"context"
+	"crypto/md5"
 	"errors"
 	"hash"
 	"io"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/kelpfs/kelp/internal/chunk"
 	"github.com/kelpfs/kelp/internal/filer"
+	"github.com/kelpfs/kelp/internal/sse"
 )
 
 // SystemHeaders are the response headers stored with an object besides
@@ -49,6 +51,9 @@ type ObjectInfo struct {
 	PartSizes    []int64 // sizes of a multipart object's parts, nil otherwise
 	Lock         ObjectLock
 
+	// SSE is the object's server-side encryption, nil when not encrypted.
+	SSE *sse.Meta
+
 	entry *filer.Entry
 }
 
@@ -68,6 +73,9 @@ type Metadata struct {
 	// Lock is the retention and legal hold of the new version (only in a
 	// bucket with object lock). Never copied from a source object.
 	Lock ObjectLock
+	// Encryption, when set, encrypts the content (encryption.go). Never
+	// copied from a source object: the gateway decides for each write.
+	Encryption *Encryption
 }
 
 // PutOptions describe an object written by PutObject.
@@ -115,6 +123,9 @@ func (l *Layer) info(bucket string, e *filer.Entry) ObjectInfo {
 	}
 	oi.Checksum = decodeChecksum(e.Xattrs[xaChecksum])
 	oi.PartSizes = partSizes(e)
+	if m := sseMeta(e); m != nil {
+		oi.SSE, oi.Size = m, m.PlainSize()
+	}
 	a := accessOf(e)
 	oi.ACL, oi.Grants, oi.Owner = a.Canned, a.Grants, a.Owner
 	oi.Lock = lockOf(e)
@@ -210,18 +221,22 @@ func (h *hashingReader) Read(p []byte) (int, error) {
 // upload is the result of streaming content to the blob layer.
 type upload struct {
 	chunks   []chunk.Chunk
-	size     int64
-	md5      []byte
+	size     int64  // stored bytes
+	md5      []byte // of the plaintext, or of the stored bytes when encrypted other than SSE-S3
 	checksum Checksum
+	// plain is the plaintext size and part the encryption of what was
+	// stored (nil: not encrypted).
+	plain int64
+	part  *sse.Part
 }
 
 // store streams r into chunks, verifying sizes and digests; on error no
 // blob is left behind.
-func (l *Layer) store(ctx context.Context, r io.Reader, size int64, wantMD5 []byte, cs ChecksumSpec) (*upload, error) {
-	return l.storeOpts(ctx, r, size, wantMD5, cs, true)
+func (l *Layer) store(ctx context.Context, r io.Reader, size int64, wantMD5 []byte, cs ChecksumSpec, enc *encryptingPart) (*upload, error) {
+	return l.storeOpts(ctx, r, size, wantMD5, cs, true, enc)
 }
 
-func (l *Layer) storeOpts(ctx context.Context, r io.Reader, size int64, wantMD5 []byte, cs ChecksumSpec, pack bool) (*upload, error) {
+func (l *Layer) storeOpts(ctx context.Context, r io.Reader, size int64, wantMD5 []byte, cs ChecksumSpec, pack bool, enc *encryptingPart) (*upload, error) {
 	if size > MaxPutSize {
 		return nil, errorf(ErrEntityTooLarge, "%d bytes exceeds %d", size, int64(MaxPutSize))
 	}
@@ -238,22 +253,55 @@ func (l *Layer) storeOpts(ctx context.Context, r io.Reader, size int64, wantMD5 
 		// Never store more than declared; a short body fails in Split's read.
 		r = io.LimitReader(r, size+1)
 	}
+	hint := size
+	var plainMD5 hash.Hash
+	var encrypter *sse.Encrypter
+	if enc != nil {
+		if wantMD5 != nil || enc.plainETag {
+			plainMD5 = md5.New()
+			r = &hashingReader{r: r, h: plainMD5}
+		}
+		var err error
+		if encrypter, err = sse.NewEncrypter(r, enc.key, enc.part, enc.seg, size); err != nil {
+			return nil, err
+		}
+		r = encrypter
+		if size >= 0 {
+			hint = sse.CipherSize(size, enc.seg)
+		}
+	}
 	res, err := chunk.Split(ctx, l.ns.Blobs(), r, 0, chunk.SplitOptions{
-		ChunkSize: l.ns.ChunkSize(), Concurrency: l.conc, SizeHint: size, Now: l.now,
+		ChunkSize: l.ns.ChunkSize(), Concurrency: l.conc, SizeHint: hint, Now: l.now,
+		NoMD5: enc != nil && enc.plainETag, // the ETag is the plaintext's MD5, taken above
 	})
-	u := &upload{chunks: res.Chunks, size: res.Size, md5: res.MD5}
+	u := &upload{chunks: res.Chunks, size: res.Size, md5: res.MD5, plain: res.Size}
 	fail := func(err error) (*upload, error) {
 		l.discard(u.chunks)
 		return nil, err
 	}
+	if encrypter != nil {
+		u.plain = encrypter.Size()
+		u.part = &enc.part
+		u.part.Size = u.plain
+		if plainMD5 != nil {
+			sum := plainMD5.Sum(nil)
+			if enc.plainETag {
+				u.md5 = sum
+			}
+			if err == nil && wantMD5 != nil && string(wantMD5) != string(sum) {
+				return fail(errorf(ErrBadDigest, "Content-MD5 does not match the content"))
+			}
+		}
+		wantMD5 = nil // checked
+	}
 	if err != nil {
 		return fail(err)
 	}
-	if size >= 0 && res.Size != size {
-		return fail(errorf(ErrInvalidArgument, "body of %d bytes, Content-Length %d", res.Size, size))
+	if size >= 0 && u.plain != size {
+		return fail(errorf(ErrInvalidArgument, "body of %d bytes, Content-Length %d", u.plain, size))
 	}
-	if res.Size > MaxPutSize {
-		return fail(errorf(ErrEntityTooLarge, "%d bytes exceeds %d", res.Size, int64(MaxPutSize)))
+	if u.plain > MaxPutSize {
+		return fail(errorf(ErrEntityTooLarge, "%d bytes exceeds %d", u.plain, int64(MaxPutSize)))
 	}
 	if wantMD5 != nil && string(wantMD5) != string(res.MD5) {
 		return fail(errorf(ErrBadDigest, "Content-MD5 does not match the content"))
@@ -323,7 +371,11 @@ func (l *Layer) PutObject(ctx context.Context, bucket, key string, r io.Reader, 
 		return ObjectInfo{}, err
 	}
 	exclusive := strings.TrimSpace(opts.IfNoneMatch) == "*"
-	u, err := l.store(ctx, r, opts.Size, opts.ContentMD5, opts.Checksum)
+	var enc *encryptingPart
+	if x := opts.Encryption; x != nil {
+		enc = newEncryptingPart(x.Meta, x.Key, 1)
+	}
+	u, err := l.store(ctx, r, opts.Size, opts.ContentMD5, opts.Checksum, enc)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
@@ -331,6 +383,11 @@ func (l *Layer) PutObject(ctx context.Context, bucket, key string, r io.Reader, 
 	applyMeta(e, opts.Metadata)
 	if c := encodeChecksum(u.checksum); c != nil {
 		e.Xattrs[xaChecksum] = c
+	}
+	if enc != nil {
+		m := *opts.Encryption.Meta
+		m.Parts = []sse.Part{*u.part}
+		e.Xattrs[xaSSE] = m.Marshal()
 	}
 	vid := ""
 	if dirKey {
@@ -404,6 +461,7 @@ type GetOptions struct {
 	Conditions Conditions
 	NoBody     bool   // HEAD: check and describe only
 	VersionID  string // "" the latest version
+	Keys       Keys   // Keys.Object gives the data key of an encrypted object
 }
 
 // Object is an object being read.
@@ -427,7 +485,11 @@ func (l *Layer) GetObject(ctx context.Context, bucket, key string, opts GetOptio
 	if err := opts.Conditions.check(oi.ETag, oi.LastModified, false); err != nil {
 		return nil, err
 	}
-	o := &Object{Info: oi, Length: e.Size}
+	dek, err := dataKey(opts.Keys.Object, oi.SSE)
+	if err != nil {
+		return nil, err
+	}
+	o := &Object{Info: oi, Length: oi.Size}
 	switch {
 	case opts.PartNumber > 0:
 		start, n, err := l.partRange(ctx, e, oi, opts.PartNumber)
@@ -436,7 +498,7 @@ func (l *Layer) GetObject(ctx context.Context, bucket, key string, opts GetOptio
 		}
 		o.Start, o.Length, o.Partial = start, n, true
 	case opts.Range != nil:
-		start, n, err := opts.Range.resolve(e.Size)
+		start, n, err := opts.Range.resolve(oi.Size)
 		if err != nil {
 			return nil, err
 		}
@@ -445,7 +507,7 @@ func (l *Layer) GetObject(ctx context.Context, bucket, key string, opts GetOptio
 	if opts.NoBody {
 		return o, nil
 	}
-	o.Body, err = l.open(ctx, e, o.Start, o.Length)
+	o.Body, err = l.openPlain(ctx, e, oi, func(*sse.Meta) ([]byte, error) { return dek, nil }, o.Start, o.Length)
 	return o, err
 }
 
@@ -472,10 +534,10 @@ type readCloser struct {
 // partRange is the byte range of part n: the parts are recorded in the
 // object's xattr s3.parts as their sizes.
 func (l *Layer) partRange(ctx context.Context, e *filer.Entry, oi ObjectInfo, n int) (int64, int64, error) {
-	sizes := partSizes(e)
+	sizes := oi.PartSizes
 	if len(sizes) == 0 {
 		if n == 1 {
-			return 0, e.Size, nil
+			return 0, oi.Size, nil
 		}
 		return 0, 0, errorf(ErrInvalidPart, "the object has 1 part, not %d", n)
 	}

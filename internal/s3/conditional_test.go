@@ -2,8 +2,6 @@ package s3
 
 import (
 	"bytes"
-	"crypto/md5"
-	"encoding/hex"
 	"strings"
 	"sync"
 	"testing"
@@ -81,7 +79,7 @@ func TestConditionalPut(t *testing.T) {
 	if err != nil {
 		t.Fatalf("If-None-Match with another ETag: %v", err)
 	}
-	out, err := e.putString("cwb", "k", "three", func(in *s3.PutObjectInput) { in.IfMatch = aws.String(`"` + md5hex("two") + `"`) })
+	out, err := e.putString("cwb", "k", "three", func(in *s3.PutObjectInput) { in.IfMatch = aws.String(`"` + md5hex([]byte("two")) + `"`) })
 	if err != nil {
 		t.Fatalf("If-Match with the current ETag: %v", err)
 	}
@@ -243,9 +241,4 @@ func TestConditionalPutConcurrent(t *testing.T) {
 	if wins != 1 || refused != n-1 {
 		t.Fatalf("%d writers won and %d were refused, want 1 and %d", wins, refused, n-1)
 	}
-}
-
-func md5hex(s string) string {
-	sum := md5.Sum([]byte(s))
-	return hex.EncodeToString(sum[:])
 }

@@ -88,7 +88,20 @@
 // (mayBypassGovernance: authorize with that IAM action, which the bucket
 // owner, Admin identities and policy grants hold).
 //
+// # Server-side encryption (sse.go, sse_bucket.go)
+//
+// encryptionFor turns a write's SSE headers (or the bucket's default
+// encryption) into an objectapi.Encryption: a fresh data key and its
+// sse.Meta, the key sealed under the customer's key (SSE-C), the key
+// derived from the master key (SSE-S3) or a KMS key of Config.KMS (SSE-KMS,
+// optionally through a per-bucket bucket key, bucketKeyCache). Reads hand
+// the object layer a KeyFunc (keyFunc) that checks the request's SSE-C
+// headers against the object's stored key MAC and opens its data key; the
+// copy source's headers have the x-amz-copy-source- prefix. sseHeaders
+// describes an object's encryption in responses. Key-service errors become
+// S3's KMS.* codes (400), never a 500.
+//
 // # Not implemented
 //
-// Lifecycle transitions, SSE, SigV4a.
+// Lifecycle transitions, MFA delete, SigV4a.
 package s3

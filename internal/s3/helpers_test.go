@@ -16,6 +16,8 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/kelpfs/kelp/internal/filerserver"
+	"github.com/kelpfs/kelp/internal/kms"
+	"github.com/kelpfs/kelp/internal/sse"
 	"github.com/kelpfs/kelp/internal/testcluster"
 )
 
@@ -52,6 +54,7 @@ func startEnv(t testing.TB, mod func(*Config)) *env {
 		Identities:  []Identity{{Name: "admin", Credentials: []Credential{{testAK, testSK}}, Actions: []string{"Admin"}}},
 		MinPartSize: 100 << 10,
 		Logger:      slog.New(slog.DiscardHandler),
+		KMS:         testKMS(t),
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -67,6 +70,16 @@ func startEnv(t testing.TB, mod func(*Config)) *env {
 	e := &env{t: t, gw: gw, fs: fs, ctx: context.Background()}
 	e.c = e.client(testAK, testSK)
 	return e
+}
+
+// testKMS is a key service with a fresh master key in a temporary directory.
+func testKMS(t testing.TB) *kms.Service {
+	t.Helper()
+	k, err := kms.Open(t.TempDir(), sse.NewKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 func (e *env) client(ak, sk string, opts ...func(*s3.Options)) *s3.Client {

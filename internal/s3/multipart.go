@@ -41,9 +41,15 @@ func (s *Server) createUpload(rq *request) error {
 	if err != nil {
 		return err
 	}
+	if md.Encryption, err = s.encryptionFor(rq, rq.bucket, rq.key, rq.r.Header); err != nil {
+		return err
+	}
 	id, err := s.layer.CreateMultipartUploadAs(rq.ctx, rq.bucket, rq.key, rq.myID(), md, alg, typ)
 	if err != nil {
 		return err
+	}
+	if md.Encryption != nil {
+		sseHeaders(rq.w.Header(), md.Encryption.Meta, rq.r.Header, true)
 	}
 	if alg != "" {
 		rq.w.Header().Set("x-amz-checksum-algorithm", alg)
@@ -79,12 +85,13 @@ func (s *Server) uploadPart(rq *request) error {
 		return errMissingLength
 	}
 	p, err := s.layer.UploadPart(rq.ctx, rq.bucket, rq.key, rq.q.Get("uploadId"), n, rq.r.Body,
-		objectapi.PartOptions{Size: size, ContentMD5: sum, Checksum: cs})
+		objectapi.PartOptions{Size: size, ContentMD5: sum, Checksum: cs, Keys: s.readKeys(rq)})
 	if err != nil {
 		return err
 	}
 	h := rq.w.Header()
 	h.Set("ETag", quote(p.ETag))
+	sseHeaders(h, p.SSE, rq.r.Header, false)
 	if p.Checksum.Algorithm != "" {
 		h.Set("x-amz-checksum-"+strings.ToLower(p.Checksum.Algorithm), p.Checksum.Value)
 	}
@@ -118,10 +125,11 @@ func (s *Server) uploadPartCopy(rq *request) error {
 		}
 	}
 	p, err := s.layer.UploadPartCopy(rq.ctx, rq.bucket, rq.key, rq.q.Get("uploadId"), n, sb, sk, sv, rng,
-		conditions(rq.r.Header, "x-amz-copy-source-"))
+		conditions(rq.r.Header, "x-amz-copy-source-"), s.readKeys(rq))
 	if err != nil {
 		return err
 	}
+	sseHeaders(rq.w.Header(), p.SSE, rq.r.Header, false)
 	if sv != "" {
 		rq.w.Header().Set("x-amz-copy-source-version-id", sv)
 	}
@@ -184,6 +192,7 @@ func (s *Server) completeUpload(rq *request) error {
 		out.ChecksumType = oi.Checksum.Type
 	}
 	setVersionID(rq.w.Header(), oi.VersionID)
+	sseHeaders(rq.w.Header(), oi.SSE, rq.r.Header, false)
 	writeXML(rq.w, http.StatusOK, out)
 	return nil
 }

@@ -73,7 +73,7 @@ func (s *Server) getObjectAttributes(rq *request) error {
 		marker = n
 	}
 	o, err := s.layer.GetObject(rq.ctx, rq.bucket, rq.key, objectapi.GetOptions{NoBody: true, VersionID: rq.q.Get("versionId"),
-		Conditions: conditions(rq.r.Header, "")})
+		Conditions: conditions(rq.r.Header, ""), Keys: s.readKeys(rq)})
 	if err != nil {
 		return err
 	}

@@ -68,17 +68,18 @@ func (s *Server) readObject(rq *request, head bool) error {
 		opts.Range = objectapi.ParseRange(rg)
 	}
 	opts.VersionID = rq.q.Get("versionId")
+	opts.Keys = s.readKeys(rq)
 	o, err := s.layer.GetObject(rq.ctx, rq.bucket, rq.key, opts)
 	if err != nil {
 		if ae := toAPIError(err); ae.Status == http.StatusNotModified || ae.Status == http.StatusPreconditionFailed {
 			// The validators go with 304 and 412 too.
-			if info, ierr := s.layer.GetObject(rq.ctx, rq.bucket, rq.key, objectapi.GetOptions{NoBody: true, VersionID: opts.VersionID}); ierr == nil {
+			if info, ierr := s.layer.GetObject(rq.ctx, rq.bucket, rq.key, objectapi.GetOptions{NoBody: true, VersionID: opts.VersionID, Keys: opts.Keys}); ierr == nil {
 				rq.w.Header().Set("ETag", quote(info.Info.ETag))
 				rq.w.Header().Set("Last-Modified", info.Info.LastModified.UTC().Format(http.TimeFormat))
 			}
 		}
 		if ae := toAPIError(err); ae.Code == "InvalidRange" {
-			if info, ierr := s.layer.GetObject(rq.ctx, rq.bucket, rq.key, objectapi.GetOptions{NoBody: true, VersionID: opts.VersionID}); ierr == nil {
+			if info, ierr := s.layer.GetObject(rq.ctx, rq.bucket, rq.key, objectapi.GetOptions{NoBody: true, VersionID: opts.VersionID, Keys: opts.Keys}); ierr == nil {
 				rq.w.Header().Set("Content-Range", "bytes */"+itoa(info.Info.Size))
 			}
 		}
@@ -90,6 +91,7 @@ func (s *Server) readObject(rq *request, head bool) error {
 	h := rq.w.Header()
 	s.objectHeaders(h, o.Info, rq.r.Header.Get("x-amz-checksum-mode") == "ENABLED" && !o.Partial ||
 		opts.PartNumber == 1 && o.Info.Parts == 0 && rq.r.Header.Get("x-amz-checksum-mode") == "ENABLED")
+	sseHeaders(h, o.Info.SSE, rq.r.Header, false)
 	for q, hname := range responseOverrides {
 		if v := rq.q.Get(q); v != "" {
 			h.Set(hname, v)

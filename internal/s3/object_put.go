@@ -49,7 +49,7 @@ func metadata(r *http.Request) (objectapi.Metadata, error) {
 		}
 		md.ACL = acl
 	}
-	if err := checkEncryption(r.Header); err != nil {
+	if _, err := parseSSERequest(r.Header); err != nil { // applied by encryptionFor
 		return md, err
 	}
 	if t := r.Header.Get("x-amz-tagging"); t != "" {
@@ -104,30 +104,6 @@ func validHeaderValue(v string) bool {
 		}
 	}
 	return true
-}
-
-// checkEncryption refuses server-side encryption Kelp cannot honour:
-// customer keys (SSE-C) and KMS keys. Storing such an object in the clear
-// while the client believes it encrypted, or serving it without the key,
-// would be the worst surprise. AES256 (SSE-S3, keys managed by the store)
-// is accepted: the data sits on the operator's own disks, whose encryption
-// (dm-crypt, self-encrypting drives) is the operator's; the response does
-// not claim it.
-func checkEncryption(h http.Header) error {
-	if h.Get("x-amz-server-side-encryption-customer-algorithm") != "" || h.Get("x-amz-copy-source-server-side-encryption-customer-algorithm") != "" {
-		return &apiError{Code: "NotImplemented", Status: http.StatusNotImplemented,
-			Message: "Server-side encryption with customer-provided keys (SSE-C) is not supported"}
-	}
-	switch v := h.Get("x-amz-server-side-encryption"); v {
-	case "", "AES256":
-		return nil
-	case "aws:kms", "aws:kms:dsse":
-		return &apiError{Code: "NotImplemented", Status: http.StatusNotImplemented,
-			Message: "Server-side encryption with KMS keys is not supported"}
-	default:
-		return &apiError{Code: "InvalidArgument", Status: http.StatusBadRequest,
-			Message: "The encryption method specified is not supported: " + v}
-	}
 }
 
 // contentMD5 decodes Content-MD5; nil when absent.
@@ -215,6 +191,9 @@ func (s *Server) putObject(rq *request) error {
 	if size < 0 && len(rq.r.TransferEncoding) == 0 {
 		return errMissingLength
 	}
+	if md.Encryption, err = s.encryptionFor(rq, rq.bucket, rq.key, rq.r.Header); err != nil {
+		return err
+	}
 	oi, err := s.layer.PutObject(rq.ctx, rq.bucket, rq.key, rq.r.Body, objectapi.PutOptions{
 		Metadata: md, Size: size, ContentMD5: sum, Checksum: cs,
 		IfNoneMatch: rq.r.Header.Get("If-None-Match"), IfMatch: rq.r.Header.Get("If-Match"),
@@ -225,6 +204,7 @@ func (s *Server) putObject(rq *request) error {
 	h := rq.w.Header()
 	h.Set("ETag", quote(oi.ETag))
 	setVersionID(h, oi.VersionID)
+	sseHeaders(h, oi.SSE, rq.r.Header, true)
 	if oi.Checksum.Algorithm != "" {
 		h.Set("x-amz-checksum-"+strings.ToLower(oi.Checksum.Algorithm), oi.Checksum.Value)
 		h.Set("x-amz-checksum-type", oi.Checksum.Type)
@@ -324,7 +304,11 @@ func (s *Server) copyObject(rq *request) error {
 	if err := s.objectAccess(rq, rq.r.Header, &md); err != nil {
 		return err
 	}
+	if md.Encryption, err = s.encryptionFor(rq, rq.bucket, rq.key, rq.r.Header); err != nil {
+		return err
+	}
 	opts.Metadata = md
+	opts.Keys = s.readKeys(rq)
 	switch d := rq.r.Header.Get("x-amz-tagging-directive"); d {
 	case "", "COPY":
 	case "REPLACE":
@@ -345,6 +329,7 @@ func (s *Server) copyObject(rq *request) error {
 		rq.w.Header().Set("x-amz-copy-source-version-id", sv)
 	}
 	setVersionID(rq.w.Header(), oi.VersionID)
+	sseHeaders(rq.w.Header(), oi.SSE, rq.r.Header, true)
 	out := copyObjectResult{Xmlns: s3NS, LastModified: isoTime(oi.LastModified), ETag: quote(oi.ETag)}
 	out.setChecksum(oi.Checksum)
 	writeXML(rq.w, http.StatusOK, out)

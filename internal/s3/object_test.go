@@ -415,15 +415,16 @@ func TestTaggingRacesOverwrite(t *testing.T) {
 	}
 }
 
-// Encryption Kelp cannot honour is refused, never silently skipped.
+// Encryption headers are honoured or refused, never silently skipped
+// (sse_test.go has the rest).
 func TestServerSideEncryptionHeaders(t *testing.T) {
 	e := startEnv(t, nil)
 	e.mkBucket("sse")
 	for hdr, want := range map[string]int{
 		"x-amz-server-side-encryption: AES256":                    200,
-		"x-amz-server-side-encryption: aws:kms":                   501,
+		"x-amz-server-side-encryption: aws:kms":                   200,
 		"x-amz-server-side-encryption: rot13":                     400,
-		"x-amz-server-side-encryption-customer-algorithm: AES256": 501,
+		"x-amz-server-side-encryption-customer-algorithm: AES256": 400, // no key
 	} {
 		k, v, _ := strings.Cut(hdr, ": ")
 		resp, body := e.raw("PUT", "/sse/obj", []byte("x"), map[string]string{k: v})

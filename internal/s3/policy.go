@@ -78,6 +78,8 @@ var policyActions = map[string]string{
 	"PutBucketLifecycle":            "s3:PutLifecycleConfiguration",
 	"DeleteBucketLifecycle":         "s3:PutLifecycleConfiguration",
 	"GetBucketEncryption":           "s3:GetEncryptionConfiguration",
+	"PutBucketEncryption":           "s3:PutEncryptionConfiguration",
+	"DeleteBucketEncryption":        "s3:PutEncryptionConfiguration",
 	"GetBucketWebsite":              "s3:GetBucketWebsite",
 	"GetPublicAccessBlock":          "s3:GetBucketPublicAccessBlock",
 	"PutPublicAccessBlock":          "s3:PutBucketPublicAccessBlock",

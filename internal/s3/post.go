@@ -151,6 +151,9 @@ func (s *Server) postObject(rq *request) error {
 	if err := s.objectAccess(rq, h, &md); err != nil {
 		return err
 	}
+	if md.Encryption, err = s.encryptionFor(rq, rq.bucket, key, h); err != nil {
+		return err
+	}
 	body := &rangeReader{r: form.file, limits: limits}
 	oi, err := s.layer.PutObject(rq.ctx, rq.bucket, key, body, objectapi.PutOptions{Metadata: md, Size: -1})
 	if body.err != nil {

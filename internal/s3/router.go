@@ -218,7 +218,7 @@ func routeBucket(rq *request, m string, q url.Values) (*operation, error) {
 		case has(q, "lifecycle"):
 			return &operation{name: "GetBucketLifecycle", action: ActionList, fn: (*Server).getBucketLifecycle}, nil
 		case has(q, "encryption"):
-			return &operation{name: "GetBucketEncryption", action: ActionList, fn: fail(errNoSuchEncryption)}, nil
+			return &operation{name: "GetBucketEncryption", action: ActionList, fn: (*Server).getBucketEncryption}, nil
 		case has(q, "object-lock"):
 			return &operation{name: "GetObjectLockConfiguration", action: ActionList, fn: (*Server).getObjectLockConfiguration}, nil
 		case has(q, "website"):
@@ -259,6 +259,8 @@ func routeBucket(rq *request, m string, q url.Values) (*operation, error) {
 			return &operation{name: "PutPublicAccessBlock", action: ActionAdmin, fn: (*Server).putPublicAccessBlock}, nil
 		case has(q, "object-lock"):
 			return &operation{name: "PutObjectLockConfiguration", action: ActionAdmin, fn: (*Server).putObjectLockConfiguration}, nil
+		case has(q, "encryption"):
+			return &operation{name: "PutBucketEncryption", action: ActionAdmin, fn: (*Server).putBucketEncryption}, nil
 		case len(q) > 0 && !onlyIgnorable(q):
 			return &operation{name: "PutBucketConfiguration", action: ActionAdmin, fn: fail(errNotImplemented)}, nil
 		}
@@ -277,6 +279,8 @@ func routeBucket(rq *request, m string, q url.Values) (*operation, error) {
 			return &operation{name: "DeleteBucketOwnershipControls", action: ActionAdmin, fn: (*Server).deleteOwnershipControls}, nil
 		case has(q, "publicAccessBlock"):
 			return &operation{name: "DeletePublicAccessBlock", action: ActionAdmin, fn: (*Server).deletePublicAccessBlock}, nil
+		case has(q, "encryption"):
+			return &operation{name: "DeleteBucketEncryption", action: ActionAdmin, fn: (*Server).deleteBucketEncryption}, nil
 		case len(q) > 0 && !onlyIgnorable(q):
 			return &operation{name: "DeleteBucketConfiguration", action: ActionAdmin, fn: fail(errNotImplemented)}, nil
 		}

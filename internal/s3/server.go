@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/httpserve"
+	"github.com/kelpfs/kelp/internal/kms"
 	"github.com/kelpfs/kelp/internal/objectapi"
 	"github.com/kelpfs/kelp/internal/s3/sigv4"
 )
@@ -52,6 +53,10 @@ type Config struct {
 	LifecycleInterval time.Duration
 	Logger            *slog.Logger
 	Now               func() time.Time // nil means time.Now (signature clock skew)
+
+	// KMS is the key service of SSE-S3 and SSE-KMS; nil refuses both
+	// (SSE-C needs none).
+	KMS *kms.Service
 }
 
 // Server is a running S3 gateway.
@@ -66,6 +71,8 @@ type Server struct {
 	reqSeq    atomic.Uint64
 	bufs      sync.Pool // *[]byte copy buffers for GET
 	policies  sync.Map  // bucket -> parsedPolicy, the last policy parsed for it
+
+	bucketKeys bucketKeyCache // SSE-KMS bucket keys (sse.go)
 
 	ln        net.Listener
 	srv       *httpserve.Server

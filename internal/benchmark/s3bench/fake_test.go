@@ -24,6 +24,7 @@ type fakeS3 struct {
 
 	puts, parts, completes, gets, rangedGets, deletes atomic.Int64
 	unsignedPayloads, signedPayloads                  atomic.Int64
+	sseC, sseS3                                       atomic.Int64 // requests with SSE-C keys, with x-amz-server-side-encryption: AES256
 	// failPut fails the PUT of keys ending in it with a 500; corrupt flips a
 	// byte in GET responses of keys ending in it.
 	failPut, corrupt string
@@ -40,6 +41,12 @@ func (f *fakeS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256 Credential=AK/") {
 		http.Error(w, "unsigned", http.StatusForbidden)
 		return
+	}
+	if r.Header.Get("X-Amz-Server-Side-Encryption-Customer-Key") != "" {
+		f.sseC.Add(1)
+	}
+	if r.Header.Get("X-Amz-Server-Side-Encryption") == "AES256" {
+		f.sseS3.Add(1)
 	}
 	if r.Header.Get("X-Amz-Content-Sha256") == "UNSIGNED-PAYLOAD" {
 		f.unsignedPayloads.Add(1)

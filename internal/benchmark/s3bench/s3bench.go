@@ -2,6 +2,9 @@ package s3bench
 
 import (
 	"context"
+	"crypto/md5"
+	crand "crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -79,6 +82,10 @@ type Config struct {
 	Cold bool
 	// DropCaches is what Cold calls; nil means benchmark.DropPageCache.
 	DropCaches func() error
+	// SSE asks for server-side encryption of the objects: "AES256"
+	// (SSE-S3), "aws:kms" (SSE-KMS, default key), "SSE-C" (a random
+	// customer key per run, sent on every PUT and GET); "" none.
+	SSE string
 }
 
 // Report is the result of a run; its JSON form is the last line of --json.
@@ -112,6 +119,8 @@ func (cfg *Config) normalize() error {
 		return fmt.Errorf("%w: negative concurrency", ErrConfig)
 	case cfg.PartSize != 0 && cfg.PartSize < minPartSize:
 		return fmt.Errorf("%w: part size %d is below S3's minimum of 5 MiB", ErrConfig, cfg.PartSize)
+	case cfg.SSE != "" && cfg.SSE != "AES256" && cfg.SSE != "aws:kms" && cfg.SSE != sseC:
+		return fmt.Errorf("%w: --sse is AES256, aws:kms or SSE-C, not %q", ErrConfig, cfg.SSE)
 	}
 	if cfg.Cold && cfg.DropCaches == nil {
 		if err := benchmark.CheckDropPageCache(); err != nil {
@@ -150,6 +159,18 @@ type bench struct {
 	uploader *manager.Uploader
 	content  *content
 	prefix   string // of every key of this run
+	// sseKey and sseKeyMD5 are the run's SSE-C key, base64 as sent.
+	sseKey, sseKeyMD5 string
+}
+
+const sseC = "SSE-C"
+
+// newSSECKey returns a random SSE-C key and its MD5, base64-encoded.
+func newSSECKey() (string, string) {
+	k := make([]byte, 32)
+	crand.Read(k)
+	sum := md5.Sum(k)
+	return base64.StdEncoding.EncodeToString(k), base64.StdEncoding.EncodeToString(sum[:])
 }
 
 // worker is one goroutine's reusable buffer for verifying bodies.
@@ -166,6 +187,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	b := &bench{cfg: cfg, content: newContent(cfg.Seed)}
+	if cfg.SSE == sseC {
+		b.sseKey, b.sseKeyMD5 = newSSECKey()
+	}
 	b.prefix = fmt.Sprintf("%ss3bench-%016x/", cfg.Prefix, b.content.nonce)
 	b.client = newClient(&cfg)
 	b.uploader = manager.NewUploader(b.client, func(u *manager.Uploader) {
@@ -304,6 +328,13 @@ func (b *bench) put(ctx context.Context, i int) error {
 		Bucket: aws.String(b.cfg.Bucket), Key: aws.String(b.key(i)), Body: body,
 		ContentType: aws.String("application/octet-stream"),
 	}
+	switch b.cfg.SSE {
+	case "":
+	case sseC:
+		in.SSECustomerAlgorithm, in.SSECustomerKey, in.SSECustomerKeyMD5 = aws.String("AES256"), aws.String(b.sseKey), aws.String(b.sseKeyMD5)
+	default:
+		in.ServerSideEncryption = types.ServerSideEncryption(b.cfg.SSE)
+	}
 	if b.cfg.Size > b.cfg.PartSize {
 		_, err := b.uploader.Upload(ctx, in)
 		return err
@@ -361,6 +392,9 @@ feed:
 
 func (b *bench) getRange(ctx context.Context, buf []byte, i int, off, n int64, ranged bool) error {
 	in := &s3.GetObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(b.key(i))}
+	if b.cfg.SSE == sseC {
+		in.SSECustomerAlgorithm, in.SSECustomerKey, in.SSECustomerKeyMD5 = aws.String("AES256"), aws.String(b.sseKey), aws.String(b.sseKeyMD5)
+	}
 	if ranged {
 		in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1))
 	}

@@ -185,3 +185,28 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestRunAsksForEncryption: --sse=SSE-C sends the key with every PUT and
+// GET, --sse=AES256 asks for it on every PUT; anything else is refused.
+func TestRunAsksForEncryption(t *testing.T) {
+	for _, tc := range []struct {
+		sse          string
+		wantC, want3 int64
+	}{{"SSE-C", 20, 0}, {"AES256", 0, 10}} {
+		f, srv := newFakeS3(t)
+		cfg := fakeConfig(srv.URL)
+		cfg.Size, cfg.Count, cfg.SSE = 100, 10, tc.sse
+		rep, err := Run(context.Background(), cfg)
+		if err != nil || rep.Failed() != 0 {
+			t.Fatalf("%s: %v %+v", tc.sse, err, rep)
+		}
+		if f.sseC.Load() != tc.wantC || f.sseS3.Load() != tc.want3 {
+			t.Errorf("%s: %d requests with SSE-C keys, %d with AES256; want %d and %d", tc.sse, f.sseC.Load(), f.sseS3.Load(), tc.wantC, tc.want3)
+		}
+	}
+	cfg := fakeConfig("http://127.0.0.1:1")
+	cfg.Count, cfg.SSE = 1, "rot13"
+	if _, err := Run(context.Background(), cfg); !errors.Is(err, ErrConfig) {
+		t.Fatalf("--sse=rot13: %v", err)
+	}
+}
