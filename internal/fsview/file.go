@@ -54,9 +54,9 @@ type file struct {
 
 // block is the dirty part of one chunk-sized, chunk-aligned block.
 type block struct {
-	data  []byte  // from the block's start, as long as the last dirty byte
-	dirty []ival  // sorted, disjoint, in block offsets
-	start int64   // file offset of data[0]
+	data  []byte // from the block's start, as long as the last dirty byte
+	dirty []ival // sorted, disjoint, in block offsets
+	start int64  // file offset of data[0]
 }
 
 type ival struct{ lo, hi int64 }
