@@ -1,6 +1,7 @@
 package fsview
 
 import (
+	"github.com/kelpfs/kelp/internal/filer"
 	"os"
 	"path"
 	"strconv"
@@ -32,8 +33,8 @@ type DirEntry struct {
 
 // Names of the xattrs the view keeps for itself on filer entries.
 const (
-	xattrLink  = "kelp.hardlink" // on a name: the id of its link group
-	xattrNlink = "kelp.nlink"    // on a link group's content entry: the count of names
+	xattrLink  = filer.HardLinkXattr // on a name: the id of its link group
+	xattrNlink = "kelp.nlink"        // on a link group's content entry: the count of names
 )
 
 // node is a name resolved to its content: for a hard link the content is
@@ -48,7 +49,7 @@ func (n *node) contentPath() string { return n.content.Path }
 
 func (n *node) isDir() bool { return n.name.IsDir }
 
-func linkPath(id string) string { return hiddenDir + "/links/" + id }
+func linkPath(id string) string { return filer.HardLinkContentPath(id) }
 
 func timeOf(ns int64) time.Time {
 	if ns == 0 {

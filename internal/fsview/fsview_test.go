@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand"
+	"net/http"
 	"os"
 	"strings"
 	"syscall"
@@ -223,6 +224,15 @@ func TestViewNamespace(t *testing.T) {
 	writeFile(t, fs, "/a/hard", []byte("new"))
 	if got := string(readFile(t, fs, "/a/g")); got != "new" {
 		t.Fatalf("a write through one link shows %q through the other", got)
+	}
+	resp, err := http.Get("http://" + s.Addr() + "/a/g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "new" {
+		t.Fatalf("the filer's HTTP GET of a hard link answers %q", body)
 	}
 	if err := fs.Unlink(ctx, "/a/g"); err != nil {
 		t.Fatal(err)
