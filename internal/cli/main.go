@@ -55,6 +55,7 @@ func newRootCommand() *cobra.Command {
 		newVolumeCommand(g),
 		newFilerCommand(g),
 		newS3Command(g),
+		newMountCommand(g),
 		newBenchmarkCommand(g),
 		newShellCommand(g),
 		newHealthCommand(),

@@ -109,7 +109,8 @@ func (fs *FS) connect(ctx context.Context) error {
 	if len(conf.Masters) == 0 {
 		return fmt.Errorf("fsview: filer %s knows no master", fs.cfg.Filer)
 	}
-	c, err := client.New(client.Config{Masters: conf.Masters, HTTPClient: fs.cfg.HTTPClient, Logger: fs.log})
+	// File ids come in blocks of 64: one assign round trip per 64 chunks.
+	c, err := client.New(client.Config{Masters: conf.Masters, HTTPClient: fs.cfg.HTTPClient, Logger: fs.log, AssignBatch: 64})
 	if err != nil {
 		return fmt.Errorf("fsview: %w", err)
 	}
