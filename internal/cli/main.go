@@ -56,6 +56,7 @@ func newRootCommand() *cobra.Command {
 		newFilerCommand(g),
 		newS3Command(g),
 		newMountCommand(g),
+		newWebDAVCommand(g),
 		newBenchmarkCommand(g),
 		newShellCommand(g),
 		newHealthCommand(),

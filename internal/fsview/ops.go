@@ -559,3 +559,20 @@ func newID() string {
 }
 
 func cloneEntry(e *filerpb.Entry) *filerpb.Entry { return proto.Clone(e).(*filerpb.Entry) }
+
+// RemoveAll removes p and, for a directory, everything under it (WebDAV
+// DELETE of a collection). Hard-link groups with names inside keep their
+// content while other names are left.
+func (fs *FS) RemoveAll(ctx context.Context, p string) error {
+	n, err := fs.resolve(ctx, p)
+	if err != nil {
+		return err
+	}
+	if !n.isDir() {
+		return fs.Unlink(ctx, p)
+	}
+	if n.name.Path == fs.cfg.Root {
+		return errnof(syscall.EBUSY, "the root cannot be removed")
+	}
+	return fs.delete(ctx, n.name.Path, true)
+}
