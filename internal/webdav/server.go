@@ -130,8 +130,36 @@ func Handler(v *fsview.FS, log *slog.Logger) http.Handler {
 			http.Error(w, "path with a .. segment", http.StatusBadRequest)
 			return
 		}
+		if r.Method == http.MethodPut {
+			// x/net/webdav answers every PUT 201; RFC 4918 9.7.1 wants 201
+			// only for a new resource, 200 or 204 for a replaced one.
+			if a, err := v.Lookup(r.Context(), r.URL.Path); err == nil && !a.Mode.IsDir() {
+				w = &replacedWriter{ResponseWriter: w}
+			}
+		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// replacedWriter answers 204 where the handler says 201.
+type replacedWriter struct {
+	http.ResponseWriter
+	noBody bool
+}
+
+func (w *replacedWriter) WriteHeader(code int) {
+	if code == http.StatusCreated {
+		code, w.noBody = http.StatusNoContent, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write drops the status text the handler writes after 201: 204 has no body.
+func (w *replacedWriter) Write(p []byte) (int, error) {
+	if w.noBody {
+		return len(p), nil
+	}
+	return w.ResponseWriter.Write(p)
 }
 
 // hasDotDot reports a ".." path segment, which a client never needs:
