@@ -2,13 +2,11 @@ package fsview
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"path"
 	"strings"
 	"sync"
@@ -16,9 +14,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/kelpfs/kelp/internal/client"
+	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/filerpb"
 )
 
@@ -64,14 +62,8 @@ const maxNameLen = 255
 const hiddenDir = "/.kelp"
 
 // FilerGRPCAddr is the gRPC address of a filer whose HTTP API is at
-// hostport: the HTTP port + 10000, Kelp's port convention.
-func FilerGRPCAddr(hostport string) (string, error) {
-	host, port, err := splitHostPort(hostport)
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%s:%d", host, port+10000), nil
-}
+// hostport (Kelp's port convention, pb.GRPCAddress).
+func FilerGRPCAddr(hostport string) (string, error) { return pb.GRPCAddress(hostport) }
 
 // New connects to the filer and checks that the root exists. An
 // unreachable filer is an error after cfg.ConnectTimeout, never a hang.
@@ -86,7 +78,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	conn, err := grpc.NewClient(cfg.Filer, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(cfg.Filer, pb.DialOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("fsview: filer %s: %w", cfg.Filer, err)
 	}
@@ -228,19 +220,3 @@ func (fs *FS) rename(ctx context.Context, from, to string) error {
 }
 
 func isNotFound(err error) bool { return Errno(err) == syscall.ENOENT }
-
-func splitHostPort(hostport string) (string, int, error) {
-	i := strings.LastIndexByte(hostport, ':')
-	if i < 0 {
-		return "", 0, fmt.Errorf("fsview: %q: want host:port", hostport)
-	}
-	var port int
-	if _, err := fmt.Sscanf(hostport[i+1:], "%d", &port); err != nil || port <= 0 || port > 55535 {
-		return "", 0, fmt.Errorf("fsview: %q: bad port", hostport)
-	}
-	return hostport[:i], port, nil
-}
-
-var errReadOnly = errors.New("read-only")
-
-var _ = os.ModeDir
