@@ -22,7 +22,7 @@ import (
 // Main runs the command line and returns the process exit code.
 func Main(args []string) int {
 	root := newRootCommand()
-	root.SetArgs(args[1:])
+	root.SetArgs(helperArgs(args)[1:])
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "kelp:", err)
 		return 1

@@ -52,11 +52,21 @@ func newMountCommand(g *globalFlags) *cobra.Command {
 	var allowOther, readOnly, debug bool
 	var cacheDir string
 	var cacheSize int
+	var mountOpts string
 	cmd := &cobra.Command{
-		Use:   "mount",
+		Use:   "mount [SOURCE DIR [-o opts]]",
 		Short: "Mount a filer directory as a POSIX file system (FUSE)",
-		Args:  cobra.NoArgs,
+		Long: `Mount a filer directory as a POSIX file system (FUSE), in the foreground until SIGINT/SIGTERM.
+
+The mount(8) form "kelp mount host:port[/path] DIR -o opt,opt" (what /sbin/mount.kelp, a link
+to kelp, is called with for an fstab line of type kelp) takes the options ro, allow_other,
+collection=C and replication=XYZ, ignores mount(8)'s generic ones, and returns once the file
+system is mounted, leaving the mount running in the background.`,
+		Args: cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return mountHelper(cmd, args, mountOpts)
+			}
 			if cacheDir != "" || cacheSize != 0 {
 				return errors.New("--cache.dir, --cache.size: the local chunk cache is not implemented yet")
 			}
@@ -83,6 +93,7 @@ func newMountCommand(g *globalFlags) *cobra.Command {
 	fl.BoolVar(&allowOther, "allow-other", false, "let other users than the one mounting use the mount (needs user_allow_other in /etc/fuse.conf unless root)")
 	fl.BoolVar(&readOnly, "read-only", false, "mount read-only")
 	fl.BoolVar(&debug, "fuse.debug", false, "log every FUSE request")
+	fl.StringVarP(&mountOpts, "options", "o", "", "mount(8) options, with SOURCE DIR (see above)")
 	fl.StringVar(&cacheDir, "cache.dir", "", "local chunk cache directory (not implemented yet)")
 	fl.IntVar(&cacheSize, "cache.size", 0, "local chunk cache size in MB (not implemented yet)")
 	return cmd

@@ -73,6 +73,12 @@ type upload struct {
 
 // acquire opens the content path cp here (or counts one more user).
 func (fs *FS) acquire(ctx context.Context, cp string) (*file, error) {
+	return fs.acquireEntry(ctx, cp, nil)
+}
+
+// acquireEntry is acquire with the entry at cp when the caller has just
+// read or written it (nil: look it up).
+func (fs *FS) acquireEntry(ctx context.Context, cp string, e *filerpb.Entry) (*file, error) {
 	fs.mu.Lock()
 	if f := fs.files[cp]; f != nil {
 		f.refs++
@@ -80,9 +86,11 @@ func (fs *FS) acquire(ctx context.Context, cp string) (*file, error) {
 		return f, nil
 	}
 	fs.mu.Unlock()
-	e, err := fs.lookupRaw(ctx, cp)
-	if err != nil {
-		return nil, err
+	if e == nil {
+		var err error
+		if e, err = fs.lookupRaw(ctx, cp); err != nil {
+			return nil, err
+		}
 	}
 	if e.IsDir {
 		return nil, errnof(syscall.EISDIR, "%s", cp)

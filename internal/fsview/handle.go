@@ -15,6 +15,7 @@ type Handle struct {
 	f     *file
 	flags int
 	name  string // view path at open, for Attr
+	node  *node  // as resolved at open: names and link group do not change while open
 }
 
 // Open opens file p with open(2) flags (O_TRUNC and O_APPEND honoured).
@@ -26,11 +27,15 @@ func (fs *FS) Open(ctx context.Context, p string, flags int) (*Handle, error) {
 	if n.isDir() {
 		return nil, errnof(syscall.EISDIR, "%s", p)
 	}
-	f, err := fs.acquire(ctx, n.contentPath())
+	return fs.openNode(ctx, n, p, flags)
+}
+
+func (fs *FS) openNode(ctx context.Context, n *node, p string, flags int) (*Handle, error) {
+	f, err := fs.acquireEntry(ctx, n.contentPath(), n.content)
 	if err != nil {
 		return nil, err
 	}
-	h := &Handle{fs: fs, f: f, flags: flags, name: p}
+	h := &Handle{fs: fs, f: f, flags: flags, name: p, node: n}
 	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		if err := f.truncate(ctx, 0); err != nil {
 			fs.release(ctx, f)
@@ -54,7 +59,9 @@ func (fs *FS) Create(ctx context.Context, p string, flags int, perm os.FileMode,
 		}
 		return nil, err
 	}
-	return fs.Open(ctx, p, flags&^syscall.O_TRUNC)
+	// The entry just created is the one to open: no need to look it up.
+	e.CtimeNs = e.MtimeNs
+	return fs.openNode(ctx, &node{name: e, content: e}, p, flags&^syscall.O_TRUNC)
 }
 
 // ReadAt reads from the file at off; a read at or past the end is io.EOF.
@@ -81,13 +88,12 @@ func (h *Handle) Release(ctx context.Context) error { return h.fs.release(ctx, h
 
 // Attr is the file's attributes as seen through the handle.
 func (h *Handle) Attr(ctx context.Context) (Attr, error) {
-	cp := h.f.currentPath()
-	n, err := h.fs.resolveFull(ctx, cp)
-	if err != nil {
-		// Unlinked while open: the content's own entry still describes it.
-		return Attr{}, err
+	n := *h.node
+	n.content = h.f.entrySnapshot()
+	if n.linkID == "" {
+		n.name = n.content
 	}
-	return attrOf(n, h.f), nil
+	return attrOf(&n, h.f), nil
 }
 
 // Truncate sets the file's size (ftruncate(2)).
