@@ -6,12 +6,16 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/kelpfs/kelp/internal/filerserver"
 	"github.com/kelpfs/kelp/internal/fsview"
 	"github.com/kelpfs/kelp/internal/testcluster"
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 func startDAV(t *testing.T) (string, *fsview.FS) {
@@ -123,4 +127,42 @@ func TestWebDAVRefusesDotDot(t *testing.T) {
 	wantCode(t, "MOVE to a Destination with ..", c, 400)
 	c, _, _ = do(t, "GET", u+"/f", "")
 	wantCode(t, "GET of the file a refused MOVE named", c, 200)
+}
+
+// TestWebDAVWithCadaver drives the server with a real WebDAV client.
+func TestWebDAVWithCadaver(t *testing.T) {
+	if _, err := exec.LookPath("cadaver"); err != nil {
+		testutil.SkipOrFail(t, "cadaver missing (Debian package cadaver)")
+	}
+	u, v := startDAV(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.txt")
+	if err := os.WriteFile(src, []byte("from cadaver"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := strings.Join([]string{
+		"mkcol docs", "cd docs", "put " + src + " a.txt", "copy a.txt b.txt", "move b.txt c.txt",
+		"lock c.txt", "unlock c.txt", "get c.txt " + filepath.Join(dir, "back.txt"), "ls", "quit", ""}, "\n")
+	cmd := exec.Command("cadaver", u+"/")
+	cmd.Stdin = strings.NewReader(script)
+	cmd.Env = append(os.Environ(), "HOME="+dir) // no ~/.netrc or ~/.cadaverrc of the user
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("cadaver: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "back.txt")); err != nil || string(b) != "from cadaver" {
+		t.Fatalf("cadaver got back %q (%v)\n%s", b, err, out)
+	}
+	ctx := context.Background()
+	for _, p := range []string{"/docs/a.txt", "/docs/c.txt"} {
+		if _, err := v.Lookup(ctx, p); err != nil {
+			t.Fatalf("%s after cadaver: %v\n%s", p, err, out)
+		}
+	}
+	if _, err := v.Lookup(ctx, "/docs/b.txt"); err == nil {
+		t.Fatalf("the moved b.txt is still there\n%s", out)
+	}
+	if strings.Contains(string(out), "failed") {
+		t.Fatalf("a cadaver command failed:\n%s", out)
+	}
 }
