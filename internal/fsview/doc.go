@@ -30,8 +30,18 @@
 //
 // Close-to-open, as NFS: a file opened here reads the entry as the filer has
 // it at open time; what other clients write shows after they close and this
-// view opens the file again. The view itself keeps no metadata cache: the
-// FUSE mount lets the kernel cache attributes and names for one second.
+// view opens the file again.
+//
+// The view caches the entries it looked up or listed (cache.go), so that
+// ls -l after a listing costs no round trip per name. The cache is only
+// used while the filer's SubscribeMetadata stream is connected (from the
+// event sequence number GetConfiguration reported): each event evicts the
+// paths it touches (a directory with its cached subtree), and the view
+// evicts its own changes at once. When the stream breaks the cache is
+// emptied and bypassed until it reconnects. A lookup answer is stored only
+// if nothing was evicted while it was on its way, so a stale answer never
+// lands in the cache. The FUSE mount also lets the kernel cache attributes
+// and names for one second.
 //
 // # Hard links, unlinked open files
 //

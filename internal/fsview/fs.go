@@ -51,6 +51,10 @@ type FS struct {
 
 	mu    sync.Mutex
 	files map[string]*file // open files by content path (filer path)
+
+	cache      *metaCache
+	stopFollow context.CancelFunc
+	followDone chan struct{}
 }
 
 // Names longer than this fail with ENAMETOOLONG, as on local file systems.
@@ -83,8 +87,12 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		return nil, fmt.Errorf("fsview: filer %s: %w", cfg.Filer, err)
 	}
 	fs := &FS{cfg: cfg, log: cfg.Logger, conn: conn, filer: filerpb.NewFilerClient(conn),
-		uploads: make(chan struct{}, 4), files: map[string]*file{}}
+		uploads: make(chan struct{}, 4), files: map[string]*file{}, cache: newMetaCache()}
 	if err := fs.connect(ctx); err != nil {
+		if fs.stopFollow != nil {
+			fs.stopFollow()
+			<-fs.followDone
+		}
 		conn.Close()
 		return nil, err
 	}
@@ -98,6 +106,12 @@ func (fs *FS) connect(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("fsview: filer %s did not answer: %w", fs.cfg.Filer, err)
 	}
+	fctx, stop := context.WithCancel(context.Background())
+	fs.stopFollow, fs.followDone = stop, make(chan struct{})
+	go func() {
+		defer close(fs.followDone)
+		fs.follow(fctx, conf.LastSeq)
+	}()
 	if len(conf.Masters) == 0 {
 		return fmt.Errorf("fsview: filer %s knows no master", fs.cfg.Filer)
 	}
@@ -145,6 +159,10 @@ func (fs *FS) Close() error {
 			first = err
 		}
 	}
+	if fs.stopFollow != nil {
+		fs.stopFollow()
+		<-fs.followDone
+	}
 	if err := fs.conn.Close(); err != nil && first == nil {
 		first = err
 	}
@@ -191,30 +209,49 @@ func inoOf(identity string) uint64 {
 	return n
 }
 
+// lookupRaw returns the entry at filer path full, from the cache when it
+// holds it.
 func (fs *FS) lookupRaw(ctx context.Context, full string) (*filerpb.Entry, error) {
+	if e, ok := fs.cache.get(full); ok {
+		return e, nil
+	}
+	gen := fs.cache.generation()
+	fs.cache.rpcs.Add(1)
 	r, err := fs.filer.LookupEntry(ctx, &filerpb.LookupEntryRequest{Path: full})
 	if err != nil {
 		return nil, err
 	}
+	fs.cache.put(gen, r.Entry)
 	return r.Entry, nil
 }
 
+// The changes below evict what they touch from the cache, before and
+// after: this view reads its own writes even before their events arrive.
+
 func (fs *FS) update(ctx context.Context, e *filerpb.Entry) error {
+	fs.cache.evict(e.Path)
+	defer fs.cache.evict(e.Path)
 	_, err := fs.filer.UpdateEntry(ctx, &filerpb.UpdateEntryRequest{Entry: e})
 	return err
 }
 
 func (fs *FS) create(ctx context.Context, e *filerpb.Entry, exclusive bool) error {
+	fs.cache.evict(e.Path)
+	defer fs.cache.evict(e.Path)
 	_, err := fs.filer.CreateEntry(ctx, &filerpb.CreateEntryRequest{Entry: e, Exclusive: exclusive, NoParents: true})
 	return err
 }
 
 func (fs *FS) delete(ctx context.Context, full string, recursive bool) error {
+	fs.cache.evict(full)
+	defer fs.cache.evict(full)
 	_, err := fs.filer.DeleteEntry(ctx, &filerpb.DeleteEntryRequest{Path: full, Recursive: recursive})
 	return err
 }
 
 func (fs *FS) rename(ctx context.Context, from, to string) error {
+	fs.cache.evict(from, to)
+	defer fs.cache.evict(from, to)
 	_, err := fs.filer.Rename(ctx, &filerpb.RenameRequest{From: from, To: to})
 	return err
 }

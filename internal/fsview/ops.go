@@ -66,6 +66,7 @@ func (fs *FS) ReadDir(ctx context.Context, p string) ([]DirEntry, error) {
 	full := fs.full(p)
 	var out []DirEntry
 	after := ""
+	gen := fs.cache.generation()
 	for {
 		stream, err := fs.filer.ListEntries(ctx, &filerpb.ListEntriesRequest{Dir: full, StartAfter: after, Limit: 1000})
 		if err != nil {
@@ -81,6 +82,7 @@ func (fs *FS) ReadDir(ctx context.Context, p string) ([]DirEntry, error) {
 				return nil, err
 			}
 			e := r.Entry
+			fs.cache.put(gen, e) // ls -l stats every name next
 			after = path.Base(e.Path)
 			more = r.More
 			if fs.isHidden(e.Path) {
@@ -172,6 +174,7 @@ func (fs *FS) hideOpen(ctx context.Context, f *file) error {
 }
 
 func (fs *FS) mkdirAll(ctx context.Context, dir string) error {
+	fs.cache.evict(dir)
 	_, err := fs.filer.CreateEntry(ctx, &filerpb.CreateEntryRequest{
 		Entry: &filerpb.Entry{Path: dir, Mode: uint32(os.ModeDir | 0o700), IsDir: true}})
 	return err

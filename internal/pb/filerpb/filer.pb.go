@@ -1190,6 +1190,7 @@ type GetConfigurationResponse struct {
 	ChunkSize     int64                  `protobuf:"varint,2,opt,name=chunk_size,json=chunkSize,proto3" json:"chunk_size,omitempty"` // bytes per chunk the filer writes
 	Collection    string                 `protobuf:"bytes,3,opt,name=collection,proto3" json:"collection,omitempty"`                 // the filer's default collection ("" = none)
 	Replication   string                 `protobuf:"bytes,4,opt,name=replication,proto3" json:"replication,omitempty"`               // the filer's default replication ("" = master's default)
+	LastSeq       uint64                 `protobuf:"varint,5,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`       // the latest metadata event: SubscribeMetadata from here sees what comes next
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1250,6 +1251,13 @@ func (x *GetConfigurationResponse) GetReplication() string {
 		return x.Replication
 	}
 	return ""
+}
+
+func (x *GetConfigurationResponse) GetLastSeq() uint64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
 }
 
 var File_filer_proto protoreflect.FileDescriptor
@@ -1352,7 +1360,7 @@ const file_filer_proto_rawDesc = "" +
 	"\x06DELETE\x10\x03\x12\n" +
 	"\n" +
 	"\x06RENAME\x10\x04\"\x19\n" +
-	"\x17GetConfigurationRequest\"\x95\x01\n" +
+	"\x17GetConfigurationRequest\"\xb0\x01\n" +
 	"\x18GetConfigurationResponse\x12\x18\n" +
 	"\amasters\x18\x01 \x03(\tR\amasters\x12\x1d\n" +
 	"\n" +
@@ -1360,7 +1368,8 @@ const file_filer_proto_rawDesc = "" +
 	"\n" +
 	"collection\x18\x03 \x01(\tR\n" +
 	"collection\x12 \n" +
-	"\vreplication\x18\x04 \x01(\tR\vreplication2\xe4\x05\n" +
+	"\vreplication\x18\x04 \x01(\tR\vreplication\x12\x19\n" +
+	"\blast_seq\x18\x05 \x01(\x04R\alastSeq2\xe4\x05\n" +
 	"\x05Filer\x12N\n" +
 	"\vLookupEntry\x12\x1e.kelp.filer.LookupEntryRequest\x1a\x1f.kelp.filer.LookupEntryResponse\x12P\n" +
 	"\vListEntries\x12\x1e.kelp.filer.ListEntriesRequest\x1a\x1f.kelp.filer.ListEntriesResponse0\x01\x12N\n" +
