@@ -22,6 +22,7 @@ type Attr struct {
 	// The filer keeps no access time: Atime is Mtime.
 	Atime, Mtime, Ctime time.Time
 	Target              string // symlink target
+	LinkID              string // the hard-link group, if the file has been linked (see LinkRef)
 }
 
 // DirEntry is one name in a directory listing.
@@ -78,6 +79,7 @@ func attrOf(n *node, f *file) Attr {
 		n.linkID = path.Base(n.name.Path) // the content of a link group, reached by its own path
 	}
 	if n.linkID != "" {
+		a.LinkID = n.linkID
 		a.Ino = inoOf("link:" + n.linkID)
 		if v, err := strconv.Atoi(string(c.Xattrs[xattrNlink])); err == nil && v > 0 {
 			a.Nlink = uint32(v)

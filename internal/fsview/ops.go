@@ -19,6 +19,14 @@ import (
 
 // resolve looks up view path p and, for a hard link, its content.
 func (fs *FS) resolve(ctx context.Context, p string) (*node, error) {
+	if id, ok := strings.CutPrefix(p, linkRefPrefix); ok {
+		n, err := fs.resolveFull(ctx, linkPath(id))
+		if err != nil {
+			return nil, err
+		}
+		n.linkID = id
+		return n, nil
+	}
 	if err := checkName(p); err != nil {
 		return nil, err
 	}
@@ -44,6 +52,16 @@ func (fs *FS) resolveFull(ctx context.Context, full string) (*node, error) {
 	}
 	return n, nil
 }
+
+// linkRefPrefix starts the view paths LinkRef makes.
+const linkRefPrefix = "\x00link/"
+
+// LinkRef is a view path for the content of hard-link group id (Attr.LinkID),
+// whatever its names are: a caller that keeps inodes (FUSE) addresses a
+// hard-linked file's content and attributes through it, since a path
+// through one of its names may be the wrong one after a rename over it.
+// Only content and attribute calls (Lookup, Open, Setattr, xattrs) take it.
+func LinkRef(id string) string { return linkRefPrefix + id }
 
 // openFile returns the open file of a content path, if any.
 func (fs *FS) openFile(contentPath string) *file {

@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kelpfs/kelp/internal/filerserver"
 	"github.com/kelpfs/kelp/internal/fsview"
@@ -167,4 +169,46 @@ func TestMountPOSIXBasics(t *testing.T) {
 	if len(ents) != 1 || ents[0].Name() != "a" {
 		t.Fatalf("root lists %v", ents)
 	}
+	// More errno and attribute cases.
+	if err := os.WriteFile(p("a", "x"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(p("a", "x"), p("a", "hard")); err != nil { // over an existing name
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p("a", "hard")); string(b) != "x" {
+		t.Fatalf("rename over an existing file: %q", b)
+	}
+	if b, _ := os.ReadFile(p("a", "g")); string(b) != "hel" {
+		t.Fatalf("the other link of a replaced name reads %q", b)
+	}
+	wantErrno(t, os.Mkdir(p("a"), 0o755), syscall.EEXIST)
+	wantErrno(t, syscall.Rmdir(p("a", "g")), syscall.ENOTDIR)
+	wantErrno(t, syscall.Unlink(p("a", "none")), syscall.ENOENT)
+	mt := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := os.Chtimes(p("a", "g"), mt, mt); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(p("a", "g")); !fi.ModTime().Equal(mt) {
+		t.Fatalf("mtime %v after utimens, want %v", fi.ModTime(), mt)
+	}
+	f, _ = os.OpenFile(p("a", "g"), os.O_RDWR, 0)
+	if err := f.Truncate(1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if b, _ := os.ReadFile(p("a", "g")); string(b) != "h" {
+		t.Fatalf("ftruncate: %q", b)
+	}
+	// A file written through the filer's API shows in the mount within about a second.
+	req, _ := http.NewRequest("PUT", "http://"+s.Addr()+"/a/fromapi", strings.NewReader("via the filer"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	testutil.WaitFor(t, 3*time.Second, func() bool {
+		b, err := os.ReadFile(p("a", "fromapi"))
+		return err == nil && string(b) == "via the filer"
+	}, "the mount does not show a file written through the filer API")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -19,6 +20,10 @@ type node struct {
 	gofs.Inode
 	v        *fsview.FS
 	readOnly bool
+	// linkID is set once the file has hard links: its content and
+	// attributes are then addressed by the link group, not by a path, since
+	// the kernel's one inode has several names and any may be renamed over.
+	linkID atomic.Pointer[string]
 }
 
 var (
@@ -44,12 +49,31 @@ var (
 
 func (n *node) path() string { return "/" + n.Path(nil) }
 
+// self is the view path of this inode's own content and attributes.
+func (n *node) self() string {
+	if id := n.linkID.Load(); id != nil {
+		return fsview.LinkRef(*id)
+	}
+	return n.path()
+}
+
+func (n *node) setLink(id string) {
+	if id != "" {
+		n.linkID.Store(&id)
+	}
+}
+
 func (n *node) child(name string) string { return path.Join(n.path(), name) }
 
 func (n *node) newChild(ctx context.Context, a fsview.Attr, out *gofuse.EntryOut) *gofs.Inode {
 	fillAttr(&out.Attr, a)
 	ch := &node{v: n.v, readOnly: n.readOnly}
-	return n.NewInode(ctx, ch, gofs.StableAttr{Mode: unixMode(a.Mode) & syscall.S_IFMT, Ino: a.Ino})
+	ch.setLink(a.LinkID)
+	in := n.NewInode(ctx, ch, gofs.StableAttr{Mode: unixMode(a.Mode) & syscall.S_IFMT, Ino: a.Ino})
+	if existing, ok := in.Operations().(*node); ok {
+		existing.setLink(a.LinkID) // a known inode that got linked elsewhere
+	}
+	return in
 }
 
 // caller is the uid and gid of the process making the request.
@@ -81,10 +105,10 @@ func (n *node) Getattr(ctx context.Context, f gofs.FileHandle, out *gofuse.AttrO
 	if h, ok := f.(*handle); ok {
 		a, err = h.h.Attr(ctx)
 		if err != nil {
-			a, err = n.v.Lookup(ctx, n.path())
+			a, err = n.v.Lookup(ctx, n.self())
 		}
 	} else {
-		a, err = n.v.Lookup(ctx, n.path())
+		a, err = n.v.Lookup(ctx, n.self())
 	}
 	if err != nil {
 		return fsview.Errno(err)
@@ -119,7 +143,7 @@ func (n *node) Setattr(ctx context.Context, f gofs.FileHandle, in *gofuse.SetAtt
 	if fh, ok := f.(*handle); ok {
 		h = fh.h
 	}
-	a, err := n.v.Setattr(ctx, n.path(), h, s)
+	a, err := n.v.Setattr(ctx, n.self(), h, s)
 	if err != nil {
 		return fsview.Errno(err)
 	}
@@ -201,7 +225,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 			return nil, 0, e
 		}
 	}
-	h, err := n.v.Open(ctx, n.path(), int(flags))
+	h, err := n.v.Open(ctx, n.self(), int(flags))
 	if err != nil {
 		return nil, 0, fsview.Errno(err)
 	}
@@ -233,9 +257,17 @@ func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 		return nil, e
 	}
 	old := target.EmbeddedInode()
-	a, err := n.v.Link(ctx, "/"+old.Path(nil), n.child(name))
+	tn, _ := target.(*node)
+	src := "/" + old.Path(nil)
+	if tn != nil {
+		src = tn.self()
+	}
+	a, err := n.v.Link(ctx, src, n.child(name))
 	if err != nil {
 		return nil, fsview.Errno(err)
+	}
+	if tn != nil {
+		tn.setLink(a.LinkID) // the content moved into the link group
 	}
 	// The new name is the same inode to the kernel as the old one.
 	a.Ino = old.StableAttr().Ino
@@ -244,7 +276,7 @@ func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 }
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	v, err := n.v.GetXattr(ctx, n.path(), attr)
+	v, err := n.v.GetXattr(ctx, n.self(), attr)
 	if err != nil {
 		return 0, fsview.Errno(err)
 	}
@@ -258,18 +290,18 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if e := n.ro(); e != 0 {
 		return e
 	}
-	return fsview.Errno(n.v.SetXattr(ctx, n.path(), attr, data, int(flags)))
+	return fsview.Errno(n.v.SetXattr(ctx, n.self(), attr, data, int(flags)))
 }
 
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	if e := n.ro(); e != 0 {
 		return e
 	}
-	return fsview.Errno(n.v.RemoveXattr(ctx, n.path(), attr))
+	return fsview.Errno(n.v.RemoveXattr(ctx, n.self(), attr))
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	names, err := n.v.ListXattr(ctx, n.path())
+	names, err := n.v.ListXattr(ctx, n.self())
 	if err != nil {
 		return 0, fsview.Errno(err)
 	}
