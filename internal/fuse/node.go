@@ -384,3 +384,13 @@ func goMode(u uint32) os.FileMode {
 }
 
 var _ = time.Second
+
+// Fsync of a directory (FSYNCDIR) has nothing to do: every namespace change
+// returned only after the filer committed it durably. A file's FSYNC goes to
+// its handle (handle.Fsync).
+func (n *node) Fsync(ctx context.Context, f gofs.FileHandle, flags uint32) syscall.Errno {
+	if h, ok := f.(*handle); ok {
+		return h.Fsync(ctx, flags)
+	}
+	return 0
+}
