@@ -56,7 +56,7 @@ func New(v *fsview.FS, opts Options) (*Mount, error) {
 	if opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
 	}
-	root := &node{v: v, readOnly: opts.ReadOnly}
+	root := &node{v: v, readOnly: opts.ReadOnly, links: &linkTable{m: map[string]*gofs.Inode{}}}
 	srv, err := gofs.Mount(opts.Dir, root, &gofs.Options{
 		MountOptions:    mo,
 		EntryTimeout:    &opts.CacheTimeout,

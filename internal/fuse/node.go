@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -20,6 +21,7 @@ type node struct {
 	gofs.Inode
 	v        *fsview.FS
 	readOnly bool
+	links    *linkTable
 	// linkID is set once the file has hard links: its content and
 	// attributes are then addressed by the link group, not by a path, since
 	// the kernel's one inode has several names and any may be renamed over.
@@ -47,6 +49,31 @@ var (
 	_ gofs.NodeStatfser      = (*node)(nil)
 )
 
+// linkTable maps each hard-link group to its one kernel inode, so that all
+// names of a linked file are one inode to the kernel (one size, one page
+// cache), whichever name was looked up first.
+type linkTable struct {
+	mu sync.Mutex
+	m  map[string]*gofs.Inode
+}
+
+func (t *linkTable) get(id string) *gofs.Inode {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	in := t.m[id]
+	if in != nil && in.Forgotten() {
+		delete(t.m, id)
+		return nil
+	}
+	return in
+}
+
+func (t *linkTable) set(id string, in *gofs.Inode) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.m[id] = in
+}
+
 func (n *node) path() string { return "/" + n.Path(nil) }
 
 // self is the view path of this inode's own content and attributes.
@@ -67,11 +94,20 @@ func (n *node) child(name string) string { return path.Join(n.path(), name) }
 
 func (n *node) newChild(ctx context.Context, a fsview.Attr, out *gofuse.EntryOut) *gofs.Inode {
 	fillAttr(&out.Attr, a)
-	ch := &node{v: n.v, readOnly: n.readOnly}
+	if a.LinkID != "" {
+		if in := n.links.get(a.LinkID); in != nil {
+			out.Attr.Ino = in.StableAttr().Ino
+			return in
+		}
+	}
+	ch := &node{v: n.v, readOnly: n.readOnly, links: n.links}
 	ch.setLink(a.LinkID)
 	in := n.NewInode(ctx, ch, gofs.StableAttr{Mode: unixMode(a.Mode) & syscall.S_IFMT, Ino: a.Ino})
 	if existing, ok := in.Operations().(*node); ok {
 		existing.setLink(a.LinkID) // a known inode that got linked elsewhere
+	}
+	if a.LinkID != "" {
+		n.links.set(a.LinkID, in)
 	}
 	return in
 }
@@ -268,11 +304,12 @@ func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	}
 	if tn != nil {
 		tn.setLink(a.LinkID) // the content moved into the link group
+		n.links.set(a.LinkID, old)
 	}
 	// The new name is the same inode to the kernel as the old one.
 	a.Ino = old.StableAttr().Ino
 	fillAttr(&out.Attr, a)
-	return n.NewInode(ctx, &node{v: n.v, readOnly: n.readOnly}, old.StableAttr()), 0
+	return n.NewInode(ctx, &node{v: n.v, readOnly: n.readOnly, links: n.links}, old.StableAttr()), 0
 }
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
