@@ -85,7 +85,7 @@ func attrOf(n *node, f *file) Attr {
 			a.Nlink = uint32(v)
 		}
 	} else {
-		a.Ino = inoOf(n.name.Path)
+		a.Ino = inoOfEntry(n.name)
 	}
 	if a.Mode.IsDir() {
 		a.Nlink = 2
@@ -102,4 +102,14 @@ func attrOf(n *node, f *file) Attr {
 	}
 	a.Atime = a.Mtime
 	return a
+}
+
+// inoOfEntry numbers a file by its creation time, which a rename keeps and
+// a new file at the same path does not share: a kernel that still holds the
+// inode of a removed file must never take a new one at that path for it.
+func inoOfEntry(e *filerpb.Entry) uint64 {
+	if e.CrtimeNs == 0 {
+		return inoOf(e.Path) // the root, or an entry from before creation times
+	}
+	return inoOf("crtime:" + strconv.FormatInt(e.CrtimeNs, 10) + ":" + strconv.FormatUint(uint64(e.Mode)>>24, 10))
 }

@@ -53,6 +53,7 @@ func (fs *FS) Create(ctx context.Context, p string, flags int, perm os.FileMode,
 	}
 	e := &filerpb.Entry{Path: fs.full(p), Mode: uint32(perm & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)),
 		Uid: uid, Gid: gid, MtimeNs: time.Now().UnixNano()}
+	e.CrtimeNs = e.MtimeNs // known here, so the inode number is too (inoOfEntry)
 	if err := fs.create(ctx, e, true); err != nil {
 		if Errno(err) == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
 			return fs.Open(ctx, p, flags)

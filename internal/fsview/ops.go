@@ -106,7 +106,7 @@ func (fs *FS) ReadDir(ctx context.Context, p string) ([]DirEntry, error) {
 			if fs.isHidden(e.Path) {
 				continue
 			}
-			ino := inoOf(e.Path)
+			ino := inoOfEntry(e)
 			if id := string(e.Xattrs[xattrLink]); id != "" {
 				ino = inoOf("link:" + id)
 			}

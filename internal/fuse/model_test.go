@@ -15,13 +15,13 @@ import (
 // TestMountMatchesALocalDirectory runs one seeded random sequence of file
 // system calls on the mount and on a local directory: every call must give
 // the same result and errno, and the trees the same content in the end.
-// KELP_FUSE_MODEL_OPS sets the length (default 600) and KELP_FUSE_MODEL_SEED
+// KELP_FUSE_MODEL_OPS sets the length (default 1500) and KELP_FUSE_MODEL_SEED
 // the seed (default 1) for longer or other runs.
 func TestMountMatchesALocalDirectory(t *testing.T) {
 	needFUSE(t)
 	mnt := mount(t, startFiler(t))
 	local := t.TempDir()
-	ops := 600
+	ops := 1500
 	if v := os.Getenv("KELP_FUSE_MODEL_OPS"); v != "" {
 		fmt.Sscan(v, &ops)
 	}
