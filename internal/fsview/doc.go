@@ -57,6 +57,13 @@
 // deleted when its last handle is released (a deleted entry's chunks would
 // be garbage-collected at once). /.kelp is hidden from the root's listing.
 //
+// # Inode numbers
+//
+// A file's inode number is a hash of its creation time (kept by renames, never
+// shared by a new file at the same path, which a kernel still holding the old
+// inode would take for the old file); a hard-linked file's is a hash of its
+// link group. The numbers are the same on every mount.
+//
 // # Not kept
 //
 // Access times (atime reads as mtime), device files, and the cluster's
