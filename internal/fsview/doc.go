@@ -66,6 +66,7 @@
 //
 // # Not kept
 //
-// Access times (atime reads as mtime), device files, and the cluster's
+// Access times (atime reads as mtime), device files and sockets (Mknod makes
+// FIFOs and regular files only), and the cluster's
 // capacity (StatFS reports a fixed 1 PiB).
 package fsview

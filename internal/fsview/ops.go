@@ -597,3 +597,21 @@ func (fs *FS) RemoveAll(ctx context.Context, p string) error {
 	}
 	return fs.delete(ctx, n.name.Path, true)
 }
+
+// Mknod makes a FIFO (os.ModeNamedPipe) or an empty regular file at p;
+// device files are EPERM: the filer has no entry type for them.
+func (fs *FS) Mknod(ctx context.Context, p string, mode os.FileMode, uid, gid uint32) (Attr, error) {
+	if err := checkName(p); err != nil {
+		return Attr{}, err
+	}
+	if t := mode.Type(); t != 0 && t != os.ModeNamedPipe {
+		return Attr{}, errnof(syscall.EPERM, "mknod %s: only FIFOs and regular files", p)
+	}
+	now := time.Now().UnixNano()
+	e := &filerpb.Entry{Path: fs.full(p), Mode: uint32(mode & (os.ModeNamedPipe | os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)),
+		Uid: uid, Gid: gid, MtimeNs: now, CrtimeNs: now}
+	if err := fs.create(ctx, e, true); err != nil {
+		return Attr{}, err
+	}
+	return fs.Lookup(ctx, p)
+}

@@ -431,3 +431,19 @@ func (n *node) Fsync(ctx context.Context, f gofs.FileHandle, flags uint32) sysca
 	}
 	return 0
 }
+
+// Mknod makes FIFOs (the kernel runs the pipe itself) and regular files.
+func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *gofuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if e := n.ro(); e != 0 {
+		return nil, e
+	}
+	if t := mode & syscall.S_IFMT; t != syscall.S_IFIFO && t != syscall.S_IFREG && t != 0 {
+		return nil, syscall.EPERM // devices and sockets: the filer has no such entries
+	}
+	uid, gid := caller(ctx)
+	a, err := n.v.Mknod(ctx, n.child(name), goMode(mode), uid, gid)
+	if err != nil {
+		return nil, fsview.Errno(err)
+	}
+	return n.newChild(ctx, a, out), 0
+}
