@@ -22,7 +22,7 @@ import (
 // Main runs the command line and returns the process exit code.
 func Main(args []string) int {
 	root := newRootCommand()
-	root.SetArgs(args[1:])
+	root.SetArgs(helperArgs(args)[1:])
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "kelp:", err)
 		return 1
@@ -56,6 +56,8 @@ func newRootCommand() *cobra.Command {
 		newFilerCommand(g),
 		newS3Command(g),
 		newKMSCommand(),
+		newMountCommand(g),
+		newWebDAVCommand(g),
 		newBenchmarkCommand(g),
 		newShellCommand(g),
 		newHealthCommand(),

@@ -7,14 +7,17 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/filerserver"
+	"github.com/kelpfs/kelp/internal/fsview"
 	"github.com/kelpfs/kelp/internal/master"
 	"github.com/kelpfs/kelp/internal/s3"
 	"github.com/kelpfs/kelp/internal/volumeserver"
+	"github.com/kelpfs/kelp/internal/webdav"
 )
 
 // newServerCommand is `kelp server`: a whole cluster in one process (master,
@@ -26,9 +29,10 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 	vf := &volumeFlags{}
 	ff := &filerFlags{}
 	sf := &s3Flags{}
+	var webdavPort int
 	cmd := &cobra.Command{
 		Use:   "server",
-		Short: "Run a master, a volume server, a filer and the S3 gateway in one process (a one-machine cluster)",
+		Short: "Run a master, a volume server, a filer, the S3 gateway and WebDAV in one process (a one-machine cluster)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, err := g.logger()
@@ -98,10 +102,28 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 				return fail(err)
 			}
 			started = append(started, gw)
+			var dav *webdav.Server
+			if webdavPort != 0 {
+				bind, err := addr.bindIP()
+				if err != nil {
+					return fail(err)
+				}
+				// WebDAV reaches the filer over its gRPC API like any
+				// gateway; Run waits for the filer to serve.
+				dav, err = webdav.New(webdav.Config{IP: addr.ip, BindIP: bind, Port: webdavPort, Logger: log,
+					View: fsview.Config{Filer: f.GRPCAddr(), ConnectTimeout: time.Minute}})
+				if err != nil {
+					return fail(err)
+				}
+				started = append(started, dav)
+			}
 			fmt.Fprintf(out, "  master  http://%s\n", m.HTTPAddr())
 			fmt.Fprintf(out, "  volume  http://%s\n", v.URL())
 			fmt.Fprintf(out, "  filer   http://%s\n", f.Addr())
 			fmt.Fprintf(out, "  s3      %s\n", gw.URL())
+			if dav != nil {
+				fmt.Fprintf(out, "  webdav  %s\n", dav.URL())
+			}
 			services := make([]runnable, len(started))
 			for i, s := range started {
 				services[i] = s
@@ -120,5 +142,6 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 	vf.addFlags(fl, "volume.")
 	ff.addFlags(fl, "filer.")
 	sf.addFlags(fl, "s3.")
+	fl.IntVar(&webdavPort, "webdav.port", 7333, "WebDAV port (0: no WebDAV server)")
 	return cmd
 }

@@ -123,3 +123,11 @@ func pathOfKey(k []byte) (string, error) {
 	}
 	return JoinPath(s[:i], s[i+1:]), nil
 }
+
+// HardLinkXattr marks an entry as one name of a hard-linked file (the FUSE
+// view makes them; the filer has no links of its own): its value is the
+// link group's id, and the content lives at HardLinkContentPath(id).
+const HardLinkXattr = "kelp.hardlink"
+
+// HardLinkContentPath is where the content of hard-link group id lives.
+func HardLinkContentPath(id string) string { return "/.kelp/links/" + id }

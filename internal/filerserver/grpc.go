@@ -98,3 +98,17 @@ func (g *grpcServer) SubscribeMetadata(req *filerpb.SubscribeMetadataRequest, st
 	}
 	return g.err("subscribe", err)
 }
+
+func (g *grpcServer) GetConfiguration(ctx context.Context, req *filerpb.GetConfigurationRequest) (*filerpb.GetConfigurationResponse, error) {
+	seq, err := g.s.filer.LastSeq(ctx)
+	if err != nil {
+		return nil, g.err("configuration", err)
+	}
+	return &filerpb.GetConfigurationResponse{
+		Masters:     g.s.cfg.Masters,
+		ChunkSize:   int64(g.s.filer.ChunkSize()),
+		Collection:  g.s.cfg.Collection,
+		Replication: g.s.cfg.Replication,
+		LastSeq:     seq,
+	}, nil
+}

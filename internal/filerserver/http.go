@@ -52,9 +52,27 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// followHardLink returns the content of a name of a hard-linked file
+// (made through a FUSE mount) under the name's path.
+func (s *Server) followHardLink(r *http.Request, e *filer.Entry) (*filer.Entry, error) {
+	id := string(e.Xattrs[filer.HardLinkXattr])
+	if id == "" || e.IsDir() {
+		return e, nil
+	}
+	c, err := s.filer.FindEntry(r.Context(), filer.HardLinkContentPath(id))
+	if err != nil {
+		return nil, err
+	}
+	c.Path = e.Path
+	return c, nil
+}
+
 func (s *Server) get(w http.ResponseWriter, r *http.Request, p string) {
 	ctx := r.Context()
 	e, err := s.filer.FindEntry(ctx, p)
+	if err == nil {
+		e, err = s.followHardLink(r, e)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -90,7 +90,8 @@ func freshPorts(t *testing.T) serverPorts {
 
 func (sp serverPorts) args() []string {
 	return []string{"--master.port=" + strconv.Itoa(sp.master), "--volume.port=" + strconv.Itoa(sp.volume),
-		"--filer.port=" + strconv.Itoa(sp.filer), "--s3.port=" + strconv.Itoa(sp.s3)}
+		"--filer.port=" + strconv.Itoa(sp.filer), "--s3.port=" + strconv.Itoa(sp.s3),
+		"--webdav.port=0"} // WebDAV has its own test; a fixed port would collide
 }
 
 func hostport(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }

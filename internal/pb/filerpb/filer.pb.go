@@ -1148,6 +1148,118 @@ func (x *MetadataEvent) GetNewEntry() *Entry {
 	return nil
 }
 
+type GetConfigurationRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConfigurationRequest) Reset() {
+	*x = GetConfigurationRequest{}
+	mi := &file_filer_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConfigurationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConfigurationRequest) ProtoMessage() {}
+
+func (x *GetConfigurationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_filer_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConfigurationRequest.ProtoReflect.Descriptor instead.
+func (*GetConfigurationRequest) Descriptor() ([]byte, []int) {
+	return file_filer_proto_rawDescGZIP(), []int{18}
+}
+
+type GetConfigurationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Masters       []string               `protobuf:"bytes,1,rep,name=masters,proto3" json:"masters,omitempty"`                       // host:port of the masters' HTTP API
+	ChunkSize     int64                  `protobuf:"varint,2,opt,name=chunk_size,json=chunkSize,proto3" json:"chunk_size,omitempty"` // bytes per chunk the filer writes
+	Collection    string                 `protobuf:"bytes,3,opt,name=collection,proto3" json:"collection,omitempty"`                 // the filer's default collection ("" = none)
+	Replication   string                 `protobuf:"bytes,4,opt,name=replication,proto3" json:"replication,omitempty"`               // the filer's default replication ("" = master's default)
+	LastSeq       uint64                 `protobuf:"varint,5,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`       // the latest metadata event: SubscribeMetadata from here sees what comes next
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConfigurationResponse) Reset() {
+	*x = GetConfigurationResponse{}
+	mi := &file_filer_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConfigurationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConfigurationResponse) ProtoMessage() {}
+
+func (x *GetConfigurationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_filer_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConfigurationResponse.ProtoReflect.Descriptor instead.
+func (*GetConfigurationResponse) Descriptor() ([]byte, []int) {
+	return file_filer_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetConfigurationResponse) GetMasters() []string {
+	if x != nil {
+		return x.Masters
+	}
+	return nil
+}
+
+func (x *GetConfigurationResponse) GetChunkSize() int64 {
+	if x != nil {
+		return x.ChunkSize
+	}
+	return 0
+}
+
+func (x *GetConfigurationResponse) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *GetConfigurationResponse) GetReplication() string {
+	if x != nil {
+		return x.Replication
+	}
+	return ""
+}
+
+func (x *GetConfigurationResponse) GetLastSeq() uint64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
 var File_filer_proto protoreflect.FileDescriptor
 
 const file_filer_proto_rawDesc = "" +
@@ -1247,7 +1359,17 @@ const file_filer_proto_rawDesc = "" +
 	"\n" +
 	"\x06DELETE\x10\x03\x12\n" +
 	"\n" +
-	"\x06RENAME\x10\x042\x85\x05\n" +
+	"\x06RENAME\x10\x04\"\x19\n" +
+	"\x17GetConfigurationRequest\"\xb0\x01\n" +
+	"\x18GetConfigurationResponse\x12\x18\n" +
+	"\amasters\x18\x01 \x03(\tR\amasters\x12\x1d\n" +
+	"\n" +
+	"chunk_size\x18\x02 \x01(\x03R\tchunkSize\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x03 \x01(\tR\n" +
+	"collection\x12 \n" +
+	"\vreplication\x18\x04 \x01(\tR\vreplication\x12\x19\n" +
+	"\blast_seq\x18\x05 \x01(\x04R\alastSeq2\xe4\x05\n" +
 	"\x05Filer\x12N\n" +
 	"\vLookupEntry\x12\x1e.kelp.filer.LookupEntryRequest\x1a\x1f.kelp.filer.LookupEntryResponse\x12P\n" +
 	"\vListEntries\x12\x1e.kelp.filer.ListEntriesRequest\x1a\x1f.kelp.filer.ListEntriesResponse0\x01\x12N\n" +
@@ -1256,7 +1378,8 @@ const file_filer_proto_rawDesc = "" +
 	"\vDeleteEntry\x12\x1e.kelp.filer.DeleteEntryRequest\x1a\x1f.kelp.filer.DeleteEntryResponse\x12?\n" +
 	"\x06Rename\x12\x19.kelp.filer.RenameRequest\x1a\x1a.kelp.filer.RenameResponse\x12Q\n" +
 	"\fAssignVolume\x12\x1f.kelp.filer.AssignVolumeRequest\x1a .kelp.filer.AssignVolumeResponse\x12V\n" +
-	"\x11SubscribeMetadata\x12$.kelp.filer.SubscribeMetadataRequest\x1a\x19.kelp.filer.MetadataEvent0\x01B,Z*github.com/kelpfs/kelp/internal/pb/filerpbb\x06proto3"
+	"\x11SubscribeMetadata\x12$.kelp.filer.SubscribeMetadataRequest\x1a\x19.kelp.filer.MetadataEvent0\x01\x12]\n" +
+	"\x10GetConfiguration\x12#.kelp.filer.GetConfigurationRequest\x1a$.kelp.filer.GetConfigurationResponseB,Z*github.com/kelpfs/kelp/internal/pb/filerpbb\x06proto3"
 
 var (
 	file_filer_proto_rawDescOnce sync.Once
@@ -1271,7 +1394,7 @@ func file_filer_proto_rawDescGZIP() []byte {
 }
 
 var file_filer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_filer_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_filer_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_filer_proto_goTypes = []any{
 	(MetadataEvent_Type)(0),          // 0: kelp.filer.MetadataEvent.Type
 	(*Chunk)(nil),                    // 1: kelp.filer.Chunk
@@ -1292,12 +1415,14 @@ var file_filer_proto_goTypes = []any{
 	(*AssignVolumeResponse)(nil),     // 16: kelp.filer.AssignVolumeResponse
 	(*SubscribeMetadataRequest)(nil), // 17: kelp.filer.SubscribeMetadataRequest
 	(*MetadataEvent)(nil),            // 18: kelp.filer.MetadataEvent
-	nil,                              // 19: kelp.filer.Entry.UserMetadataEntry
-	nil,                              // 20: kelp.filer.Entry.XattrsEntry
+	(*GetConfigurationRequest)(nil),  // 19: kelp.filer.GetConfigurationRequest
+	(*GetConfigurationResponse)(nil), // 20: kelp.filer.GetConfigurationResponse
+	nil,                              // 21: kelp.filer.Entry.UserMetadataEntry
+	nil,                              // 22: kelp.filer.Entry.XattrsEntry
 }
 var file_filer_proto_depIdxs = []int32{
-	19, // 0: kelp.filer.Entry.user_metadata:type_name -> kelp.filer.Entry.UserMetadataEntry
-	20, // 1: kelp.filer.Entry.xattrs:type_name -> kelp.filer.Entry.XattrsEntry
+	21, // 0: kelp.filer.Entry.user_metadata:type_name -> kelp.filer.Entry.UserMetadataEntry
+	22, // 1: kelp.filer.Entry.xattrs:type_name -> kelp.filer.Entry.XattrsEntry
 	1,  // 2: kelp.filer.Entry.chunks:type_name -> kelp.filer.Chunk
 	2,  // 3: kelp.filer.LookupEntryResponse.entry:type_name -> kelp.filer.Entry
 	2,  // 4: kelp.filer.ListEntriesResponse.entry:type_name -> kelp.filer.Entry
@@ -1314,16 +1439,18 @@ var file_filer_proto_depIdxs = []int32{
 	13, // 15: kelp.filer.Filer.Rename:input_type -> kelp.filer.RenameRequest
 	15, // 16: kelp.filer.Filer.AssignVolume:input_type -> kelp.filer.AssignVolumeRequest
 	17, // 17: kelp.filer.Filer.SubscribeMetadata:input_type -> kelp.filer.SubscribeMetadataRequest
-	4,  // 18: kelp.filer.Filer.LookupEntry:output_type -> kelp.filer.LookupEntryResponse
-	6,  // 19: kelp.filer.Filer.ListEntries:output_type -> kelp.filer.ListEntriesResponse
-	8,  // 20: kelp.filer.Filer.CreateEntry:output_type -> kelp.filer.CreateEntryResponse
-	10, // 21: kelp.filer.Filer.UpdateEntry:output_type -> kelp.filer.UpdateEntryResponse
-	12, // 22: kelp.filer.Filer.DeleteEntry:output_type -> kelp.filer.DeleteEntryResponse
-	14, // 23: kelp.filer.Filer.Rename:output_type -> kelp.filer.RenameResponse
-	16, // 24: kelp.filer.Filer.AssignVolume:output_type -> kelp.filer.AssignVolumeResponse
-	18, // 25: kelp.filer.Filer.SubscribeMetadata:output_type -> kelp.filer.MetadataEvent
-	18, // [18:26] is the sub-list for method output_type
-	10, // [10:18] is the sub-list for method input_type
+	19, // 18: kelp.filer.Filer.GetConfiguration:input_type -> kelp.filer.GetConfigurationRequest
+	4,  // 19: kelp.filer.Filer.LookupEntry:output_type -> kelp.filer.LookupEntryResponse
+	6,  // 20: kelp.filer.Filer.ListEntries:output_type -> kelp.filer.ListEntriesResponse
+	8,  // 21: kelp.filer.Filer.CreateEntry:output_type -> kelp.filer.CreateEntryResponse
+	10, // 22: kelp.filer.Filer.UpdateEntry:output_type -> kelp.filer.UpdateEntryResponse
+	12, // 23: kelp.filer.Filer.DeleteEntry:output_type -> kelp.filer.DeleteEntryResponse
+	14, // 24: kelp.filer.Filer.Rename:output_type -> kelp.filer.RenameResponse
+	16, // 25: kelp.filer.Filer.AssignVolume:output_type -> kelp.filer.AssignVolumeResponse
+	18, // 26: kelp.filer.Filer.SubscribeMetadata:output_type -> kelp.filer.MetadataEvent
+	20, // 27: kelp.filer.Filer.GetConfiguration:output_type -> kelp.filer.GetConfigurationResponse
+	19, // [19:28] is the sub-list for method output_type
+	10, // [10:19] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
 	10, // [10:10] is the sub-list for extension extendee
 	0,  // [0:10] is the sub-list for field type_name
@@ -1340,7 +1467,7 @@ func file_filer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_filer_proto_rawDesc), len(file_filer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	Filer_Rename_FullMethodName            = "/kelp.filer.Filer/Rename"
 	Filer_AssignVolume_FullMethodName      = "/kelp.filer.Filer/AssignVolume"
 	Filer_SubscribeMetadata_FullMethodName = "/kelp.filer.Filer/SubscribeMetadata"
+	Filer_GetConfiguration_FullMethodName  = "/kelp.filer.Filer/GetConfiguration"
 )
 
 // FilerClient is the client API for Filer service.
@@ -52,6 +53,9 @@ type FilerClient interface {
 	// SubscribeMetadata streams every event after since_seq, then new events
 	// as they happen, until the client cancels.
 	SubscribeMetadata(ctx context.Context, in *SubscribeMetadataRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MetadataEvent], error)
+	// GetConfiguration tells a gateway that stores chunks itself (a FUSE
+	// mount, WebDAV) where the masters are and how this filer cuts files.
+	GetConfiguration(ctx context.Context, in *GetConfigurationRequest, opts ...grpc.CallOption) (*GetConfigurationResponse, error)
 }
 
 type filerClient struct {
@@ -160,6 +164,16 @@ func (c *filerClient) SubscribeMetadata(ctx context.Context, in *SubscribeMetada
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Filer_SubscribeMetadataClient = grpc.ServerStreamingClient[MetadataEvent]
 
+func (c *filerClient) GetConfiguration(ctx context.Context, in *GetConfigurationRequest, opts ...grpc.CallOption) (*GetConfigurationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetConfigurationResponse)
+	err := c.cc.Invoke(ctx, Filer_GetConfiguration_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FilerServer is the server API for Filer service.
 // All implementations must embed UnimplementedFilerServer
 // for forward compatibility.
@@ -183,6 +197,9 @@ type FilerServer interface {
 	// SubscribeMetadata streams every event after since_seq, then new events
 	// as they happen, until the client cancels.
 	SubscribeMetadata(*SubscribeMetadataRequest, grpc.ServerStreamingServer[MetadataEvent]) error
+	// GetConfiguration tells a gateway that stores chunks itself (a FUSE
+	// mount, WebDAV) where the masters are and how this filer cuts files.
+	GetConfiguration(context.Context, *GetConfigurationRequest) (*GetConfigurationResponse, error)
 	mustEmbedUnimplementedFilerServer()
 }
 
@@ -216,6 +233,9 @@ func (UnimplementedFilerServer) AssignVolume(context.Context, *AssignVolumeReque
 }
 func (UnimplementedFilerServer) SubscribeMetadata(*SubscribeMetadataRequest, grpc.ServerStreamingServer[MetadataEvent]) error {
 	return status.Error(codes.Unimplemented, "method SubscribeMetadata not implemented")
+}
+func (UnimplementedFilerServer) GetConfiguration(context.Context, *GetConfigurationRequest) (*GetConfigurationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetConfiguration not implemented")
 }
 func (UnimplementedFilerServer) mustEmbedUnimplementedFilerServer() {}
 func (UnimplementedFilerServer) testEmbeddedByValue()               {}
@@ -368,6 +388,24 @@ func _Filer_SubscribeMetadata_Handler(srv interface{}, stream grpc.ServerStream)
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Filer_SubscribeMetadataServer = grpc.ServerStreamingServer[MetadataEvent]
 
+func _Filer_GetConfiguration_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetConfigurationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FilerServer).GetConfiguration(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Filer_GetConfiguration_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FilerServer).GetConfiguration(ctx, req.(*GetConfigurationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Filer_ServiceDesc is the grpc.ServiceDesc for Filer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -398,6 +436,10 @@ var Filer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AssignVolume",
 			Handler:    _Filer_AssignVolume_Handler,
+		},
+		{
+			MethodName: "GetConfiguration",
+			Handler:    _Filer_GetConfiguration_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,83 @@
+package fsview
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/testutil"
+)
+
+// TestCacheServesListingsAndFollowsOtherWriters: after a listing, stats of
+// the listed names cost no lookup; a change made through the filer's HTTP
+// API by another client shows in the view within about a second.
+func TestCacheServesListingsAndFollowsOtherWriters(t *testing.T) {
+	s := startFiler(t)
+	fs := newView(t, s)
+	ctx := context.Background()
+	if _, err := fs.Mkdir(ctx, "/d", 0o755, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		writeFile(t, fs, fmt.Sprintf("/d/f%02d", i), []byte("x"))
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		fs.cache.mu.Lock()
+		defer fs.cache.mu.Unlock()
+		return fs.cache.live
+	}, "the metadata stream did not connect")
+	// The events of the writes above may still be arriving, each evicting;
+	// once they are in, a listing fills the cache for the stats that follow.
+	var lookups int64
+	ok := testutil.Eventually(5*time.Second, func() bool {
+		ents, err := fs.ReadDir(ctx, "/d")
+		if err != nil || len(ents) != 20 {
+			t.Fatalf("listing: %d entries, %v", len(ents), err)
+		}
+		before := fs.cache.rpcs.Load()
+		for _, e := range ents {
+			if _, err := fs.Lookup(ctx, "/d/"+e.Name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lookups = fs.cache.rpcs.Load() - before
+		return lookups == 0
+	})
+	if !ok {
+		t.Fatalf("stats after a listing made %d lookups, want 0", lookups)
+	}
+	// Another client changes a cached file and removes another.
+	req, _ := http.NewRequest("PUT", "http://"+s.Addr()+"/d/f00", bytes.NewReader([]byte("changed elsewhere")))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	req, _ = http.NewRequest("DELETE", "http://"+s.Addr()+"/d/f01", nil)
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	testutil.WaitFor(t, 2*time.Second, func() bool {
+		a, err := fs.Lookup(ctx, "/d/f00")
+		_, gone := fs.Lookup(ctx, "/d/f01")
+		return err == nil && a.Size == int64(len("changed elsewhere")) && gone != nil
+	}, "the view does not see changes made through the filer API")
+	if got := string(readFile(t, fs, "/d/f00")); got != "changed elsewhere" {
+		t.Fatalf("read %q", got)
+	}
+	// A directory renamed elsewhere: the cached names under it go too.
+	req, _ = http.NewRequest("POST", "http://"+s.Addr()+"/e?op=rename&from=/d", nil)
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	testutil.WaitFor(t, 2*time.Second, func() bool {
+		_, err1 := fs.Lookup(ctx, "/d/f02")
+		_, err2 := fs.Lookup(ctx, "/e/f02")
+		return err1 != nil && err2 == nil
+	}, "the view does not see a directory renamed through the filer API")
+}

@@ -1,0 +1,72 @@
+// Package fsview is the POSIX view of a filer directory that the FUSE
+// mount (internal/fuse) and the WebDAV server (internal/webdav) share:
+// lookups and attributes, directories, files open for reading and writing,
+// renames, hard and symbolic links, extended attributes, and an errno for
+// every failure (Errno).
+//
+// It talks to the filer over gRPC (filer.proto) and stores file data on the
+// volume servers itself, through internal/client with the masters the filer
+// names (GetConfiguration): file bytes never pass through the filer.
+//
+// # Open files and the write-back buffer
+//
+// All handles of one file in one view share a file (file.go): the entry as
+// last committed plus a write buffer. Writes land in chunk-sized,
+// chunk-aligned blocks; a block written whole is uploaded in the background
+// at once, at most 4 uploads at a time. Flush (close(2), fsync(2)) uploads
+// what is left (the dirty span of each block as one chunk, the gaps read
+// from what is there) and commits the new chunks, size and mtime in one
+// UpdateEntry: data is durable on the volume servers and the entry in the
+// filer's store when Flush returns. Chunks appended later shadow earlier ones
+// (package chunk), so a random write never rewrites what it does not touch.
+// A file with more than 8 uploaded, uncommitted chunks commits them while
+// it is written, which bounds its memory.
+//
+// Reads see the committed content with the buffer laid over it. A read
+// that continues the previous one fetches 4 MiB ahead; others fetch at
+// least 128 KiB.
+//
+// # Consistency
+//
+// Close-to-open, as NFS: a file opened here reads the entry as the filer has
+// it at open time; what other clients write shows after they close and this
+// view opens the file again.
+//
+// The view caches the entries it looked up or listed (cache.go), so that
+// ls -l after a listing costs no round trip per name. The cache is only
+// used while the filer's SubscribeMetadata stream is connected (from the
+// event sequence number GetConfiguration reported): each event evicts the
+// paths it touches (a directory with its cached subtree), and the view
+// evicts its own changes at once. When the stream breaks the cache is
+// emptied and bypassed until it reconnects. A lookup answer is stored only
+// if nothing was evicted while it was on its way, so a stale answer never
+// lands in the cache. The FUSE mount also lets the kernel cache attributes
+// and names for one second.
+//
+// # Hard links, unlinked open files
+//
+// The filer has no hard links. The first link(2) of a file moves its entry
+// to /.kelp/links/<id> (a rename: no data moves) and leaves at each name an
+// entry without chunks whose xattr kelp.hardlink holds the id; the content
+// entry counts the names in xattr kelp.nlink. Writes, attributes and xattrs
+// through any name go to the content entry; the last unlink removes it. The
+// filer's HTTP GET follows kelp.hardlink, so a linked file reads the same
+// through the filer API. Other gateways (S3) see a linked name as empty.
+//
+// A file unlinked while open here is renamed to /.kelp/unlinked/<id> and
+// deleted when its last handle is released (a deleted entry's chunks would
+// be garbage-collected at once). /.kelp is hidden from the root's listing.
+//
+// # Inode numbers
+//
+// A file's inode number is a hash of its creation time (kept by renames, never
+// shared by a new file at the same path, which a kernel still holding the old
+// inode would take for the old file); a hard-linked file's is a hash of its
+// link group. The numbers are the same on every mount.
+//
+// # Not kept
+//
+// Access times (atime reads as mtime), device files and sockets (Mknod makes
+// FIFOs and regular files only), and the cluster's
+// capacity (StatFS reports a fixed 1 PiB).
+package fsview

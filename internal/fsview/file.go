@@ -1,0 +1,462 @@
+package fsview
+
+import (
+	"context"
+	"io"
+	"slices"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/chunk"
+	"github.com/kelpfs/kelp/internal/pb/filerpb"
+)
+
+var ioEOF = io.EOF
+
+// Buffer limits of one open file.
+const (
+	// maxPending is how many uploaded but uncommitted chunks a file keeps
+	// before it commits them: their bytes stay in memory until then.
+	maxPending = 8
+	// readAhead is what a sequential read fetches at once.
+	readAhead = 4 << 20
+	// minRead is the least a read fetches from the volume servers.
+	minRead = 128 << 10
+)
+
+// file is the state of one file open here, shared by all its handles: the
+// entry as last committed, and the write-back buffer on top of it (dirty
+// blocks not yet uploaded, then uploads not yet committed).
+type file struct {
+	fs *FS
+	mu sync.Mutex
+
+	path     string         // content path in the filer
+	entry    *filerpb.Entry // as committed
+	resolved []chunk.Chunk  // entry.Chunks with manifests expanded (nil: not yet)
+	size     int64          // with buffered writes
+	mtime    time.Time
+	dirty    bool // size, mtime or data differ from entry
+
+	blocks  map[int64]*block // dirty data by block index (block = chunk size)
+	pending []*upload        // in write order
+	err     error            // a failed upload, reported by the next flush
+
+	ra      []byte // read-ahead buffer of committed content at raOff
+	raOff   int64
+	lastEnd int64 // end of the last read, to see sequential reads
+
+	refs     int
+	unlinked bool // removed from the namespace: delete at the last release
+}
+
+// block is the dirty part of one chunk-sized, chunk-aligned block.
+type block struct {
+	data  []byte // from the block's start, as long as the last dirty byte
+	dirty []ival // sorted, disjoint, in block offsets
+	start int64  // file offset of data[0]
+}
+
+type ival struct{ lo, hi int64 }
+
+// upload is one chunk on its way to a volume server.
+type upload struct {
+	off  int64
+	data []byte
+	done chan struct{}
+	fid  string
+	err  error
+	at   int64 // mtime ns of the chunk
+}
+
+// acquire opens the content path cp here (or counts one more user).
+func (fs *FS) acquire(ctx context.Context, cp string) (*file, error) {
+	return fs.acquireEntry(ctx, cp, nil)
+}
+
+// acquireEntry is acquire with the entry at cp when the caller has just
+// read or written it (nil: look it up).
+func (fs *FS) acquireEntry(ctx context.Context, cp string, e *filerpb.Entry) (*file, error) {
+	fs.mu.Lock()
+	if f := fs.files[cp]; f != nil {
+		f.refs++
+		fs.mu.Unlock()
+		return f, nil
+	}
+	fs.mu.Unlock()
+	if e == nil {
+		var err error
+		if e, err = fs.lookupRaw(ctx, cp); err != nil {
+			return nil, err
+		}
+	}
+	if e.IsDir {
+		return nil, errnof(syscall.EISDIR, "%s", cp)
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if f := fs.files[cp]; f != nil { // opened meanwhile
+		f.refs++
+		return f, nil
+	}
+	f := &file{fs: fs, path: cp, entry: e, size: e.Size, mtime: timeOf(e.MtimeNs), blocks: map[int64]*block{}, refs: 1}
+	fs.files[cp] = f
+	return f, nil
+}
+
+// release drops one user of f; the last one commits and forgets it.
+func (fs *FS) release(ctx context.Context, f *file) error {
+	err := f.flush(ctx)
+	fs.mu.Lock()
+	f.refs--
+	last := f.refs == 0
+	if last && fs.files[f.path] == f {
+		delete(fs.files, f.path)
+	}
+	unlinked := f.unlinked
+	fs.mu.Unlock()
+	if last && unlinked {
+		if derr := fs.delete(ctx, f.currentPath(), false); derr != nil && !isNotFound(derr) && err == nil {
+			err = derr
+		}
+	}
+	return err
+}
+
+func (f *file) setPath(p string) {
+	f.mu.Lock()
+	f.path = p
+	f.entry.Path = p
+	f.mu.Unlock()
+}
+
+func (f *file) currentPath() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.path
+}
+
+func (f *file) sizeAndMtime() (int64, time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.size, f.mtime
+}
+
+func (f *file) entrySnapshot() *filerpb.Entry {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return cloneEntry(f.entry)
+}
+
+// write stores p at off in the buffer. Blocks that become whole are
+// uploaded in the background at once.
+func (f *file) write(ctx context.Context, p []byte, off int64) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.err; err != nil {
+		f.err = nil
+		return 0, err
+	}
+	bs := int64(f.fs.chunkSize)
+	n := 0
+	for n < len(p) {
+		pos := off + int64(n)
+		idx := pos / bs
+		b := f.blocks[idx]
+		if b == nil {
+			b = &block{start: idx * bs}
+			f.blocks[idx] = b
+		}
+		in := pos - b.start
+		m := min(int64(len(p)-n), bs-in)
+		if need := in + m; int64(len(b.data)) < need {
+			b.data = slices.Grow(b.data, int(need)-len(b.data))[:need]
+		}
+		copy(b.data[in:in+m], p[n:n+int(m)])
+		b.dirty = addIval(b.dirty, ival{in, in + m})
+		n += int(m)
+		if len(b.dirty) == 1 && b.dirty[0].lo == 0 && b.dirty[0].hi == bs {
+			delete(f.blocks, idx)
+			f.startUpload(b.start, b.data)
+		}
+	}
+	f.size = max(f.size, off+int64(len(p)))
+	f.mtime = time.Now()
+	f.dirty = true
+	f.ra = nil
+	if len(f.pending) >= maxPending {
+		if err := f.commitLocked(ctx); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// addIval merges v into the sorted disjoint list s.
+func addIval(s []ival, v ival) []ival {
+	out := s[:0:0]
+	for _, x := range s {
+		switch {
+		case x.hi < v.lo || x.lo > v.hi:
+			out = append(out, x)
+		default:
+			v.lo, v.hi = min(v.lo, x.lo), max(v.hi, x.hi)
+		}
+	}
+	out = append(out, v)
+	sort.Slice(out, func(i, j int) bool { return out[i].lo < out[j].lo })
+	return out
+}
+
+func (f *file) startUpload(off int64, data []byte) {
+	u := &upload{off: off, data: data, done: make(chan struct{}), at: time.Now().UnixNano()}
+	f.pending = append(f.pending, u)
+	go func() {
+		defer close(u.done)
+		f.fs.uploads <- struct{}{}
+		defer func() { <-f.fs.uploads }()
+		u.fid, u.err = f.fs.blobs.Put(context.Background(), u.data)
+	}()
+}
+
+// read fills p from off with the file's content as this mount sees it.
+func (f *file) read(ctx context.Context, p []byte, off int64) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if off >= f.size {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(p)), f.size-off))
+	p = p[:n]
+	if err := f.readCommitted(ctx, p, off); err != nil {
+		return 0, err
+	}
+	f.overlay(p, off)
+	f.lastEnd = off + int64(n)
+	return n, nil
+}
+
+// overlay copies the buffered bytes over p (file offset off): uploads in
+// write order, then the dirty blocks, which are newer than any upload.
+func (f *file) overlay(p []byte, off int64) {
+	end := off + int64(len(p))
+	for _, u := range f.pending {
+		copyRange(p, off, end, u.data, u.off)
+	}
+	for _, b := range f.blocks {
+		for _, d := range b.dirty {
+			copyRange(p, off, end, b.data[d.lo:d.hi], b.start+d.lo)
+		}
+	}
+}
+
+// copyRange copies the part of src (at file offset soff) that falls in
+// [off, end) into dst (at file offset off).
+func copyRange(dst []byte, off, end int64, src []byte, soff int64) {
+	lo, hi := max(off, soff), min(end, soff+int64(len(src)))
+	if lo < hi {
+		copy(dst[lo-off:hi-off], src[lo-soff:hi-soff])
+	}
+}
+
+// readCommitted fills p with the committed content at off (zeros past
+// the committed size), through the read-ahead buffer.
+func (f *file) readCommitted(ctx context.Context, p []byte, off int64) error {
+	clear(p)
+	csize := f.entry.Size
+	if off >= csize {
+		return nil
+	}
+	end := min(off+int64(len(p)), csize)
+	if f.ra != nil && off >= f.raOff && end <= f.raOff+int64(len(f.ra)) {
+		copy(p, f.ra[off-f.raOff:end-f.raOff])
+		return nil
+	}
+	want := int64(minRead)
+	if off == f.lastEnd && off > 0 {
+		want = readAhead // sequential: fetch ahead
+	}
+	fetchEnd := min(max(end, off+want), csize)
+	buf := make([]byte, fetchEnd-off)
+	if err := f.fetch(ctx, buf, off); err != nil {
+		return err
+	}
+	f.ra, f.raOff = buf, off
+	copy(p, buf[:end-off])
+	return nil
+}
+
+func (f *file) fetch(ctx context.Context, buf []byte, off int64) error {
+	if f.resolved == nil {
+		cs, err := chunk.Resolve(ctx, f.fs.blobs, chunksOf(f.entry), 0, -1)
+		if err != nil {
+			return err
+		}
+		f.resolved = cs
+		if f.resolved == nil {
+			f.resolved = []chunk.Chunk{}
+		}
+	}
+	r := chunk.NewReader(ctx, f.fs.blobs, f.resolved, f.entry.Size)
+	n, err := r.ReadAt(buf, off)
+	if err == io.EOF && n == len(buf) {
+		err = nil
+	}
+	return err
+}
+
+func chunksOf(e *filerpb.Entry) []chunk.Chunk {
+	cs := make([]chunk.Chunk, 0, len(e.Chunks))
+	for _, c := range e.Chunks {
+		cs = append(cs, chunk.Chunk{FID: c.Fid, Offset: c.Offset, Size: c.Size, Mtime: c.MtimeNs, ETag: c.Etag, Manifest: c.Manifest})
+	}
+	return cs
+}
+
+// flush uploads everything buffered and commits it with the size and
+// mtime in one entry update; the data is then on the volume servers (which
+// answer only once it is synced) and the entry in the filer's store.
+func (f *file) flush(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.commitLocked(ctx)
+}
+
+func (f *file) commitLocked(ctx context.Context) error {
+	if err := f.uploadBlocks(ctx); err != nil {
+		return err
+	}
+	if !f.dirty && len(f.pending) == 0 {
+		return nil
+	}
+	e := cloneEntry(f.entry)
+	for _, u := range f.pending {
+		<-u.done
+		if u.err != nil && f.err == nil {
+			f.err = u.err
+		}
+	}
+	if err := f.err; err != nil {
+		// The buffered data is lost: say so once, to this flush.
+		f.err = nil
+		f.pending = nil
+		f.dirty = false
+		f.size = f.entry.Size
+		return errnof(syscall.EIO, "upload: %v", err)
+	}
+	for _, u := range f.pending {
+		e.Chunks = append(e.Chunks, &filerpb.Chunk{Fid: u.fid, Offset: u.off, Size: int64(len(u.data)), MtimeNs: u.at})
+	}
+	e.Size = f.size
+	e.MtimeNs = f.mtime.UnixNano()
+	e.Md5 = nil
+	e.Etag = ""
+	if err := f.fs.update(ctx, e); err != nil {
+		return err
+	}
+	f.setCommitted(e)
+	return nil
+}
+
+// setCommitted makes e the committed state, with nothing buffered.
+func (f *file) setCommitted(e *filerpb.Entry) {
+	f.entry = e
+	f.pending = nil
+	f.dirty = false
+	f.size = e.Size
+	f.resolved = nil
+	f.ra = nil
+}
+
+// uploadBlocks starts the upload of every dirty block: its dirty span as
+// one chunk, with the bytes between dirty ranges read from what is there.
+func (f *file) uploadBlocks(ctx context.Context) error {
+	idxs := make([]int64, 0, len(f.blocks))
+	for i := range f.blocks {
+		idxs = append(idxs, i)
+	}
+	slices.Sort(idxs)
+	for _, i := range idxs {
+		b := f.blocks[i]
+		lo, hi := b.dirty[0].lo, b.dirty[len(b.dirty)-1].hi
+		data := b.data[lo:hi]
+		if len(b.dirty) > 1 {
+			data = make([]byte, hi-lo)
+			if err := f.readCommitted(ctx, data, b.start+lo); err != nil {
+				return err
+			}
+			f.overlay(data, b.start+lo)
+		}
+		delete(f.blocks, i)
+		f.startUpload(b.start+lo, data)
+	}
+	return nil
+}
+
+// modify commits the buffer and applies fn to the entry in the same update.
+func (f *file) modify(ctx context.Context, fn func(e *filerpb.Entry) error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.commitLocked(ctx); err != nil {
+		return err
+	}
+	e := cloneEntry(f.entry)
+	if err := fn(e); err != nil {
+		return err
+	}
+	if err := f.fs.update(ctx, e); err != nil {
+		return err
+	}
+	f.entry = e
+	return nil
+}
+
+// truncate sets the size as truncate(2) does: bytes past a shrunk end
+// never come back, a grown file reads zeros in the new range.
+func (f *file) truncate(ctx context.Context, size int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if size < 0 {
+		return syscall.EINVAL
+	}
+	if err := f.commitLocked(ctx); err != nil {
+		return err
+	}
+	e := cloneEntry(f.entry)
+	if size < e.Size {
+		var keep []*filerpb.Chunk
+		lo := size
+		for _, c := range e.Chunks {
+			switch {
+			case c.Offset+c.Size <= size:
+				keep = append(keep, c)
+			case c.Offset < size: // cut in two: rewritten below
+				lo = min(lo, c.Offset)
+			}
+		}
+		if lo < size {
+			data := make([]byte, size-lo)
+			if err := f.readCommitted(ctx, data, lo); err != nil {
+				return err
+			}
+			fid, err := f.fs.blobs.Put(ctx, data)
+			if err != nil {
+				return errnof(syscall.EIO, "truncate: %v", err)
+			}
+			keep = append(keep, &filerpb.Chunk{Fid: fid, Offset: lo, Size: int64(len(data)), MtimeNs: time.Now().UnixNano()})
+		}
+		e.Chunks = keep
+	}
+	e.Size = size
+	e.MtimeNs = time.Now().UnixNano()
+	e.Md5 = nil
+	e.Etag = ""
+	if err := f.fs.update(ctx, e); err != nil {
+		return err
+	}
+	f.setCommitted(e)
+	f.mtime = time.Unix(0, e.MtimeNs)
+	return nil
+}

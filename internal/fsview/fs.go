@@ -1,0 +1,259 @@
+package fsview
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"net/http"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/kelpfs/kelp/internal/client"
+	"github.com/kelpfs/kelp/internal/pb"
+	"github.com/kelpfs/kelp/internal/pb/filerpb"
+)
+
+// Config describes a view of one filer.
+type Config struct {
+	// Filer is the filer's gRPC address (host:port); see FilerGRPCAddr.
+	Filer string
+	// Root is the filer directory shown as "/" (default "/"); it must exist.
+	Root string
+	// Collection and Replication of the chunks written ("": the filer's).
+	Collection  string
+	Replication string
+	// ChunkSize is the size of the chunks written; 0 takes the filer's.
+	ChunkSize int
+	// ConnectTimeout bounds the first contact with the filer (default 10s).
+	ConnectTimeout time.Duration
+	// HTTPClient carries chunk reads and writes to the volume servers.
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+}
+
+// FS is a POSIX view of a filer directory. All paths given to it are
+// absolute within the view ("/a/b"); "/" is Config.Root.
+type FS struct {
+	cfg       Config
+	log       *slog.Logger
+	conn      *grpc.ClientConn
+	filer     filerpb.FilerClient
+	blobs     *clusterBlobs
+	chunkSize int
+	uploads   chan struct{} // bounds concurrent chunk uploads
+
+	mu    sync.Mutex
+	files map[string]*file // open files by content path (filer path)
+
+	cache      *metaCache
+	stopFollow context.CancelFunc
+	followDone chan struct{}
+}
+
+// Names longer than this fail with ENAMETOOLONG, as on local file systems.
+const maxNameLen = 255
+
+// hiddenDir holds what the view keeps for itself in the filer: the content
+// of hard-linked files (links/) and files unlinked while open (unlinked/).
+// It is not shown in the root directory's listing.
+const hiddenDir = "/.kelp"
+
+// FilerGRPCAddr is the gRPC address of a filer whose HTTP API is at
+// hostport (Kelp's port convention, pb.GRPCAddress).
+func FilerGRPCAddr(hostport string) (string, error) { return pb.GRPCAddress(hostport) }
+
+// New connects to the filer and checks that the root exists. An
+// unreachable filer is an error after cfg.ConnectTimeout, never a hang.
+func New(ctx context.Context, cfg Config) (*FS, error) {
+	if cfg.Root == "" {
+		cfg.Root = "/"
+	}
+	cfg.Root = path.Clean("/" + cfg.Root)
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	conn, err := grpc.NewClient(cfg.Filer, pb.DialOptions()...)
+	if err != nil {
+		return nil, fmt.Errorf("fsview: filer %s: %w", cfg.Filer, err)
+	}
+	fs := &FS{cfg: cfg, log: cfg.Logger, conn: conn, filer: filerpb.NewFilerClient(conn),
+		uploads: make(chan struct{}, 4), files: map[string]*file{}, cache: newMetaCache()}
+	if err := fs.connect(ctx); err != nil {
+		if fs.stopFollow != nil {
+			fs.stopFollow()
+			<-fs.followDone
+		}
+		conn.Close()
+		return nil, err
+	}
+	return fs, nil
+}
+
+func (fs *FS) connect(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, fs.cfg.ConnectTimeout)
+	defer cancel()
+	conf, err := fs.filer.GetConfiguration(ctx, &filerpb.GetConfigurationRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		return fmt.Errorf("fsview: filer %s did not answer: %w", fs.cfg.Filer, err)
+	}
+	fctx, stop := context.WithCancel(context.Background())
+	fs.stopFollow, fs.followDone = stop, make(chan struct{})
+	go func() {
+		defer close(fs.followDone)
+		fs.follow(fctx, conf.LastSeq)
+	}()
+	if len(conf.Masters) == 0 {
+		return fmt.Errorf("fsview: filer %s knows no master", fs.cfg.Filer)
+	}
+	// File ids come in blocks of 64: one assign round trip per 64 chunks.
+	c, err := client.New(client.Config{Masters: conf.Masters, HTTPClient: fs.cfg.HTTPClient, Logger: fs.log, AssignBatch: 64})
+	if err != nil {
+		return fmt.Errorf("fsview: %w", err)
+	}
+	req := client.AssignRequest{Collection: conf.Collection, Replication: conf.Replication}
+	if fs.cfg.Collection != "" {
+		req.Collection = fs.cfg.Collection
+	}
+	if fs.cfg.Replication != "" {
+		req.Replication = fs.cfg.Replication
+	}
+	fs.blobs = &clusterBlobs{c: c, req: req}
+	fs.chunkSize = fs.cfg.ChunkSize
+	if fs.chunkSize <= 0 {
+		fs.chunkSize = int(conf.ChunkSize)
+	}
+	if fs.chunkSize <= 0 {
+		fs.chunkSize = 8 << 20
+	}
+	root, err := fs.filer.LookupEntry(ctx, &filerpb.LookupEntryRequest{Path: fs.cfg.Root})
+	if err != nil {
+		return fmt.Errorf("fsview: root %s: %w", fs.cfg.Root, err)
+	}
+	if !root.Entry.IsDir {
+		return fmt.Errorf("fsview: root %s is not a directory", fs.cfg.Root)
+	}
+	return nil
+}
+
+// Close flushes every open file and closes the connection.
+func (fs *FS) Close() error {
+	fs.mu.Lock()
+	files := make([]*file, 0, len(fs.files))
+	for _, f := range fs.files {
+		files = append(files, f)
+	}
+	fs.mu.Unlock()
+	var first error
+	for _, f := range files {
+		if err := f.flush(context.Background()); err != nil && first == nil {
+			first = err
+		}
+	}
+	if fs.stopFollow != nil {
+		fs.stopFollow()
+		<-fs.followDone
+	}
+	if err := fs.conn.Close(); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+// ChunkSize is the size of the chunks this view writes.
+func (fs *FS) ChunkSize() int { return fs.chunkSize }
+
+// full maps a view path to the filer path.
+func (fs *FS) full(p string) string {
+	return path.Join(fs.cfg.Root, path.Clean("/"+p))
+}
+
+// checkName refuses names a local file system would.
+func checkName(p string) error {
+	name := path.Base(p)
+	if len(name) > maxNameLen {
+		return errnof(syscall.ENAMETOOLONG, "%s", name)
+	}
+	if strings.ContainsRune(name, 0) {
+		return errnof(syscall.EINVAL, "name with NUL")
+	}
+	return nil
+}
+
+// isHidden reports whether view path p is (under) the hidden directory.
+func (fs *FS) isHidden(full string) bool {
+	return full == hiddenDir || strings.HasPrefix(full, hiddenDir+"/")
+}
+
+// inoOf numbers an inode by its identity: a hard-link group by its id,
+// anything else by its filer path. The numbers are stable across mounts.
+func inoOf(identity string) uint64 {
+	if identity == "/" {
+		return 1
+	}
+	h := fnv.New64a()
+	io.WriteString(h, identity)
+	n := h.Sum64()
+	if n <= 1 {
+		n += 2
+	}
+	return n
+}
+
+// lookupRaw returns the entry at filer path full, from the cache when it
+// holds it.
+func (fs *FS) lookupRaw(ctx context.Context, full string) (*filerpb.Entry, error) {
+	if e, ok := fs.cache.get(full); ok {
+		return e, nil
+	}
+	gen := fs.cache.generation()
+	fs.cache.rpcs.Add(1)
+	r, err := fs.filer.LookupEntry(ctx, &filerpb.LookupEntryRequest{Path: full})
+	if err != nil {
+		return nil, err
+	}
+	fs.cache.put(gen, r.Entry)
+	return r.Entry, nil
+}
+
+// The changes below evict what they touch from the cache, before and
+// after: this view reads its own writes even before their events arrive.
+
+func (fs *FS) update(ctx context.Context, e *filerpb.Entry) error {
+	fs.cache.evict(e.Path)
+	defer fs.cache.evict(e.Path)
+	_, err := fs.filer.UpdateEntry(ctx, &filerpb.UpdateEntryRequest{Entry: e})
+	return err
+}
+
+func (fs *FS) create(ctx context.Context, e *filerpb.Entry, exclusive bool) error {
+	fs.cache.evict(e.Path)
+	defer fs.cache.evict(e.Path)
+	_, err := fs.filer.CreateEntry(ctx, &filerpb.CreateEntryRequest{Entry: e, Exclusive: exclusive, NoParents: true})
+	return err
+}
+
+func (fs *FS) delete(ctx context.Context, full string, recursive bool) error {
+	fs.cache.evict(full)
+	defer fs.cache.evict(full)
+	_, err := fs.filer.DeleteEntry(ctx, &filerpb.DeleteEntryRequest{Path: full, Recursive: recursive})
+	return err
+}
+
+func (fs *FS) rename(ctx context.Context, from, to string) error {
+	fs.cache.evict(from, to)
+	defer fs.cache.evict(from, to)
+	_, err := fs.filer.Rename(ctx, &filerpb.RenameRequest{From: from, To: to})
+	return err
+}
+
+func isNotFound(err error) bool { return Errno(err) == syscall.ENOENT }

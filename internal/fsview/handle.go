@@ -1,0 +1,101 @@
+package fsview
+
+import (
+	"context"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/pb/filerpb"
+)
+
+// Handle is one open(2) of a file.
+type Handle struct {
+	fs    *FS
+	f     *file
+	flags int
+	name  string // view path at open, for Attr
+	node  *node  // as resolved at open: names and link group do not change while open
+}
+
+// Open opens file p with open(2) flags (O_TRUNC and O_APPEND honoured).
+func (fs *FS) Open(ctx context.Context, p string, flags int) (*Handle, error) {
+	n, err := fs.resolve(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if n.isDir() {
+		return nil, errnof(syscall.EISDIR, "%s", p)
+	}
+	return fs.openNode(ctx, n, p, flags)
+}
+
+func (fs *FS) openNode(ctx context.Context, n *node, p string, flags int) (*Handle, error) {
+	f, err := fs.acquireEntry(ctx, n.contentPath(), n.content)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handle{fs: fs, f: f, flags: flags, name: p, node: n}
+	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		if err := f.truncate(ctx, 0); err != nil {
+			fs.release(ctx, f)
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// Create makes file p and opens it; with O_EXCL an existing p is EEXIST,
+// without it an existing file is opened.
+func (fs *FS) Create(ctx context.Context, p string, flags int, perm os.FileMode, uid, gid uint32) (*Handle, error) {
+	if err := checkName(p); err != nil {
+		return nil, err
+	}
+	e := &filerpb.Entry{Path: fs.full(p), Mode: uint32(perm & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)),
+		Uid: uid, Gid: gid, MtimeNs: time.Now().UnixNano()}
+	e.CrtimeNs = e.MtimeNs // known here, so the inode number is too (inoOfEntry)
+	if err := fs.create(ctx, e, true); err != nil {
+		if Errno(err) == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
+			return fs.Open(ctx, p, flags)
+		}
+		return nil, err
+	}
+	// The entry just created is the one to open: no need to look it up.
+	e.CtimeNs = e.MtimeNs
+	return fs.openNode(ctx, &node{name: e, content: e}, p, flags&^syscall.O_TRUNC)
+}
+
+// ReadAt reads from the file at off; a read at or past the end is io.EOF.
+func (h *Handle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	return h.f.read(ctx, p, off)
+}
+
+// WriteAt writes p at off (at the end with O_APPEND) into the buffer.
+func (h *Handle) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if h.flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		return 0, syscall.EBADF
+	}
+	if h.flags&syscall.O_APPEND != 0 {
+		off, _ = h.f.sizeAndMtime()
+	}
+	return h.f.write(ctx, p, off)
+}
+
+// Flush commits the buffered writes (close(2) and fsync(2) call it).
+func (h *Handle) Flush(ctx context.Context) error { return h.f.flush(ctx) }
+
+// Release closes the handle; the last one of a file commits and forgets it.
+func (h *Handle) Release(ctx context.Context) error { return h.fs.release(ctx, h.f) }
+
+// Attr is the file's attributes as seen through the handle.
+func (h *Handle) Attr(ctx context.Context) (Attr, error) {
+	n := *h.node
+	n.content = h.f.entrySnapshot()
+	if n.linkID == "" {
+		n.name = n.content
+	}
+	return attrOf(&n, h.f), nil
+}
+
+// Truncate sets the file's size (ftruncate(2)).
+func (h *Handle) Truncate(ctx context.Context, size int64) error { return h.f.truncate(ctx, size) }

@@ -1,0 +1,617 @@
+package fsview
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kelpfs/kelp/internal/pb/filerpb"
+)
+
+// resolve looks up view path p and, for a hard link, its content.
+func (fs *FS) resolve(ctx context.Context, p string) (*node, error) {
+	if id, ok := strings.CutPrefix(p, linkRefPrefix); ok {
+		n, err := fs.resolveFull(ctx, linkPath(id))
+		if err != nil {
+			return nil, err
+		}
+		n.linkID = id
+		return n, nil
+	}
+	if err := checkName(p); err != nil {
+		return nil, err
+	}
+	full := fs.full(p)
+	if fs.cfg.Root == "/" && fs.isHidden(full) {
+		return nil, errnof(syscall.ENOENT, "%s", p)
+	}
+	return fs.resolveFull(ctx, full)
+}
+
+func (fs *FS) resolveFull(ctx context.Context, full string) (*node, error) {
+	e, err := fs.lookupRaw(ctx, full)
+	if err != nil {
+		return nil, err
+	}
+	n := &node{name: e, content: e}
+	if id := string(e.Xattrs[xattrLink]); id != "" && !e.IsDir {
+		c, err := fs.lookupRaw(ctx, linkPath(id))
+		if err != nil {
+			return nil, err
+		}
+		n.content, n.linkID = c, id
+	}
+	return n, nil
+}
+
+// linkRefPrefix starts the view paths LinkRef makes.
+const linkRefPrefix = "\x00link/"
+
+// LinkRef is a view path for the content of hard-link group id (Attr.LinkID),
+// whatever its names are: a caller that keeps inodes (FUSE) addresses a
+// hard-linked file's content and attributes through it, since a path
+// through one of its names may be the wrong one after a rename over it.
+// Only content and attribute calls (Lookup, Open, Setattr, xattrs) take it.
+func LinkRef(id string) string { return linkRefPrefix + id }
+
+// openFile returns the open file of a content path, if any.
+func (fs *FS) openFile(contentPath string) *file {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.files[contentPath]
+}
+
+// Lookup returns the attributes of p.
+func (fs *FS) Lookup(ctx context.Context, p string) (Attr, error) {
+	n, err := fs.resolve(ctx, p)
+	if err != nil {
+		return Attr{}, err
+	}
+	return attrOf(n, fs.openFile(n.contentPath())), nil
+}
+
+// ReadDir lists directory p in name order.
+func (fs *FS) ReadDir(ctx context.Context, p string) ([]DirEntry, error) {
+	full := fs.full(p)
+	var out []DirEntry
+	after := ""
+	gen := fs.cache.generation()
+	for {
+		stream, err := fs.filer.ListEntries(ctx, &filerpb.ListEntriesRequest{Dir: full, StartAfter: after, Limit: 1000})
+		if err != nil {
+			return nil, err
+		}
+		more := false
+		for {
+			r, err := stream.Recv()
+			if errors.Is(err, ioEOF) {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			e := r.Entry
+			fs.cache.put(gen, e) // ls -l stats every name next
+			after = path.Base(e.Path)
+			more = r.More
+			if fs.isHidden(e.Path) {
+				continue
+			}
+			ino := inoOfEntry(e)
+			if id := string(e.Xattrs[xattrLink]); id != "" {
+				ino = inoOf("link:" + id)
+			}
+			out = append(out, DirEntry{Name: after, Mode: entryMode(e), Ino: ino})
+		}
+		if !more {
+			return out, nil
+		}
+	}
+}
+
+// Mkdir makes directory p; its parent must exist.
+func (fs *FS) Mkdir(ctx context.Context, p string, perm os.FileMode, uid, gid uint32) (Attr, error) {
+	if err := checkName(p); err != nil {
+		return Attr{}, err
+	}
+	e := &filerpb.Entry{Path: fs.full(p), Mode: uint32(os.ModeDir | perm), IsDir: true, Uid: uid, Gid: gid,
+		MtimeNs: time.Now().UnixNano()}
+	if err := fs.create(ctx, e, true); err != nil {
+		return Attr{}, err
+	}
+	return fs.Lookup(ctx, p)
+}
+
+// Rmdir removes the empty directory p.
+func (fs *FS) Rmdir(ctx context.Context, p string) error {
+	n, err := fs.resolve(ctx, p)
+	if err != nil {
+		return err
+	}
+	if !n.isDir() {
+		return errnof(syscall.ENOTDIR, "%s", p)
+	}
+	if n.name.Path == fs.cfg.Root {
+		return errnof(syscall.EBUSY, "%s", p)
+	}
+	return fs.delete(ctx, n.name.Path, false)
+}
+
+// Unlink removes the name p. A file open here stays readable and writable
+// through its handles until the last one is released.
+func (fs *FS) Unlink(ctx context.Context, p string) error {
+	n, err := fs.resolve(ctx, p)
+	if err != nil {
+		return err
+	}
+	if n.isDir() {
+		return errnof(syscall.EISDIR, "%s", p)
+	}
+	if n.linkID != "" {
+		if err := fs.delete(ctx, n.name.Path, false); err != nil {
+			return err
+		}
+		return fs.dropLink(ctx, n.linkID)
+	}
+	if f := fs.openFile(n.contentPath()); f != nil {
+		return fs.hideOpen(ctx, f)
+	}
+	return fs.delete(ctx, n.name.Path, false)
+}
+
+// hideOpen moves an open file out of the namespace, into hiddenDir, where
+// its content lives until its last handle is released (NFS does the same
+// with .nfs files): a deleted entry's chunks would be collected at once.
+func (fs *FS) hideOpen(ctx context.Context, f *file) error {
+	if err := f.flush(ctx); err != nil {
+		return err
+	}
+	dst := hiddenDir + "/unlinked/" + newID()
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if err := fs.mkdirAll(ctx, path.Dir(dst)); err != nil {
+		return err
+	}
+	if err := fs.rename(ctx, f.path, dst); err != nil {
+		return err
+	}
+	delete(fs.files, f.path)
+	f.setPath(dst)
+	f.unlinked = true
+	fs.files[dst] = f
+	return nil
+}
+
+func (fs *FS) mkdirAll(ctx context.Context, dir string) error {
+	fs.cache.evict(dir)
+	_, err := fs.filer.CreateEntry(ctx, &filerpb.CreateEntryRequest{
+		Entry: &filerpb.Entry{Path: dir, Mode: uint32(os.ModeDir | 0o700), IsDir: true}})
+	return err
+}
+
+// dropLink counts one name less in link group id and removes its content
+// with the last name (or at the last release, if it is open here).
+func (fs *FS) dropLink(ctx context.Context, id string) error {
+	cp := linkPath(id)
+	var left int
+	err := fs.updateContent(ctx, cp, func(e *filerpb.Entry) error {
+		left, _ = strconv.Atoi(string(e.Xattrs[xattrNlink]))
+		left--
+		setXattr(e, xattrNlink, []byte(strconv.Itoa(left)))
+		return nil
+	})
+	if err != nil || left > 0 {
+		return err
+	}
+	if f := fs.openFile(cp); f != nil {
+		fs.mu.Lock()
+		f.unlinked = true
+		fs.mu.Unlock()
+		return nil
+	}
+	return fs.delete(ctx, cp, false)
+}
+
+// Rename moves from to to, replacing a file or empty directory there
+// (unless noReplace).
+func (fs *FS) Rename(ctx context.Context, from, to string, noReplace bool) error {
+	if err := checkName(to); err != nil {
+		return err
+	}
+	src, err := fs.resolve(ctx, from)
+	if err != nil {
+		return err
+	}
+	dst, err := fs.resolve(ctx, to)
+	switch {
+	case err == nil && noReplace:
+		return errnof(syscall.EEXIST, "%s", to)
+	case err == nil && dst.name.Path == src.name.Path:
+		return nil
+	case err == nil && src.linkID != "" && src.linkID == dst.linkID:
+		// Two names of one inode: POSIX says rename does nothing.
+		return nil
+	case err == nil && src.isDir() && !dst.isDir():
+		return errnof(syscall.ENOTDIR, "%s", to)
+	case err == nil && !src.isDir() && dst.isDir():
+		return errnof(syscall.EISDIR, "%s", to)
+	case err == nil && dst.linkID == "" && !dst.isDir():
+		if f := fs.openFile(dst.contentPath()); f != nil {
+			if err := fs.hideOpen(ctx, f); err != nil {
+				return err
+			}
+		}
+	case err != nil && !isNotFound(err):
+		return err
+	}
+	if src.linkID == "" {
+		if f := fs.openFile(src.contentPath()); f != nil {
+			// Commit first: the rename moves the committed entry.
+			if err := f.flush(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	if err := fs.rename(ctx, src.name.Path, fs.full(to)); err != nil {
+		return err
+	}
+	fs.renameOpen(src.name.Path, fs.full(to))
+	if dst != nil && dst.linkID != "" {
+		return fs.dropLink(ctx, dst.linkID)
+	}
+	return nil
+}
+
+// renameOpen re-keys the open files at or under from.
+func (fs *FS) renameOpen(from, to string) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for p, f := range fs.files {
+		if p == from || strings.HasPrefix(p, from+"/") {
+			np := to + p[len(from):]
+			delete(fs.files, p)
+			f.setPath(np)
+			fs.files[np] = f
+		}
+	}
+}
+
+// Symlink makes p a symbolic link to target.
+func (fs *FS) Symlink(ctx context.Context, target, p string, uid, gid uint32) (Attr, error) {
+	if err := checkName(p); err != nil {
+		return Attr{}, err
+	}
+	e := &filerpb.Entry{Path: fs.full(p), Mode: uint32(os.ModeSymlink | 0o777), SymlinkTarget: target,
+		Uid: uid, Gid: gid, MtimeNs: time.Now().UnixNano()}
+	if err := fs.create(ctx, e, true); err != nil {
+		return Attr{}, err
+	}
+	return fs.Lookup(ctx, p)
+}
+
+// Readlink returns the target of symlink p.
+func (fs *FS) Readlink(ctx context.Context, p string) (string, error) {
+	n, err := fs.resolve(ctx, p)
+	if err != nil {
+		return "", err
+	}
+	if entryMode(n.name)&os.ModeSymlink == 0 {
+		return "", errnof(syscall.EINVAL, "%s is not a symlink", p)
+	}
+	return n.name.SymlinkTarget, nil
+}
+
+// Link makes newp another name of the file at oldp. The first link moves
+// the content into a link group (hiddenDir/links/<id>) that every name
+// refers to by the xattr kelp.hardlink.
+func (fs *FS) Link(ctx context.Context, oldp, newp string) (Attr, error) {
+	if err := checkName(newp); err != nil {
+		return Attr{}, err
+	}
+	n, err := fs.resolve(ctx, oldp)
+	if err != nil {
+		return Attr{}, err
+	}
+	if n.isDir() {
+		return Attr{}, errnof(syscall.EPERM, "hard link to a directory")
+	}
+	if _, err := fs.resolve(ctx, newp); err == nil {
+		return Attr{}, errnof(syscall.EEXIST, "%s", newp)
+	}
+	id := n.linkID
+	if id == "" {
+		if id, err = fs.makeLinkGroup(ctx, n); err != nil {
+			return Attr{}, err
+		}
+	} else if err := fs.updateContent(ctx, linkPath(id), func(e *filerpb.Entry) error {
+		v, _ := strconv.Atoi(string(e.Xattrs[xattrNlink]))
+		setXattr(e, xattrNlink, []byte(strconv.Itoa(v+1)))
+		return nil
+	}); err != nil {
+		return Attr{}, err
+	}
+	if err := fs.create(ctx, pointerEntry(fs.full(newp), n.name, id), true); err != nil {
+		return Attr{}, err
+	}
+	return fs.Lookup(ctx, newp)
+}
+
+// makeLinkGroup moves the content of the plain file n into a new link
+// group with two names to come and leaves a pointer at n's path.
+func (fs *FS) makeLinkGroup(ctx context.Context, n *node) (string, error) {
+	if f := fs.openFile(n.contentPath()); f != nil {
+		if err := f.flush(ctx); err != nil {
+			return "", err
+		}
+	}
+	id := newID()
+	cp := linkPath(id)
+	if err := fs.mkdirAll(ctx, path.Dir(cp)); err != nil {
+		return "", err
+	}
+	if err := fs.rename(ctx, n.name.Path, cp); err != nil {
+		return "", err
+	}
+	fs.renameOpen(n.name.Path, cp)
+	if err := fs.updateContent(ctx, cp, func(e *filerpb.Entry) error {
+		setXattr(e, xattrNlink, []byte("2"))
+		return nil
+	}); err != nil {
+		return "", err
+	}
+	if err := fs.create(ctx, pointerEntry(n.name.Path, n.name, id), true); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+func pointerEntry(full string, like *filerpb.Entry, id string) *filerpb.Entry {
+	return &filerpb.Entry{Path: full, Mode: like.Mode, Uid: like.Uid, Gid: like.Gid, MtimeNs: like.MtimeNs,
+		Xattrs: map[string][]byte{xattrLink: []byte(id)}}
+}
+
+// updateContent changes the entry at content path cp with fn: through the
+// open file when there is one (so that its buffered data is committed
+// with it), else read-modify-write.
+func (fs *FS) updateContent(ctx context.Context, cp string, fn func(e *filerpb.Entry) error) error {
+	if f := fs.openFile(cp); f != nil {
+		return f.modify(ctx, fn)
+	}
+	e, err := fs.lookupRaw(ctx, cp)
+	if err != nil {
+		return err
+	}
+	if err := fn(e); err != nil {
+		return err
+	}
+	return fs.update(ctx, e)
+}
+
+func setXattr(e *filerpb.Entry, k string, v []byte) {
+	if e.Xattrs == nil {
+		e.Xattrs = map[string][]byte{}
+	}
+	e.Xattrs[k] = v
+}
+
+// SetAttr says which attributes Setattr changes (nil: unchanged).
+type SetAttr struct {
+	Mode  *os.FileMode // permission bits with os.ModeSetuid, ModeSetgid, ModeSticky
+	UID   *uint32
+	GID   *uint32
+	Size  *int64
+	Mtime *time.Time
+	Atime *time.Time // accepted, not stored: the filer keeps no access time
+}
+
+// Setattr changes attributes of p (h, if given, is an open handle of it).
+func (fs *FS) Setattr(ctx context.Context, p string, h *Handle, s SetAttr) (Attr, error) {
+	n, err := fs.resolve(ctx, p)
+	if err != nil && h == nil {
+		return Attr{}, err
+	}
+	var cp string
+	if h != nil {
+		cp = h.f.currentPath()
+	} else {
+		cp = n.contentPath()
+	}
+	if s.Size != nil {
+		if n != nil && n.isDir() {
+			return Attr{}, errnof(syscall.EISDIR, "%s", p)
+		}
+		if err := fs.truncate(ctx, cp, *s.Size); err != nil {
+			return Attr{}, err
+		}
+	}
+	if s.Mode != nil || s.UID != nil || s.GID != nil || s.Mtime != nil {
+		if n != nil && n.name.Path == fs.cfg.Root {
+			return fs.Lookup(ctx, p) // the filer keeps no attributes of the root
+		}
+		err := fs.updateContent(ctx, cp, func(e *filerpb.Entry) error {
+			if s.Mode != nil {
+				e.Mode = uint32(os.FileMode(e.Mode)&os.ModeType | *s.Mode&(os.ModePerm|os.ModeSetuid|os.ModeSetgid|os.ModeSticky))
+			}
+			if s.UID != nil {
+				e.Uid = *s.UID
+			}
+			if s.GID != nil {
+				e.Gid = *s.GID
+			}
+			if s.Mtime != nil {
+				e.MtimeNs = s.Mtime.UnixNano()
+			}
+			return nil
+		})
+		if err != nil {
+			return Attr{}, err
+		}
+	}
+	if h != nil {
+		return h.Attr(ctx)
+	}
+	return fs.Lookup(ctx, p)
+}
+
+func (fs *FS) truncate(ctx context.Context, cp string, size int64) error {
+	f, err := fs.acquire(ctx, cp)
+	if err != nil {
+		return err
+	}
+	defer fs.release(ctx, f)
+	return f.truncate(ctx, size)
+}
+
+// Xattrs the view shows: the kernel only passes names in these namespaces.
+func visibleXattr(k string) bool {
+	return strings.HasPrefix(k, "user.") || strings.HasPrefix(k, "trusted.") || strings.HasPrefix(k, "security.")
+}
+
+// GetXattr returns the value of extended attribute k of p (ENODATA if unset).
+func (fs *FS) GetXattr(ctx context.Context, p, k string) ([]byte, error) {
+	n, err := fs.resolve(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	e := n.content
+	if f := fs.openFile(n.contentPath()); f != nil {
+		e = f.entrySnapshot()
+	}
+	v, ok := e.Xattrs[k]
+	if !ok || !visibleXattr(k) {
+		return nil, syscall.ENODATA
+	}
+	return v, nil
+}
+
+// ListXattr returns the names of p's extended attributes.
+func (fs *FS) ListXattr(ctx context.Context, p string) ([]string, error) {
+	n, err := fs.resolve(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	e := n.content
+	if f := fs.openFile(n.contentPath()); f != nil {
+		e = f.entrySnapshot()
+	}
+	var out []string
+	for k := range e.Xattrs {
+		if visibleXattr(k) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// Xattr flags of setxattr(2).
+const (
+	XattrCreate  = 1
+	XattrReplace = 2
+)
+
+// SetXattr sets extended attribute k of p.
+func (fs *FS) SetXattr(ctx context.Context, p, k string, v []byte, flags int) error {
+	if !visibleXattr(k) {
+		return syscall.ENOTSUP
+	}
+	n, err := fs.resolve(ctx, p)
+	if err != nil {
+		return err
+	}
+	if n.name.Path == fs.cfg.Root {
+		return syscall.ENOTSUP
+	}
+	return fs.updateContent(ctx, n.contentPath(), func(e *filerpb.Entry) error {
+		_, has := e.Xattrs[k]
+		if has && flags&XattrCreate != 0 {
+			return syscall.EEXIST
+		}
+		if !has && flags&XattrReplace != 0 {
+			return syscall.ENODATA
+		}
+		setXattr(e, k, append([]byte(nil), v...))
+		return nil
+	})
+}
+
+// RemoveXattr removes extended attribute k of p (ENODATA if unset).
+func (fs *FS) RemoveXattr(ctx context.Context, p, k string) error {
+	n, err := fs.resolve(ctx, p)
+	if err != nil {
+		return err
+	}
+	return fs.updateContent(ctx, n.contentPath(), func(e *filerpb.Entry) error {
+		if _, ok := e.Xattrs[k]; !ok || !visibleXattr(k) {
+			return syscall.ENODATA
+		}
+		delete(e.Xattrs, k)
+		return nil
+	})
+}
+
+// Statfs describes the file system's capacity. The filer does not report
+// the cluster's free space yet, so the view reports a fixed large size.
+type Statfs struct {
+	Blocks, Bfree, Bavail, Files, Ffree uint64
+	Bsize                               uint32
+	NameLen                             uint32
+}
+
+// StatFS answers statfs(2).
+func (fs *FS) StatFS(ctx context.Context) Statfs {
+	const bsize = 4096
+	const total = 1 << 50 / bsize // 1 PiB
+	return Statfs{Blocks: total, Bfree: total, Bavail: total, Files: 1 << 40, Ffree: 1 << 40, Bsize: bsize, NameLen: maxNameLen}
+}
+
+func newID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func cloneEntry(e *filerpb.Entry) *filerpb.Entry { return proto.Clone(e).(*filerpb.Entry) }
+
+// RemoveAll removes p and, for a directory, everything under it (WebDAV
+// DELETE of a collection). Hard-link groups with names inside keep their
+// content while other names are left.
+func (fs *FS) RemoveAll(ctx context.Context, p string) error {
+	n, err := fs.resolve(ctx, p)
+	if err != nil {
+		return err
+	}
+	if !n.isDir() {
+		return fs.Unlink(ctx, p)
+	}
+	if n.name.Path == fs.cfg.Root {
+		return errnof(syscall.EBUSY, "the root cannot be removed")
+	}
+	return fs.delete(ctx, n.name.Path, true)
+}
+
+// Mknod makes a FIFO (os.ModeNamedPipe) or an empty regular file at p;
+// device files are EPERM: the filer has no entry type for them.
+func (fs *FS) Mknod(ctx context.Context, p string, mode os.FileMode, uid, gid uint32) (Attr, error) {
+	if err := checkName(p); err != nil {
+		return Attr{}, err
+	}
+	if t := mode.Type(); t != 0 && t != os.ModeNamedPipe {
+		return Attr{}, errnof(syscall.EPERM, "mknod %s: only FIFOs and regular files", p)
+	}
+	now := time.Now().UnixNano()
+	e := &filerpb.Entry{Path: fs.full(p), Mode: uint32(mode & (os.ModeNamedPipe | os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)),
+		Uid: uid, Gid: gid, MtimeNs: now, CrtimeNs: now}
+	if err := fs.create(ctx, e, true); err != nil {
+		return Attr{}, err
+	}
+	return fs.Lookup(ctx, p)
+}

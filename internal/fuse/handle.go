@@ -1,0 +1,52 @@
+package fuse
+
+import (
+	"context"
+	"errors"
+	"io"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/kelpfs/kelp/internal/fsview"
+)
+
+// handle is one open file of the mount.
+type handle struct{ h *fsview.Handle }
+
+var (
+	_ gofs.FileReader   = (*handle)(nil)
+	_ gofs.FileWriter   = (*handle)(nil)
+	_ gofs.FileFlusher  = (*handle)(nil)
+	_ gofs.FileFsyncer  = (*handle)(nil)
+	_ gofs.FileReleaser = (*handle)(nil)
+)
+
+func (h *handle) Read(ctx context.Context, dest []byte, off int64) (gofuse.ReadResult, syscall.Errno) {
+	n, err := h.h.ReadAt(ctx, dest, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fsview.Errno(err)
+	}
+	return gofuse.ReadResultData(dest[:n]), 0
+}
+
+func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	n, err := h.h.WriteAt(ctx, data, off)
+	if err != nil {
+		return uint32(n), fsview.Errno(err)
+	}
+	return uint32(n), 0
+}
+
+// Flush runs at every close(2) of a descriptor: close-to-open consistency
+// needs the data committed there.
+func (h *handle) Flush(ctx context.Context) syscall.Errno { return fsview.Errno(h.h.Flush(ctx)) }
+
+func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	return fsview.Errno(h.h.Flush(ctx))
+}
+
+func (h *handle) Release(ctx context.Context) syscall.Errno {
+	return fsview.Errno(h.h.Release(context.WithoutCancel(ctx)))
+}

@@ -1,0 +1,115 @@
+package fuse
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/kelpfs/kelp/internal/fsview"
+)
+
+// Options of a mount.
+type Options struct {
+	Dir        string // mount point
+	FsName     string // shown in /proc/mounts ("kelp:filer/path")
+	AllowOther bool
+	ReadOnly   bool
+	// CacheTimeout is how long the kernel trusts names and attributes; a
+	// change made elsewhere shows after at most this long. 0 means 1s.
+	CacheTimeout time.Duration
+	Debug        bool
+	Logger       *slog.Logger
+}
+
+// Mount is a mounted view.
+type Mount struct {
+	srv *gofuse.Server
+	dir string
+	log *slog.Logger
+}
+
+// New mounts v at opts.Dir and serves it in the background.
+func New(v *fsview.FS, opts Options) (*Mount, error) {
+	if opts.CacheTimeout <= 0 {
+		opts.CacheTimeout = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	neg := time.Duration(0) // a name created elsewhere shows at once
+	mo := gofuse.MountOptions{
+		AllowOther:   opts.AllowOther,
+		FsName:       opts.FsName,
+		Name:         "kelp",
+		MaxWrite:     1 << 20,
+		MaxReadAhead: 1 << 20,
+		// The kernel checks permissions against the mode bits, as on a
+		// local file system.
+		Options: []string{"default_permissions"},
+		Debug:   opts.Debug,
+	}
+	if opts.ReadOnly {
+		mo.Options = append(mo.Options, "ro")
+	}
+	root := &node{v: v, readOnly: opts.ReadOnly, links: &linkTable{m: map[string]*gofs.Inode{}}}
+	srv, err := gofs.Mount(opts.Dir, root, &gofs.Options{
+		MountOptions:    mo,
+		EntryTimeout:    &opts.CacheTimeout,
+		AttrTimeout:     &opts.CacheTimeout,
+		NegativeTimeout: &neg,
+		NullPermissions: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fuse: mount %s: %w", opts.Dir, err)
+	}
+	return &Mount{srv: srv, dir: opts.Dir, log: opts.Logger}, nil
+}
+
+// Wait blocks until the file system is unmounted (by Unmount or by
+// fusermount -u / umount from outside).
+func (m *Mount) Wait() { m.srv.Wait() }
+
+// Unmount detaches the mount. When it is busy (a process has its working
+// directory inside), it detaches lazily: the kernel finishes the unmount
+// once the last user is gone, and no new user gets in.
+func (m *Mount) Unmount() error {
+	err := m.srv.Unmount()
+	if err == nil {
+		return nil
+	}
+	m.log.Warn("mount busy, detaching lazily", "dir", m.dir, "err", err)
+	for _, prog := range []string{"fusermount3", "fusermount"} {
+		if out, lerr := exec.Command(prog, "-u", "-z", m.dir).CombinedOutput(); lerr == nil {
+			return nil
+		} else {
+			err = fmt.Errorf("%w; %s -u -z: %v: %s", err, prog, lerr, out)
+		}
+	}
+	return err
+}
+
+// ServeUntil mounts, serves until ctx ends or the mount is taken away
+// from outside, then unmounts.
+func ServeUntil(ctx context.Context, v *fsview.FS, opts Options) error {
+	m, err := New(v, opts)
+	if err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { m.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	if err := m.Unmount(); err != nil {
+		return err
+	}
+	<-done
+	return nil
+}

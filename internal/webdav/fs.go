@@ -1,0 +1,195 @@
+package webdav
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"syscall"
+	"time"
+
+	xwebdav "golang.org/x/net/webdav"
+
+	"github.com/kelpfs/kelp/internal/fsview"
+)
+
+// fileSystem is x/net/webdav's FileSystem over a view.
+type fileSystem struct{ v *fsview.FS }
+
+var _ xwebdav.FileSystem = fileSystem{}
+
+// osErr turns a view error into the *os.PathError the webdav package
+// classifies (os.IsNotExist -> 404/409, os.IsExist -> 405, ...).
+func osErr(op, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &os.PathError{Op: op, Path: name, Err: fsview.Errno(err)}
+}
+
+func (f fileSystem) Mkdir(ctx context.Context, name string, perm os.FileMode) error {
+	_, err := f.v.Mkdir(ctx, name, perm.Perm()|0o755, 0, 0)
+	return osErr("mkdir", name, err)
+}
+
+func (f fileSystem) OpenFile(ctx context.Context, name string, flag int, perm os.FileMode) (xwebdav.File, error) {
+	a, err := f.v.Lookup(ctx, name)
+	switch {
+	case err == nil && a.Mode.IsDir():
+		if flag&(os.O_WRONLY|os.O_RDWR) != 0 {
+			return nil, osErr("open", name, syscall.EISDIR)
+		}
+		return &dir{v: f.v, name: name, attr: a}, nil
+	case err != nil && flag&os.O_CREATE == 0:
+		return nil, osErr("open", name, err)
+	}
+	var h *fsview.Handle
+	if flag&os.O_CREATE != 0 {
+		h, err = f.v.Create(context.WithoutCancel(ctx), name, flag, 0o644, 0, 0)
+	} else {
+		h, err = f.v.Open(context.WithoutCancel(ctx), name, flag)
+	}
+	if err != nil {
+		return nil, osErr("open", name, err)
+	}
+	return &file{h: h, name: name}, nil
+}
+
+func (f fileSystem) RemoveAll(ctx context.Context, name string) error {
+	return osErr("remove", name, f.v.RemoveAll(ctx, name))
+}
+
+func (f fileSystem) Rename(ctx context.Context, oldName, newName string) error {
+	return osErr("rename", oldName, f.v.Rename(ctx, oldName, newName, false))
+}
+
+func (f fileSystem) Stat(ctx context.Context, name string) (os.FileInfo, error) {
+	a, err := f.v.Lookup(ctx, name)
+	if err != nil {
+		return nil, osErr("stat", name, err)
+	}
+	return info{name: path.Base(name), a: a}, nil
+}
+
+// info is os.FileInfo of a view attribute.
+type info struct {
+	name string
+	a    fsview.Attr
+}
+
+func (i info) Name() string       { return i.name }
+func (i info) Size() int64        { return i.a.Size }
+func (i info) Mode() os.FileMode  { return i.a.Mode }
+func (i info) ModTime() time.Time { return i.a.Mtime }
+func (i info) IsDir() bool        { return i.a.Mode.IsDir() }
+func (i info) Sys() any           { return nil }
+
+// file is an open file; reads and writes move one position, as a File must.
+type file struct {
+	h    *fsview.Handle
+	name string
+	pos  int64
+}
+
+func (f *file) Read(p []byte) (int, error) {
+	n, err := f.h.ReadAt(context.Background(), p, f.pos)
+	f.pos += int64(n)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return n, osErr("read", f.name, err)
+	}
+	return n, err
+}
+
+func (f *file) Write(p []byte) (int, error) {
+	n, err := f.h.WriteAt(context.Background(), p, f.pos)
+	f.pos += int64(n)
+	return n, osErr("write", f.name, err)
+}
+
+func (f *file) Seek(off int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekCurrent:
+		off += f.pos
+	case io.SeekEnd:
+		a, err := f.h.Attr(context.Background())
+		if err != nil {
+			return 0, osErr("seek", f.name, err)
+		}
+		off += a.Size
+	}
+	if off < 0 {
+		return 0, osErr("seek", f.name, syscall.EINVAL)
+	}
+	f.pos = off
+	return off, nil
+}
+
+func (f *file) Readdir(int) ([]fs.FileInfo, error) {
+	return nil, osErr("readdir", f.name, syscall.ENOTDIR)
+}
+
+func (f *file) Stat() (fs.FileInfo, error) {
+	a, err := f.h.Attr(context.Background())
+	if err != nil {
+		return nil, osErr("stat", f.name, err)
+	}
+	return info{name: path.Base(f.name), a: a}, nil
+}
+
+// Close commits what was written: a PUT answers only once it is durable.
+func (f *file) Close() error {
+	ctx := context.Background()
+	err := f.h.Flush(ctx)
+	if rerr := f.h.Release(ctx); err == nil {
+		err = rerr
+	}
+	return osErr("close", f.name, err)
+}
+
+// dir is an open collection.
+type dir struct {
+	v    *fsview.FS
+	name string
+	attr fsview.Attr
+	ents []fs.FileInfo
+	read bool
+}
+
+func (d *dir) Read([]byte) (int, error)       { return 0, osErr("read", d.name, syscall.EISDIR) }
+func (d *dir) Write([]byte) (int, error)      { return 0, osErr("write", d.name, syscall.EISDIR) }
+func (d *dir) Seek(int64, int) (int64, error) { return 0, nil }
+func (d *dir) Close() error                   { return nil }
+func (d *dir) Stat() (fs.FileInfo, error)     { return info{name: path.Base(d.name), a: d.attr}, nil }
+
+// Readdir lists the collection with each member's attributes.
+func (d *dir) Readdir(count int) ([]fs.FileInfo, error) {
+	if !d.read {
+		ctx := context.Background()
+		ents, err := d.v.ReadDir(ctx, d.name)
+		if err != nil {
+			return nil, osErr("readdir", d.name, err)
+		}
+		for _, e := range ents {
+			a, err := d.v.Lookup(ctx, path.Join(d.name, e.Name))
+			if err != nil {
+				continue // removed meanwhile
+			}
+			d.ents = append(d.ents, info{name: e.Name, a: a})
+		}
+		d.read = true
+	}
+	if count <= 0 {
+		out := d.ents
+		d.ents = nil
+		return out, nil
+	}
+	if len(d.ents) == 0 {
+		return nil, io.EOF
+	}
+	n := min(count, len(d.ents))
+	out := d.ents[:n]
+	d.ents = d.ents[n:]
+	return out, nil
+}

@@ -1,0 +1,174 @@
+package webdav
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	xwebdav "golang.org/x/net/webdav"
+
+	"github.com/kelpfs/kelp/internal/fsview"
+	"github.com/kelpfs/kelp/internal/httpserve"
+)
+
+// Config describes a WebDAV server.
+type Config struct {
+	IP     string // address clients reach it at
+	BindIP string // "" means IP
+	Port   int    // 0 picks a free one
+	// View is the filer directory served; Run connects it (waiting for a
+	// filer that is still starting, as in `kelp server`).
+	View   fsview.Config
+	Logger *slog.Logger
+}
+
+// Server is a WebDAV server over one view.
+type Server struct {
+	cfg  Config
+	log  *slog.Logger
+	ln   net.Listener
+	srv  *httpserve.Server
+	mu   sync.Mutex
+	view *fsview.FS
+
+	closeOnce sync.Once
+}
+
+// New binds the listener; Run connects the view and serves.
+func New(cfg Config) (*Server, error) {
+	if cfg.IP == "" {
+		cfg.IP = "127.0.0.1"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.View.Logger = cmp.Or(cfg.View.Logger, cfg.Logger)
+	ln, err := net.Listen("tcp", net.JoinHostPort(cmp.Or(cfg.BindIP, cfg.IP), strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return nil, fmt.Errorf("webdav: %w", err)
+	}
+	cfg.Port = ln.Addr().(*net.TCPAddr).Port
+	s := &Server{cfg: cfg, log: cfg.Logger.With("service", "webdav"), ln: ln}
+	return s, nil
+}
+
+// URL is the server's base URL.
+func (s *Server) URL() string {
+	return "http://" + net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.cfg.Port))
+}
+
+// Run connects the view, then serves until ctx ends or Close is called.
+func (s *Server) Run(ctx context.Context) error {
+	v, err := fsview.New(ctx, s.cfg.View)
+	if err != nil {
+		s.Close()
+		return fmt.Errorf("webdav: %w", err)
+	}
+	s.mu.Lock()
+	s.view = v
+	s.srv = httpserve.New(Handler(v, s.log), s.log)
+	s.mu.Unlock()
+	errc := make(chan error, 1)
+	go func() { errc <- s.srv.Serve(s.ln) }()
+	s.log.Info("webdav listening", "url", s.URL(), "filer", s.cfg.View.Filer, "root", s.cfg.View.Root)
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+	}
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Close stops serving and flushes the view.
+func (s *Server) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		srv, v := s.srv, s.view
+		s.mu.Unlock()
+		if srv != nil {
+			err = srv.Stop(5 * time.Second)
+		} else {
+			s.ln.Close()
+		}
+		if v != nil {
+			if verr := v.Close(); err == nil {
+				err = verr
+			}
+		}
+	})
+	return err
+}
+
+// Handler serves WebDAV (RFC 4918 classes 1 and 2) over v, with locks
+// held in this process's memory.
+func Handler(v *fsview.FS, log *slog.Logger) http.Handler {
+	h := &xwebdav.Handler{
+		FileSystem: fileSystem{v: v},
+		LockSystem: xwebdav.NewMemLS(),
+		Logger: func(r *http.Request, err error) {
+			if err != nil {
+				log.Debug("webdav request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+			}
+		},
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hasDotDot(r.URL.Path) || hasDotDot(r.Header.Get("Destination")) {
+			http.Error(w, "path with a .. segment", http.StatusBadRequest)
+			return
+		}
+		if r.Method == http.MethodPut {
+			// x/net/webdav answers every PUT 201; RFC 4918 9.7.1 wants 201
+			// only for a new resource, 200 or 204 for a replaced one.
+			if a, err := v.Lookup(r.Context(), r.URL.Path); err == nil && !a.Mode.IsDir() {
+				w = &replacedWriter{ResponseWriter: w}
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// replacedWriter answers 204 where the handler says 201.
+type replacedWriter struct {
+	http.ResponseWriter
+	noBody bool
+}
+
+func (w *replacedWriter) WriteHeader(code int) {
+	if code == http.StatusCreated {
+		code, w.noBody = http.StatusNoContent, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write drops the status text the handler writes after 201: 204 has no body.
+func (w *replacedWriter) Write(p []byte) (int, error) {
+	if w.noBody {
+		return len(p), nil
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// hasDotDot reports a ".." path segment, which a client never needs:
+// such a request is refused rather than cleaned into another path.
+func hasDotDot(p string) bool {
+	for _, seg := range strings.Split(p, "/") {
+		if seg == ".." {
+			return true
+		}
+	}
+	return false
+}

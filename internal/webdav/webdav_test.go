@@ -1,0 +1,175 @@
+package webdav
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kelpfs/kelp/internal/filerserver"
+	"github.com/kelpfs/kelp/internal/fsview"
+	"github.com/kelpfs/kelp/internal/testcluster"
+	"github.com/kelpfs/kelp/internal/testutil"
+)
+
+func startDAV(t *testing.T) (string, *fsview.FS) {
+	t.Helper()
+	c := testcluster.Start(t, testcluster.Options{Volumes: []testcluster.VolumeSpec{{}}})
+	log := slog.New(slog.DiscardHandler)
+	s, err := filerserver.New(filerserver.Config{Masters: c.MasterAddrs(), Dir: t.TempDir(), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	v, err := fsview.New(context.Background(), fsview.Config{Filer: s.GRPCAddr(), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	srv := httptest.NewServer(Handler(v, log))
+	t.Cleanup(srv.Close)
+	return srv.URL, v
+}
+
+func do(t *testing.T, method, url, body string, hdr ...string) (int, http.Header, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+func wantCode(t *testing.T, what string, got, want int) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("%s answered %d, want %d", what, got, want)
+	}
+}
+
+const lockBody = `<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope>` +
+	`<D:locktype><D:write/></D:locktype></D:lockinfo>`
+
+func TestWebDAVMethods(t *testing.T) {
+	u, v := startDAV(t)
+	c, _, _ := do(t, "MKCOL", u+"/dav", "")
+	wantCode(t, "MKCOL", c, 201)
+	c, _, _ = do(t, "MKCOL", u+"/dav", "")
+	wantCode(t, "MKCOL of an existing collection", c, 405)
+	c, _, _ = do(t, "MKCOL", u+"/none/sub", "")
+	wantCode(t, "MKCOL without a parent", c, 409)
+	c, _, _ = do(t, "PUT", u+"/dav/one", "content")
+	wantCode(t, "PUT", c, 201)
+	c, _, body := do(t, "PROPFIND", u+"/dav/", "", "Depth", "1")
+	wantCode(t, "PROPFIND", c, 207)
+	if !strings.Contains(body, "/dav/one") {
+		t.Fatalf("PROPFIND does not list /dav/one: %s", body)
+	}
+	c, _, _ = do(t, "COPY", u+"/dav/one", "", "Destination", u+"/dav/two")
+	wantCode(t, "COPY", c, 201)
+	c, _, _ = do(t, "MOVE", u+"/dav/two", "", "Destination", u+"/dav/three")
+	wantCode(t, "MOVE", c, 201)
+	c, _, body = do(t, "GET", u+"/dav/three", "")
+	if c != 200 || body != "content" {
+		t.Fatalf("GET after COPY and MOVE: %d %q", c, body)
+	}
+	c, _, _ = do(t, "COPY", u+"/dav/one", "", "Destination", u+"/dav/three", "Overwrite", "F")
+	wantCode(t, "COPY over an existing file with Overwrite: F", c, 412)
+	// The view sees what WebDAV wrote.
+	if a, err := v.Lookup(context.Background(), "/dav/three"); err != nil || a.Size != 7 {
+		t.Fatalf("view: %+v %v", a, err)
+	}
+	c, h, _ := do(t, "LOCK", u+"/dav/three", lockBody, "Timeout", "Second-60", "Content-Type", "application/xml")
+	wantCode(t, "LOCK", c, 200)
+	token := h.Get("Lock-Token")
+	if token == "" {
+		t.Fatal("LOCK gave no Lock-Token")
+	}
+	c, _, _ = do(t, "PUT", u+"/dav/three", "other")
+	wantCode(t, "PUT to a locked file without its token", c, 423)
+	c, _, _ = do(t, "PUT", u+"/dav/three", "other", "If", "("+token+")")
+	wantCode(t, "PUT with the lock token", c, 204)
+	c, _, _ = do(t, "UNLOCK", u+"/dav/three", "", "Lock-Token", token)
+	wantCode(t, "UNLOCK", c, 204)
+	c, _, body = do(t, "PROPPATCH", u+"/dav/three", `<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:Z="urn:x">`+
+		`<D:set><D:prop><Z:color>red</Z:color></D:prop></D:set></D:propertyupdate>`, "Content-Type", "application/xml")
+	if c != 207 || !strings.Contains(body, "403") {
+		t.Fatalf("PROPPATCH of a dead property: %d %s (dead properties are not stored: 207 with 403)", c, body)
+	}
+	c, _, _ = do(t, "COPY", u+"/dav/one", "", "Destination", "http://elsewhere.example/dav/x")
+	wantCode(t, "COPY to another host", c, 502)
+	c, _, _ = do(t, "DELETE", u+"/dav", "")
+	wantCode(t, "DELETE of a non-empty collection", c, 204)
+	c, _, _ = do(t, "GET", u+"/dav/one", "")
+	wantCode(t, "GET after DELETE", c, 404)
+}
+
+func TestWebDAVRefusesDotDot(t *testing.T) {
+	u, _ := startDAV(t)
+	do(t, "PUT", u+"/f", "x")
+	req, _ := http.NewRequest("GET", u+"/f", nil)
+	req.URL.Path = "/a/../../etc/passwd"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	wantCode(t, "GET with ..", resp.StatusCode, 400)
+	c, _, _ := do(t, "MOVE", u+"/f", "", "Destination", u+"/a/../../g")
+	wantCode(t, "MOVE to a Destination with ..", c, 400)
+	c, _, _ = do(t, "GET", u+"/f", "")
+	wantCode(t, "GET of the file a refused MOVE named", c, 200)
+}
+
+// TestWebDAVWithCadaver drives the server with a real WebDAV client.
+func TestWebDAVWithCadaver(t *testing.T) {
+	if _, err := exec.LookPath("cadaver"); err != nil {
+		testutil.SkipOrFail(t, "cadaver missing (Debian package cadaver)")
+	}
+	u, v := startDAV(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.txt")
+	if err := os.WriteFile(src, []byte("from cadaver"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := strings.Join([]string{
+		"mkcol docs", "cd docs", "put " + src + " a.txt", "copy a.txt b.txt", "move b.txt c.txt",
+		"lock c.txt", "unlock c.txt", "get c.txt " + filepath.Join(dir, "back.txt"), "ls", "quit", ""}, "\n")
+	cmd := exec.Command("cadaver", u+"/")
+	cmd.Stdin = strings.NewReader(script)
+	cmd.Env = append(os.Environ(), "HOME="+dir) // no ~/.netrc or ~/.cadaverrc of the user
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("cadaver: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "back.txt")); err != nil || string(b) != "from cadaver" {
+		t.Fatalf("cadaver got back %q (%v)\n%s", b, err, out)
+	}
+	ctx := context.Background()
+	for _, p := range []string{"/docs/a.txt", "/docs/c.txt"} {
+		if _, err := v.Lookup(ctx, p); err != nil {
+			t.Fatalf("%s after cadaver: %v\n%s", p, err, out)
+		}
+	}
+	if _, err := v.Lookup(ctx, "/docs/b.txt"); err == nil {
+		t.Fatalf("the moved b.txt is still there\n%s", out)
+	}
+	if strings.Contains(string(out), "failed") {
+		t.Fatalf("a cadaver command failed:\n%s", out)
+	}
+}
