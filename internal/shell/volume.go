@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kelpfs/kelp/internal/erasure"
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
 	"github.com/kelpfs/kelp/internal/pb/volumepb"
 	"github.com/kelpfs/kelp/internal/replication"
@@ -63,6 +64,11 @@ func setupVolumeList(fs *flag.FlagSet) runFunc {
 								fmt.Fprintf(s.out, "          %s\n", volumeLine(vol))
 							}
 						}
+						for _, e := range d.GetEcShards() {
+							if *collection == "" || e.GetCollection() == *collection {
+								fmt.Fprintf(s.out, "          %s\n", ecLine(e))
+							}
+						}
 					}
 				}
 			}
@@ -72,6 +78,12 @@ func setupVolumeList(fs *flag.FlagSet) runFunc {
 		printDivergent(s, topology.FindDivergentCopies(v.snapshot(), time.Now(), 2*h.pulse), *collection, "by their last heartbeats")
 		return nil
 	}
+}
+
+func ecLine(e *masterpb.EcShardInfo) string {
+	shards := erasure.ShardSet(e.GetShards())
+	return fmt.Sprintf("ec volume %d  collection %q  scheme %s  shards [%s] (%d)  shard size %s  files %d  deleted %d",
+		e.GetId(), e.GetCollection(), e.GetScheme(), shards, shards.Count(), bytesString(e.GetShardSize()), e.GetFileCount(), e.GetDeleteCount())
 }
 
 func volumeLine(v *masterpb.VolumeInfo) string {
