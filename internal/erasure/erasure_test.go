@@ -96,7 +96,7 @@ func makeVolumeOn(t testing.TB, fsys vfs.FS, dir string, n int, seed uint64) *te
 		key := uint64(i + 1)
 		size := 1 + r.IntN(8192)
 		if i%97 == 5 {
-			size = 200<<10 + r.IntN(2<<20) // spans shard boundaries in small volumes
+			size = 100<<10 + r.IntN(300<<10) // some cross shard boundaries
 		}
 		data := make([]byte, size)
 		for j := range data {
@@ -165,7 +165,7 @@ func checkAll(t *testing.T, ev *Volume, tv *testVolume, fetch Fetch) {
 // file with no shard lost, with m shards lost (several choices, data and
 // parity), and fails cleanly with m+1 lost.
 func TestEncodeLoseAnyM(t *testing.T) {
-	tv := makeVolume(t, 400, 1)
+	tv := makeVolume(t, 300, 1)
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, s := range []Scheme{{10, 4}, {6, 3}, {4, 2}} {
 		t.Run(s.String(), func(t *testing.T) {

@@ -1,0 +1,179 @@
+package shell
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/client"
+	"github.com/kelpfs/kelp/internal/erasure"
+	"github.com/kelpfs/kelp/internal/fid"
+	"github.com/kelpfs/kelp/internal/testcluster"
+	"github.com/kelpfs/kelp/internal/testutil"
+)
+
+func readAll(ctx context.Context, cl *client.Client, id fid.FileID) ([]byte, error) {
+	rc, _, err := cl.Get(ctx, id, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
+func checkFiles(t *testing.T, ctx context.Context, cl *client.Client, files map[fid.FileID][]byte, when string) {
+	t.Helper()
+	for id, want := range files {
+		got, err := readAll(ctx, cl, id)
+		if err != nil {
+			t.Fatalf("%s: read %s: %v", when, id, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: read %s: %d bytes differ from the %d written", when, id, len(got), len(want))
+		}
+	}
+}
+
+// ecShardCount sums the distinct shards of every EC volume the master shows.
+func ecShardCount(t *testing.T, ctx context.Context, sh *Shell) (volumes, shards int) {
+	t.Helper()
+	v, err := sh.fetchView(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range v.ecStates("") {
+		volumes++
+		shards += st.present.Count()
+	}
+	return volumes, shards
+}
+
+// TestClusterErasureCoding is issue 11's scenario on an in-process cluster:
+// 4 volume servers in 2 racks; small files and a few large ones; ec.encode
+// (dry run first); every file read back; a delete; one server killed and
+// every file read back degraded; ec.rebuild restores every shard; ec.decode
+// turns a volume back into a normal one.
+func TestClusterErasureCoding(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	specs := []testcluster.VolumeSpec{{DataCenter: "dc1", Rack: "r1"}, {DataCenter: "dc1", Rack: "r1"},
+		{DataCenter: "dc1", Rack: "r2"}, {DataCenter: "dc1", Rack: "r2"}}
+	c := testcluster.Start(t, testcluster.Options{Volumes: specs, PulseInterval: 300 * time.Millisecond, VolumeSizeLimit: 2 << 20})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cl, err := client.New(client.Config{Masters: c.MasterAddrs(), LookupTTL: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(11, 4))
+	files := map[fid.FileID][]byte{}
+	for i := range 300 {
+		size := 1024 + r.IntN(7*1024)
+		if i%60 == 7 {
+			size = 300<<10 + r.IntN(200<<10)
+		}
+		data := make([]byte, size)
+		for j := range data {
+			data[j] = byte(r.Uint32())
+		}
+		id, _, err := cl.PutBytes(ctx, client.AssignRequest{Collection: "ec"}, data, client.UploadOptions{})
+		if err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+		files[id] = data
+	}
+	out := &testutil.Buffer{}
+	sh, err := New(Config{Masters: c.MasterAddrs(), Out: out, Owner: "ec test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+
+	got := mustRun(t, sh, out, "ec.encode -collection=ec -fullPercent=0 -quietFor=0s")
+	wantLines(t, got, "plan: encode", "dry run")
+	if n, _ := ecShardCount(t, ctx, sh); n != 0 {
+		t.Fatalf("a dry run made %d EC volumes", n)
+	}
+	if err := run(t, sh, "ec.encode -collection=ec -fullPercent=0 -quietFor=0s -force"); err == nil {
+		t.Fatal("ec.encode -force ran without the admin lock")
+	}
+	got = mustRun(t, sh, out, "lock\nec.encode -collection=ec -fullPercent=0 -quietFor=0s -force\nunlock")
+	wantLines(t, got, "done")
+	vols, shards := ecShardCount(t, ctx, sh)
+	if vols == 0 || shards != vols*14 {
+		t.Fatalf("after ec.encode: %d EC volumes with %d shards in all\n%s", vols, shards, got)
+	}
+	v, _ := sh.fetchView(ctx)
+	for id := range files {
+		if _, normal := v.copies[id.Volume]; normal {
+			t.Fatalf("volume %d still has its original copies", id.Volume)
+		}
+	}
+	checkFiles(t, ctx, cl, files, "after ec.encode")
+	wantLines(t, mustRun(t, sh, out, "volume.list"), "ec volume", "scheme 10+4")
+
+	// A delete reaches every holder's journal.
+	var gone fid.FileID
+	for id := range files {
+		gone = id
+		break
+	}
+	if err := cl.Delete(ctx, gone); err != nil {
+		t.Fatalf("delete from an EC volume: %v", err)
+	}
+	delete(files, gone)
+	if _, err := readAll(ctx, cl, gone); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("read of a deleted needle: %v", err)
+	}
+
+	// Lose one server: up to 4 of 14 shards.
+	victim := c.Volume[0]
+	victim.Kill()
+	checkFiles(t, ctx, cl, files, "with one of 4 servers killed")
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		v, err := sh.fetchView(ctx)
+		return err == nil && len(v.nodes) == 3
+	}, "the master to drop the killed server")
+	_, shards = ecShardCount(t, ctx, sh)
+	if shards >= vols*14 {
+		t.Fatalf("no shard lost with a server killed")
+	}
+	got = mustRun(t, sh, out, "ec.rebuild -collection=ec")
+	wantLines(t, got, "plan: rebuild", "dry run")
+	got = mustRun(t, sh, out, "lock\nec.rebuild -collection=ec -force\nunlock")
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		_, n := ecShardCount(t, ctx, sh)
+		return n == vols*14
+	}, "every shard back")
+	checkFiles(t, ctx, cl, files, "after ec.rebuild")
+	if _, err := readAll(ctx, cl, gone); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("read of a deleted needle after rebuild: %v", err)
+	}
+	wantLines(t, mustRun(t, sh, out, "ec.rebuild -collection=ec"), "every EC volume that can be rebuilt has all its shards")
+
+	// Decode one volume back.
+	v, _ = sh.fetchView(ctx)
+	st := v.ecStates("ec")[0]
+	got = mustRun(t, sh, out, fmt.Sprintf("lock\nec.decode -volumeId=%d -force\nunlock", st.id))
+	wantLines(t, got, "is a normal volume")
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		v, err := sh.fetchView(ctx)
+		_, ec := v.ecShards()[st.id]
+		return err == nil && len(v.copies[st.id]) == 1 && !ec
+	}, "the decoded volume to be normal")
+	checkFiles(t, ctx, cl, files, "after ec.decode")
+	if _, err := readAll(ctx, cl, gone); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("read of a deleted needle after decode: %v", err)
+	}
+	if strings.Contains(mustRun(t, sh, out, "volume.list"), fmt.Sprintf("ec volume %d ", st.id)) {
+		t.Fatal("volume.list still shows shards of the decoded volume")
+	}
+	_ = erasure.DefaultScheme
+}
