@@ -80,7 +80,7 @@ type Store struct {
 	mu        sync.RWMutex
 	volumes   map[uint32]*entry
 	ec        map[uint32]*ecEntry // erasure-coded volumes with shards here
-	importing map[uint32]bool // ids whose copy is arriving (Import)
+	importing map[uint32]bool     // ids whose copy is arriving (Import)
 	closed    bool
 
 	// sizeLimit is read when a volume opens (also during Import, without
