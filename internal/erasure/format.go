@@ -173,3 +173,46 @@ func ParseJournal(b []byte) (keys []uint64, valid int) {
 	}
 	return keys, valid
 }
+
+// RouteSize is the encoded size of one Route.
+const RouteSize = 9
+
+// MaxRoutes bounds a route table; a volume whose keys alternate between
+// shards more often than this has none (readers then ask any holder).
+const MaxRoutes = 1 << 16
+
+// Route says: needles with keys from FirstKey up to the next route's
+// FirstKey start in data shard Shard.
+type Route struct {
+	FirstKey uint64
+	Shard    uint8
+}
+
+// Routes is the volume's route table: the runs of keys, in key order, whose
+// records start in the same data shard. Keys are handed out in increasing
+// order and records appended in time order, so a volume has about k runs
+// plus a few where concurrent writers interleave. A client holding it sends
+// a read straight to the holder of the needle's data shard. nil when the
+// table would exceed MaxRoutes.
+func (x *Index) Routes() []Route {
+	var out []Route
+	for _, e := range x.Entries {
+		shard := uint8(e.Offset / x.Layout.ShardSize)
+		if len(out) == 0 || out[len(out)-1].Shard != shard {
+			if len(out) == MaxRoutes {
+				return nil
+			}
+			out = append(out, Route{FirstKey: e.Key, Shard: shard})
+		}
+	}
+	return out
+}
+
+// AppendRoutes encodes routes: 9 bytes each, key u64 then shard u8.
+func AppendRoutes(dst []byte, routes []Route) []byte {
+	for _, r := range routes {
+		dst = binary.BigEndian.AppendUint64(dst, r.FirstKey)
+		dst = append(dst, r.Shard)
+	}
+	return dst
+}

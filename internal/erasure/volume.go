@@ -27,6 +27,8 @@ type Volume struct {
 	Index      *Index
 	sb         needle.Superblock
 
+	routes []byte // AppendRoutes(Index.Routes()), computed once
+
 	mu      sync.RWMutex
 	shards  map[int]*Shard
 	deleted map[uint64]struct{}
@@ -55,6 +57,7 @@ func OpenVolume(fsys vfs.FS, dir, collection string, id uint32) (*Volume, error)
 	}
 	v := &Volume{fsys: fsys, dir: dir, base: base, ID: id, Collection: collection, Index: x, sb: sb,
 		shards: map[int]*Shard{}, deleted: map[uint64]struct{}{}}
+	v.routes = AppendRoutes(nil, x.Routes())
 	if err := v.openJournal(); err != nil {
 		return nil, err
 	}
@@ -127,6 +130,10 @@ func (v *Volume) loadShard(i int) error {
 	v.mu.Unlock()
 	return nil
 }
+
+// EncodedRoutes is the volume's route table (see Index.Routes), encoded;
+// empty when the volume has none.
+func (v *Volume) EncodedRoutes() []byte { return v.routes }
 
 // Base is the file name stem of the volume.
 func (v *Volume) Base() string { return v.base }

@@ -31,6 +31,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /status", s.handleStatus)
 	mux.HandleFunc("GET /ec/shard", s.handleShardRead)
+	mux.HandleFunc("GET /ec/routes", s.handleRoutes)
 	mux.HandleFunc("/", s.handleFile)
 	return mux
 }

@@ -99,13 +99,33 @@ func (s *Server) ecFetch(ev *erasure.Volume, holders ecHolders) erasure.Fetch {
 		if !ok || url == s.URL() {
 			return nil, fmt.Errorf("%w: no server holds shard %d", erasure.ErrShardUnavailable, shard)
 		}
+		if until, bad := s.ecSuspects.Load(url); bad && time.Now().Before(until.(time.Time)) {
+			return nil, fmt.Errorf("%w: shard %d: holder %s failed recently", erasure.ErrShardUnavailable, shard, url)
+		}
 		b, err := s.fetchRemoteShard(ctx, url, ev, shard, off, n, verify)
-		if err != nil && holders == nil {
-			s.client.Invalidate(ev.ID)
+		var moved *errShardMoved
+		switch {
+		case errors.As(err, &moved):
+			if holders == nil {
+				s.client.Invalidate(ev.ID) // the master's word is stale
+			}
+		case errors.Is(err, erasure.ErrShardUnavailable) && ctx.Err() == nil:
+			// A dead holder would cost every degraded read a connection
+			// attempt per shard; skip it for a while.
+			s.ecSuspects.Store(url, time.Now().Add(ecSuspectFor))
 		}
 		return b, err
 	}
 }
+
+// ecSuspectFor is how long a shard holder that failed a read is skipped.
+const ecSuspectFor = 3 * time.Second
+
+// errShardMoved: the holder answered that it does not hold the shard.
+type errShardMoved struct{ msg string }
+
+func (e *errShardMoved) Error() string { return e.msg }
+func (e *errShardMoved) Unwrap() error { return erasure.ErrShardUnavailable }
 
 func (s *Server) lookupHolders(ctx context.Context, vid uint32) (ecHolders, error) {
 	if s.client == nil {
@@ -144,17 +164,40 @@ func (s *Server) fetchRemoteShard(ctx context.Context, url string, ev *erasure.V
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		kind := erasure.ErrShardUnavailable
-		if resp.StatusCode == http.StatusUnprocessableEntity {
-			kind = erasure.ErrCorrupt
+		text := fmt.Sprintf("shard %d on %s: %s %s", shard, url, resp.Status, bytes.TrimSpace(msg))
+		switch resp.StatusCode {
+		case http.StatusUnprocessableEntity:
+			return nil, fmt.Errorf("%w: %s", erasure.ErrCorrupt, text)
+		case http.StatusNotFound:
+			return nil, &errShardMoved{"erasure: shard unavailable: " + text}
 		}
-		return nil, fmt.Errorf("%w: shard %d on %s: %s %s", kind, shard, url, resp.Status, bytes.TrimSpace(msg))
+		return nil, fmt.Errorf("%w: %s", erasure.ErrShardUnavailable, text)
 	}
 	b := make([]byte, n)
 	if _, err := io.ReadFull(resp.Body, b); err != nil {
 		return nil, fmt.Errorf("%w: shard %d on %s: %v", erasure.ErrShardUnavailable, shard, url, err)
 	}
 	return b, nil
+}
+
+// handleRoutes serves GET /ec/routes?volume=V: the EC volume's route table
+// (erasure.AppendRoutes format), for clients that send each read straight
+// to the holder of the needle's data shard.
+func (s *Server) handleRoutes(w http.ResponseWriter, r *http.Request) {
+	vid, err := strconv.ParseUint(r.URL.Query().Get("volume"), 10, 32)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "want volume")
+		return
+	}
+	ev, ok := s.store.EcVolume(uint32(vid))
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("EC volume %d not on %s", vid, s.URL()))
+		return
+	}
+	b := ev.EncodedRoutes()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.Write(b)
 }
 
 // handleShardRead serves GET /ec/shard?volume=V&shard=S&offset=O&size=N[&verify=1]:

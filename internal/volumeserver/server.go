@@ -66,6 +66,9 @@ type Server struct {
 	client *client.Client // locates the other copies of replicated volumes
 	http   *http.Client   // forwards replicated writes
 	conns  pb.ConnPool    // admin connections to other volume servers
+	// ecSuspects: EC shard holders (URL) whose reads failed, skipped until
+	// the time stored (ec.go).
+	ecSuspects sync.Map
 
 	mu        sync.Mutex
 	master    string // master currently holding the heartbeat stream
