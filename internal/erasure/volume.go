@@ -383,3 +383,19 @@ func (v *Volume) Destroy() error {
 	errs = append(errs, v.fsys.SyncDir(v.dir))
 	return errors.Join(errs...)
 }
+
+// MergeDeletes records as deleted the keys of keys this volume has live
+// (another holder's journal) and returns how many were new here.
+func (v *Volume) MergeDeletes(keys []uint64) (int, error) {
+	n := 0
+	for _, k := range keys {
+		if _, err := v.Locate(k); err != nil {
+			continue // unknown here, or deleted already
+		}
+		if err := v.Delete(k); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}

@@ -409,6 +409,12 @@ func setupECRebuild(fs *flag.FlagSet) runFunc {
 		for _, l := range lost {
 			fmt.Fprintln(s.out, "cannot rebuild "+l)
 		}
+		if *force {
+			// A holder that was down missed the deletes made meanwhile.
+			if err := s.syncJournals(ctx, v, *collection); err != nil {
+				return err
+			}
+		}
 		if len(jobs) == 0 {
 			fmt.Fprintln(s.out, "every EC volume that can be rebuilt has all its shards")
 			if len(lost) > 0 {
@@ -455,6 +461,33 @@ func setupECRebuild(fs *flag.FlagSet) runFunc {
 		}
 		return errors.Join(errs...)
 	}
+}
+
+// syncJournals merges the delete journals of every EC volume's holders into
+// each of them.
+func (s *Shell) syncJournals(ctx context.Context, v *view, collection string) error {
+	var errs []error
+	merged := uint64(0)
+	for _, st := range v.ecStates(collection) {
+		if len(st.holders) < 2 {
+			continue
+		}
+		holders := s.holderList(v, st)
+		for _, url := range slices.Sorted(maps.Keys(st.holders)) {
+			vc, err := s.volumeClient(v, url)
+			var resp *volumepb.EcSyncJournalResponse
+			if err == nil {
+				resp, err = vc.EcSyncJournal(ctx, &volumepb.EcSyncJournalRequest{VolumeId: st.id, Holders: holders})
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("shell: merge delete journals of volume %d on %s: %w", st.id, url, err))
+				continue
+			}
+			merged += resp.GetMerged()
+		}
+	}
+	fmt.Fprintf(s.out, "delete journals merged: %d deletes were missing on some holder\n", merged)
+	return errors.Join(errs...)
 }
 
 func setupECDecode(fs *flag.FlagSet) runFunc {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,17 @@ import (
 	"github.com/kelpfs/kelp/internal/testcluster"
 	"github.com/kelpfs/kelp/internal/testutil"
 )
+
+// readFrom reads a needle from one volume server, without fail-over.
+func readFrom(server string, id fid.FileID) (int, []byte, error) {
+	resp, err := http.Get("http://" + server + "/" + id.String())
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
 
 func readAll(ctx context.Context, cl *client.Client, id fid.FileID) ([]byte, error) {
 	rc, _, err := cl.Get(ctx, id, nil)
@@ -157,6 +169,28 @@ func TestClusterErasureCoding(t *testing.T) {
 		t.Fatalf("read of a deleted needle after rebuild: %v", err)
 	}
 	wantLines(t, mustRun(t, sh, out, "ec.rebuild -collection=ec"), "every EC volume that can be rebuilt has all its shards")
+
+	// A delete while the victim is away misses its journal; when it comes
+	// back (its old shards too), ec.rebuild -force merges the journals.
+	var gone2 fid.FileID
+	for id := range files {
+		gone2 = id
+		break
+	}
+	if err := cl.Delete(ctx, gone2); err != nil {
+		t.Fatalf("delete with a holder away: %v", err)
+	}
+	delete(files, gone2)
+	victim.Start(t)
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		v, err := sh.fetchView(ctx)
+		return err == nil && len(v.nodes) == 4
+	}, "the victim to come back")
+	got = mustRun(t, sh, out, "lock\nec.rebuild -collection=ec -force\nunlock")
+	wantLines(t, got, "delete journals merged: 1 deletes")
+	if code, _, err := readFrom(victim.VolumeServer().URL(), gone2); err != nil || code != 404 {
+		t.Fatalf("read of a needle deleted while its holder was away, from that holder: %d %v", code, err)
+	}
 
 	// Decode one volume back.
 	v, _ = sh.fetchView(ctx)

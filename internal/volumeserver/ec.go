@@ -259,28 +259,7 @@ func (s *Server) handleECDelete(w http.ResponseWriter, r *http.Request, id fid.F
 			s.writeDomainError(w, r, fmt.Errorf("ec volume %d: delete %x: %w", id.Volume, id.Key, volume.ErrCookieMismatch))
 			return
 		}
-		locs, err := s.client.Lookup(r.Context(), id.Volume)
-		if err != nil {
-			s.writeDomainError(w, r, err)
-			return
-		}
-		var wg sync.WaitGroup
-		errs := make([]error, len(locs))
-		for i, l := range locs {
-			if l.URL == s.URL() || l.EcShards == 0 {
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := s.forwardDelete(r.Context(), l.URL, id); err != nil {
-					errs[i] = &errReplica{url: l.URL, err: err}
-				}
-			}()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			s.client.Invalidate(id.Volume)
+		if err := s.forwardECDelete(r.Context(), id); err != nil {
 			s.writeDomainError(w, r, err)
 			return
 		}
@@ -291,4 +270,44 @@ func (s *Server) handleECDelete(w http.ResponseWriter, r *http.Request, id fid.F
 	}
 	s.notifyChange()
 	writeJSON(w, http.StatusAccepted, map[string]int64{"size": int64(e.Size)})
+}
+
+// forwardECDelete sends a delete to every other holder of the volume the
+// master knows. A holder that fails may be one the master has dropped
+// since the locations were cached: the locations are then asked for again
+// once, and only the holders still listed must succeed.
+func (s *Server) forwardECDelete(ctx context.Context, id fid.FileID) error {
+	done := map[string]bool{}
+	var lastErr error
+	for attempt := 0; attempt < 2; attempt++ {
+		locs, err := s.client.Lookup(ctx, id.Volume)
+		if err != nil {
+			return err
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, len(locs))
+		for i, l := range locs {
+			if l.URL == s.URL() || l.EcShards == 0 || done[l.URL] {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := s.forwardDelete(ctx, l.URL, id); err != nil {
+					errs[i] = &errReplica{url: l.URL, err: err}
+				}
+			}()
+		}
+		wg.Wait()
+		for i, l := range locs {
+			if errs[i] == nil {
+				done[l.URL] = true
+			}
+		}
+		if lastErr = errors.Join(errs...); lastErr == nil {
+			return nil
+		}
+		s.client.Invalidate(id.Volume)
+	}
+	return lastErr
 }

@@ -1,6 +1,7 @@
 package volumeserver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -229,3 +230,30 @@ func (a *adminServer) readECFile(req *volumepb.ReadVolumeFileRequest, stream vol
 }
 
 func isECExt(ext string) bool { return strings.HasPrefix(ext, ".ec") }
+
+func (a *adminServer) EcSyncJournal(ctx context.Context, req *volumepb.EcSyncJournalRequest) (*volumepb.EcSyncJournalResponse, error) {
+	ev, ok := a.s.store.EcVolume(req.VolumeId)
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "EC volume %d not on %s", req.VolumeId, a.s.URL())
+	}
+	var merged uint64
+	for _, h := range req.Holders {
+		if h.Url == a.s.URL() || h.GrpcAddr == "" {
+			continue
+		}
+		var buf bytes.Buffer
+		if err := a.fileSource(h.GrpcAddr, req.VolumeId)(ctx, ".ecj", &buf); err != nil {
+			return nil, status.Errorf(codes.Unavailable, "journal of EC volume %d from %s: %v", req.VolumeId, h.Url, err)
+		}
+		keys, _ := erasure.ParseJournal(buf.Bytes())
+		n, err := ev.MergeDeletes(keys)
+		merged += uint64(n)
+		if err != nil {
+			return nil, grpcError(err)
+		}
+	}
+	if merged > 0 {
+		a.s.notifyChange()
+	}
+	return &volumepb.EcSyncJournalResponse{Merged: merged}, nil
+}

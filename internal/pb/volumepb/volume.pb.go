@@ -21,6 +21,102 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type EcSyncJournalRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	VolumeId      uint32                 `protobuf:"varint,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	Holders       []*EcShardHolder       `protobuf:"bytes,2,rep,name=holders,proto3" json:"holders,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EcSyncJournalRequest) Reset() {
+	*x = EcSyncJournalRequest{}
+	mi := &file_volume_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EcSyncJournalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EcSyncJournalRequest) ProtoMessage() {}
+
+func (x *EcSyncJournalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_volume_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EcSyncJournalRequest.ProtoReflect.Descriptor instead.
+func (*EcSyncJournalRequest) Descriptor() ([]byte, []int) {
+	return file_volume_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *EcSyncJournalRequest) GetVolumeId() uint32 {
+	if x != nil {
+		return x.VolumeId
+	}
+	return 0
+}
+
+func (x *EcSyncJournalRequest) GetHolders() []*EcShardHolder {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
+type EcSyncJournalResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Merged        uint64                 `protobuf:"varint,1,opt,name=merged,proto3" json:"merged,omitempty"` // deletes this server did not have
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EcSyncJournalResponse) Reset() {
+	*x = EcSyncJournalResponse{}
+	mi := &file_volume_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EcSyncJournalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EcSyncJournalResponse) ProtoMessage() {}
+
+func (x *EcSyncJournalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_volume_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EcSyncJournalResponse.ProtoReflect.Descriptor instead.
+func (*EcSyncJournalResponse) Descriptor() ([]byte, []int) {
+	return file_volume_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *EcSyncJournalResponse) GetMerged() uint64 {
+	if x != nil {
+		return x.Merged
+	}
+	return 0
+}
+
 type EcEncodeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	VolumeId      uint32                 `protobuf:"varint,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
@@ -31,7 +127,7 @@ type EcEncodeRequest struct {
 
 func (x *EcEncodeRequest) Reset() {
 	*x = EcEncodeRequest{}
-	mi := &file_volume_proto_msgTypes[0]
+	mi := &file_volume_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -43,7 +139,7 @@ func (x *EcEncodeRequest) String() string {
 func (*EcEncodeRequest) ProtoMessage() {}
 
 func (x *EcEncodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[0]
+	mi := &file_volume_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -56,7 +152,7 @@ func (x *EcEncodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EcEncodeRequest.ProtoReflect.Descriptor instead.
 func (*EcEncodeRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{0}
+	return file_volume_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *EcEncodeRequest) GetVolumeId() uint32 {
@@ -84,7 +180,7 @@ type EcProgress struct {
 
 func (x *EcProgress) Reset() {
 	*x = EcProgress{}
-	mi := &file_volume_proto_msgTypes[1]
+	mi := &file_volume_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -96,7 +192,7 @@ func (x *EcProgress) String() string {
 func (*EcProgress) ProtoMessage() {}
 
 func (x *EcProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[1]
+	mi := &file_volume_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -109,7 +205,7 @@ func (x *EcProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EcProgress.ProtoReflect.Descriptor instead.
 func (*EcProgress) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{1}
+	return file_volume_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *EcProgress) GetDone() uint64 {
@@ -145,7 +241,7 @@ type EcCopyRequest struct {
 
 func (x *EcCopyRequest) Reset() {
 	*x = EcCopyRequest{}
-	mi := &file_volume_proto_msgTypes[2]
+	mi := &file_volume_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -157,7 +253,7 @@ func (x *EcCopyRequest) String() string {
 func (*EcCopyRequest) ProtoMessage() {}
 
 func (x *EcCopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[2]
+	mi := &file_volume_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -170,7 +266,7 @@ func (x *EcCopyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EcCopyRequest.ProtoReflect.Descriptor instead.
 func (*EcCopyRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{2}
+	return file_volume_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *EcCopyRequest) GetVolumeId() uint32 {
@@ -212,7 +308,7 @@ type EcShardsRequest struct {
 
 func (x *EcShardsRequest) Reset() {
 	*x = EcShardsRequest{}
-	mi := &file_volume_proto_msgTypes[3]
+	mi := &file_volume_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -224,7 +320,7 @@ func (x *EcShardsRequest) String() string {
 func (*EcShardsRequest) ProtoMessage() {}
 
 func (x *EcShardsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[3]
+	mi := &file_volume_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -237,7 +333,7 @@ func (x *EcShardsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EcShardsRequest.ProtoReflect.Descriptor instead.
 func (*EcShardsRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{3}
+	return file_volume_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *EcShardsRequest) GetVolumeId() uint32 {
@@ -270,7 +366,7 @@ type EcShardsResponse struct {
 
 func (x *EcShardsResponse) Reset() {
 	*x = EcShardsResponse{}
-	mi := &file_volume_proto_msgTypes[4]
+	mi := &file_volume_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -282,7 +378,7 @@ func (x *EcShardsResponse) String() string {
 func (*EcShardsResponse) ProtoMessage() {}
 
 func (x *EcShardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[4]
+	mi := &file_volume_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -295,7 +391,7 @@ func (x *EcShardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EcShardsResponse.ProtoReflect.Descriptor instead.
 func (*EcShardsResponse) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{4}
+	return file_volume_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EcShardsResponse) GetShardIds() []uint32 {
@@ -316,7 +412,7 @@ type EcShardHolder struct {
 
 func (x *EcShardHolder) Reset() {
 	*x = EcShardHolder{}
-	mi := &file_volume_proto_msgTypes[5]
+	mi := &file_volume_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -328,7 +424,7 @@ func (x *EcShardHolder) String() string {
 func (*EcShardHolder) ProtoMessage() {}
 
 func (x *EcShardHolder) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[5]
+	mi := &file_volume_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -341,7 +437,7 @@ func (x *EcShardHolder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EcShardHolder.ProtoReflect.Descriptor instead.
 func (*EcShardHolder) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{5}
+	return file_volume_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EcShardHolder) GetUrl() string {
@@ -377,7 +473,7 @@ type EcRebuildRequest struct {
 
 func (x *EcRebuildRequest) Reset() {
 	*x = EcRebuildRequest{}
-	mi := &file_volume_proto_msgTypes[6]
+	mi := &file_volume_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -389,7 +485,7 @@ func (x *EcRebuildRequest) String() string {
 func (*EcRebuildRequest) ProtoMessage() {}
 
 func (x *EcRebuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[6]
+	mi := &file_volume_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -402,7 +498,7 @@ func (x *EcRebuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EcRebuildRequest.ProtoReflect.Descriptor instead.
 func (*EcRebuildRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{6}
+	return file_volume_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EcRebuildRequest) GetVolumeId() uint32 {
@@ -444,7 +540,7 @@ type EcDecodeRequest struct {
 
 func (x *EcDecodeRequest) Reset() {
 	*x = EcDecodeRequest{}
-	mi := &file_volume_proto_msgTypes[7]
+	mi := &file_volume_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -456,7 +552,7 @@ func (x *EcDecodeRequest) String() string {
 func (*EcDecodeRequest) ProtoMessage() {}
 
 func (x *EcDecodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[7]
+	mi := &file_volume_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -469,7 +565,7 @@ func (x *EcDecodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EcDecodeRequest.ProtoReflect.Descriptor instead.
 func (*EcDecodeRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{7}
+	return file_volume_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EcDecodeRequest) GetVolumeId() uint32 {
@@ -503,7 +599,7 @@ type ConfigureVolumeRequest struct {
 
 func (x *ConfigureVolumeRequest) Reset() {
 	*x = ConfigureVolumeRequest{}
-	mi := &file_volume_proto_msgTypes[8]
+	mi := &file_volume_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -515,7 +611,7 @@ func (x *ConfigureVolumeRequest) String() string {
 func (*ConfigureVolumeRequest) ProtoMessage() {}
 
 func (x *ConfigureVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[8]
+	mi := &file_volume_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -528,7 +624,7 @@ func (x *ConfigureVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureVolumeRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{8}
+	return file_volume_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ConfigureVolumeRequest) GetVolumeId() uint32 {
@@ -553,7 +649,7 @@ type ConfigureVolumeResponse struct {
 
 func (x *ConfigureVolumeResponse) Reset() {
 	*x = ConfigureVolumeResponse{}
-	mi := &file_volume_proto_msgTypes[9]
+	mi := &file_volume_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -565,7 +661,7 @@ func (x *ConfigureVolumeResponse) String() string {
 func (*ConfigureVolumeResponse) ProtoMessage() {}
 
 func (x *ConfigureVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[9]
+	mi := &file_volume_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -578,7 +674,7 @@ func (x *ConfigureVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureVolumeResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{9}
+	return file_volume_proto_rawDescGZIP(), []int{11}
 }
 
 type CopyVolumeRequest struct {
@@ -591,7 +687,7 @@ type CopyVolumeRequest struct {
 
 func (x *CopyVolumeRequest) Reset() {
 	*x = CopyVolumeRequest{}
-	mi := &file_volume_proto_msgTypes[10]
+	mi := &file_volume_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +699,7 @@ func (x *CopyVolumeRequest) String() string {
 func (*CopyVolumeRequest) ProtoMessage() {}
 
 func (x *CopyVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[10]
+	mi := &file_volume_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +712,7 @@ func (x *CopyVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyVolumeRequest.ProtoReflect.Descriptor instead.
 func (*CopyVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{10}
+	return file_volume_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CopyVolumeRequest) GetVolumeId() uint32 {
@@ -644,7 +740,7 @@ type CopyVolumeProgress struct {
 
 func (x *CopyVolumeProgress) Reset() {
 	*x = CopyVolumeProgress{}
-	mi := &file_volume_proto_msgTypes[11]
+	mi := &file_volume_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -656,7 +752,7 @@ func (x *CopyVolumeProgress) String() string {
 func (*CopyVolumeProgress) ProtoMessage() {}
 
 func (x *CopyVolumeProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[11]
+	mi := &file_volume_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -669,7 +765,7 @@ func (x *CopyVolumeProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyVolumeProgress.ProtoReflect.Descriptor instead.
 func (*CopyVolumeProgress) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{11}
+	return file_volume_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CopyVolumeProgress) GetBytesCopied() uint64 {
@@ -704,7 +800,7 @@ type ReadVolumeFileRequest struct {
 
 func (x *ReadVolumeFileRequest) Reset() {
 	*x = ReadVolumeFileRequest{}
-	mi := &file_volume_proto_msgTypes[12]
+	mi := &file_volume_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +812,7 @@ func (x *ReadVolumeFileRequest) String() string {
 func (*ReadVolumeFileRequest) ProtoMessage() {}
 
 func (x *ReadVolumeFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[12]
+	mi := &file_volume_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +825,7 @@ func (x *ReadVolumeFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadVolumeFileRequest.ProtoReflect.Descriptor instead.
 func (*ReadVolumeFileRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{12}
+	return file_volume_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReadVolumeFileRequest) GetVolumeId() uint32 {
@@ -764,7 +860,7 @@ type FileChunk struct {
 
 func (x *FileChunk) Reset() {
 	*x = FileChunk{}
-	mi := &file_volume_proto_msgTypes[13]
+	mi := &file_volume_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +872,7 @@ func (x *FileChunk) String() string {
 func (*FileChunk) ProtoMessage() {}
 
 func (x *FileChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[13]
+	mi := &file_volume_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +885,7 @@ func (x *FileChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileChunk.ProtoReflect.Descriptor instead.
 func (*FileChunk) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{13}
+	return file_volume_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FileChunk) GetData() []byte {
@@ -825,7 +921,7 @@ type AllocateVolumeRequest struct {
 
 func (x *AllocateVolumeRequest) Reset() {
 	*x = AllocateVolumeRequest{}
-	mi := &file_volume_proto_msgTypes[14]
+	mi := &file_volume_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +933,7 @@ func (x *AllocateVolumeRequest) String() string {
 func (*AllocateVolumeRequest) ProtoMessage() {}
 
 func (x *AllocateVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[14]
+	mi := &file_volume_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +946,7 @@ func (x *AllocateVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateVolumeRequest.ProtoReflect.Descriptor instead.
 func (*AllocateVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{14}
+	return file_volume_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AllocateVolumeRequest) GetVolumeId() uint32 {
@@ -891,7 +987,7 @@ type AllocateVolumeResponse struct {
 
 func (x *AllocateVolumeResponse) Reset() {
 	*x = AllocateVolumeResponse{}
-	mi := &file_volume_proto_msgTypes[15]
+	mi := &file_volume_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +999,7 @@ func (x *AllocateVolumeResponse) String() string {
 func (*AllocateVolumeResponse) ProtoMessage() {}
 
 func (x *AllocateVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[15]
+	mi := &file_volume_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +1012,7 @@ func (x *AllocateVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateVolumeResponse.ProtoReflect.Descriptor instead.
 func (*AllocateVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{15}
+	return file_volume_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AllocateVolumeResponse) GetHeartbeatSequence() uint64 {
@@ -935,7 +1031,7 @@ type DeleteVolumeRequest struct {
 
 func (x *DeleteVolumeRequest) Reset() {
 	*x = DeleteVolumeRequest{}
-	mi := &file_volume_proto_msgTypes[16]
+	mi := &file_volume_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1043,7 @@ func (x *DeleteVolumeRequest) String() string {
 func (*DeleteVolumeRequest) ProtoMessage() {}
 
 func (x *DeleteVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[16]
+	mi := &file_volume_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1056,7 @@ func (x *DeleteVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteVolumeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{16}
+	return file_volume_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeleteVolumeRequest) GetVolumeId() uint32 {
@@ -978,7 +1074,7 @@ type DeleteVolumeResponse struct {
 
 func (x *DeleteVolumeResponse) Reset() {
 	*x = DeleteVolumeResponse{}
-	mi := &file_volume_proto_msgTypes[17]
+	mi := &file_volume_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1086,7 @@ func (x *DeleteVolumeResponse) String() string {
 func (*DeleteVolumeResponse) ProtoMessage() {}
 
 func (x *DeleteVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[17]
+	mi := &file_volume_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1099,7 @@ func (x *DeleteVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteVolumeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{17}
+	return file_volume_proto_rawDescGZIP(), []int{19}
 }
 
 type MarkVolumeRequest struct {
@@ -1016,7 +1112,7 @@ type MarkVolumeRequest struct {
 
 func (x *MarkVolumeRequest) Reset() {
 	*x = MarkVolumeRequest{}
-	mi := &file_volume_proto_msgTypes[18]
+	mi := &file_volume_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1124,7 @@ func (x *MarkVolumeRequest) String() string {
 func (*MarkVolumeRequest) ProtoMessage() {}
 
 func (x *MarkVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[18]
+	mi := &file_volume_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1137,7 @@ func (x *MarkVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkVolumeRequest.ProtoReflect.Descriptor instead.
 func (*MarkVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{18}
+	return file_volume_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MarkVolumeRequest) GetVolumeId() uint32 {
@@ -1066,7 +1162,7 @@ type MarkVolumeResponse struct {
 
 func (x *MarkVolumeResponse) Reset() {
 	*x = MarkVolumeResponse{}
-	mi := &file_volume_proto_msgTypes[19]
+	mi := &file_volume_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1174,7 @@ func (x *MarkVolumeResponse) String() string {
 func (*MarkVolumeResponse) ProtoMessage() {}
 
 func (x *MarkVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[19]
+	mi := &file_volume_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1187,7 @@ func (x *MarkVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkVolumeResponse.ProtoReflect.Descriptor instead.
 func (*MarkVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{19}
+	return file_volume_proto_rawDescGZIP(), []int{21}
 }
 
 type VacuumVolumeRequest struct {
@@ -1105,7 +1201,7 @@ type VacuumVolumeRequest struct {
 
 func (x *VacuumVolumeRequest) Reset() {
 	*x = VacuumVolumeRequest{}
-	mi := &file_volume_proto_msgTypes[20]
+	mi := &file_volume_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1213,7 @@ func (x *VacuumVolumeRequest) String() string {
 func (*VacuumVolumeRequest) ProtoMessage() {}
 
 func (x *VacuumVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[20]
+	mi := &file_volume_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1226,7 @@ func (x *VacuumVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VacuumVolumeRequest.ProtoReflect.Descriptor instead.
 func (*VacuumVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{20}
+	return file_volume_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *VacuumVolumeRequest) GetVolumeId() uint32 {
@@ -1159,7 +1255,7 @@ type VacuumVolumeResponse struct {
 
 func (x *VacuumVolumeResponse) Reset() {
 	*x = VacuumVolumeResponse{}
-	mi := &file_volume_proto_msgTypes[21]
+	mi := &file_volume_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1267,7 @@ func (x *VacuumVolumeResponse) String() string {
 func (*VacuumVolumeResponse) ProtoMessage() {}
 
 func (x *VacuumVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[21]
+	mi := &file_volume_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1280,7 @@ func (x *VacuumVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VacuumVolumeResponse.ProtoReflect.Descriptor instead.
 func (*VacuumVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{21}
+	return file_volume_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *VacuumVolumeResponse) GetVacuumed() bool {
@@ -1224,7 +1320,7 @@ type VolumeStatusRequest struct {
 
 func (x *VolumeStatusRequest) Reset() {
 	*x = VolumeStatusRequest{}
-	mi := &file_volume_proto_msgTypes[22]
+	mi := &file_volume_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +1332,7 @@ func (x *VolumeStatusRequest) String() string {
 func (*VolumeStatusRequest) ProtoMessage() {}
 
 func (x *VolumeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[22]
+	mi := &file_volume_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +1345,7 @@ func (x *VolumeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeStatusRequest.ProtoReflect.Descriptor instead.
 func (*VolumeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{22}
+	return file_volume_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *VolumeStatusRequest) GetVolumeId() uint32 {
@@ -1273,7 +1369,7 @@ type VolumeStatusResponse struct {
 
 func (x *VolumeStatusResponse) Reset() {
 	*x = VolumeStatusResponse{}
-	mi := &file_volume_proto_msgTypes[23]
+	mi := &file_volume_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1381,7 @@ func (x *VolumeStatusResponse) String() string {
 func (*VolumeStatusResponse) ProtoMessage() {}
 
 func (x *VolumeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[23]
+	mi := &file_volume_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1394,7 @@ func (x *VolumeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeStatusResponse.ProtoReflect.Descriptor instead.
 func (*VolumeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{23}
+	return file_volume_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *VolumeStatusResponse) GetSize() uint64 {
@@ -1347,7 +1443,12 @@ var File_volume_proto protoreflect.FileDescriptor
 
 const file_volume_proto_rawDesc = "" +
 	"\n" +
-	"\fvolume.proto\x12\vkelp.volume\"F\n" +
+	"\fvolume.proto\x12\vkelp.volume\"i\n" +
+	"\x14EcSyncJournalRequest\x12\x1b\n" +
+	"\tvolume_id\x18\x01 \x01(\rR\bvolumeId\x124\n" +
+	"\aholders\x18\x02 \x03(\v2\x1a.kelp.volume.EcShardHolderR\aholders\"/\n" +
+	"\x15EcSyncJournalResponse\x12\x16\n" +
+	"\x06merged\x18\x01 \x01(\x04R\x06merged\"F\n" +
 	"\x0fEcEncodeRequest\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\rR\bvolumeId\x12\x16\n" +
 	"\x06scheme\x18\x02 \x01(\tR\x06scheme\"P\n" +
@@ -1445,7 +1546,7 @@ const file_volume_proto_rawDesc = "" +
 	"\fdelete_count\x18\x03 \x01(\x04R\vdeleteCount\x12#\n" +
 	"\rdeleted_bytes\x18\x04 \x01(\x04R\fdeletedBytes\x12\x1b\n" +
 	"\tread_only\x18\x05 \x01(\bR\breadOnly\x12#\n" +
-	"\rgarbage_ratio\x18\x06 \x01(\x01R\fgarbageRatio2\xa3\t\n" +
+	"\rgarbage_ratio\x18\x06 \x01(\x01R\fgarbageRatio2\xfb\t\n" +
 	"\fVolumeServer\x12Y\n" +
 	"\x0eAllocateVolume\x12\".kelp.volume.AllocateVolumeRequest\x1a#.kelp.volume.AllocateVolumeResponse\x12S\n" +
 	"\fDeleteVolume\x12 .kelp.volume.DeleteVolumeRequest\x1a!.kelp.volume.DeleteVolumeResponse\x12M\n" +
@@ -1463,7 +1564,8 @@ const file_volume_proto_rawDesc = "" +
 	"\tEcUnmount\x12\x1c.kelp.volume.EcShardsRequest\x1a\x1d.kelp.volume.EcShardsResponse\x12E\n" +
 	"\tEcRebuild\x12\x1d.kelp.volume.EcRebuildRequest\x1a\x17.kelp.volume.EcProgress0\x01\x12C\n" +
 	"\bEcDecode\x12\x1c.kelp.volume.EcDecodeRequest\x1a\x17.kelp.volume.EcProgress0\x01\x12G\n" +
-	"\bEcVerify\x12\x1c.kelp.volume.EcShardsRequest\x1a\x1d.kelp.volume.EcShardsResponseB-Z+github.com/kelpfs/kelp/internal/pb/volumepbb\x06proto3"
+	"\bEcVerify\x12\x1c.kelp.volume.EcShardsRequest\x1a\x1d.kelp.volume.EcShardsResponse\x12V\n" +
+	"\rEcSyncJournal\x12!.kelp.volume.EcSyncJournalRequest\x1a\".kelp.volume.EcSyncJournalResponseB-Z+github.com/kelpfs/kelp/internal/pb/volumepbb\x06proto3"
 
 var (
 	file_volume_proto_rawDescOnce sync.Once
@@ -1477,71 +1579,76 @@ func file_volume_proto_rawDescGZIP() []byte {
 	return file_volume_proto_rawDescData
 }
 
-var file_volume_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_volume_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_volume_proto_goTypes = []any{
-	(*EcEncodeRequest)(nil),         // 0: kelp.volume.EcEncodeRequest
-	(*EcProgress)(nil),              // 1: kelp.volume.EcProgress
-	(*EcCopyRequest)(nil),           // 2: kelp.volume.EcCopyRequest
-	(*EcShardsRequest)(nil),         // 3: kelp.volume.EcShardsRequest
-	(*EcShardsResponse)(nil),        // 4: kelp.volume.EcShardsResponse
-	(*EcShardHolder)(nil),           // 5: kelp.volume.EcShardHolder
-	(*EcRebuildRequest)(nil),        // 6: kelp.volume.EcRebuildRequest
-	(*EcDecodeRequest)(nil),         // 7: kelp.volume.EcDecodeRequest
-	(*ConfigureVolumeRequest)(nil),  // 8: kelp.volume.ConfigureVolumeRequest
-	(*ConfigureVolumeResponse)(nil), // 9: kelp.volume.ConfigureVolumeResponse
-	(*CopyVolumeRequest)(nil),       // 10: kelp.volume.CopyVolumeRequest
-	(*CopyVolumeProgress)(nil),      // 11: kelp.volume.CopyVolumeProgress
-	(*ReadVolumeFileRequest)(nil),   // 12: kelp.volume.ReadVolumeFileRequest
-	(*FileChunk)(nil),               // 13: kelp.volume.FileChunk
-	(*AllocateVolumeRequest)(nil),   // 14: kelp.volume.AllocateVolumeRequest
-	(*AllocateVolumeResponse)(nil),  // 15: kelp.volume.AllocateVolumeResponse
-	(*DeleteVolumeRequest)(nil),     // 16: kelp.volume.DeleteVolumeRequest
-	(*DeleteVolumeResponse)(nil),    // 17: kelp.volume.DeleteVolumeResponse
-	(*MarkVolumeRequest)(nil),       // 18: kelp.volume.MarkVolumeRequest
-	(*MarkVolumeResponse)(nil),      // 19: kelp.volume.MarkVolumeResponse
-	(*VacuumVolumeRequest)(nil),     // 20: kelp.volume.VacuumVolumeRequest
-	(*VacuumVolumeResponse)(nil),    // 21: kelp.volume.VacuumVolumeResponse
-	(*VolumeStatusRequest)(nil),     // 22: kelp.volume.VolumeStatusRequest
-	(*VolumeStatusResponse)(nil),    // 23: kelp.volume.VolumeStatusResponse
+	(*EcSyncJournalRequest)(nil),    // 0: kelp.volume.EcSyncJournalRequest
+	(*EcSyncJournalResponse)(nil),   // 1: kelp.volume.EcSyncJournalResponse
+	(*EcEncodeRequest)(nil),         // 2: kelp.volume.EcEncodeRequest
+	(*EcProgress)(nil),              // 3: kelp.volume.EcProgress
+	(*EcCopyRequest)(nil),           // 4: kelp.volume.EcCopyRequest
+	(*EcShardsRequest)(nil),         // 5: kelp.volume.EcShardsRequest
+	(*EcShardsResponse)(nil),        // 6: kelp.volume.EcShardsResponse
+	(*EcShardHolder)(nil),           // 7: kelp.volume.EcShardHolder
+	(*EcRebuildRequest)(nil),        // 8: kelp.volume.EcRebuildRequest
+	(*EcDecodeRequest)(nil),         // 9: kelp.volume.EcDecodeRequest
+	(*ConfigureVolumeRequest)(nil),  // 10: kelp.volume.ConfigureVolumeRequest
+	(*ConfigureVolumeResponse)(nil), // 11: kelp.volume.ConfigureVolumeResponse
+	(*CopyVolumeRequest)(nil),       // 12: kelp.volume.CopyVolumeRequest
+	(*CopyVolumeProgress)(nil),      // 13: kelp.volume.CopyVolumeProgress
+	(*ReadVolumeFileRequest)(nil),   // 14: kelp.volume.ReadVolumeFileRequest
+	(*FileChunk)(nil),               // 15: kelp.volume.FileChunk
+	(*AllocateVolumeRequest)(nil),   // 16: kelp.volume.AllocateVolumeRequest
+	(*AllocateVolumeResponse)(nil),  // 17: kelp.volume.AllocateVolumeResponse
+	(*DeleteVolumeRequest)(nil),     // 18: kelp.volume.DeleteVolumeRequest
+	(*DeleteVolumeResponse)(nil),    // 19: kelp.volume.DeleteVolumeResponse
+	(*MarkVolumeRequest)(nil),       // 20: kelp.volume.MarkVolumeRequest
+	(*MarkVolumeResponse)(nil),      // 21: kelp.volume.MarkVolumeResponse
+	(*VacuumVolumeRequest)(nil),     // 22: kelp.volume.VacuumVolumeRequest
+	(*VacuumVolumeResponse)(nil),    // 23: kelp.volume.VacuumVolumeResponse
+	(*VolumeStatusRequest)(nil),     // 24: kelp.volume.VolumeStatusRequest
+	(*VolumeStatusResponse)(nil),    // 25: kelp.volume.VolumeStatusResponse
 }
 var file_volume_proto_depIdxs = []int32{
-	5,  // 0: kelp.volume.EcRebuildRequest.holders:type_name -> kelp.volume.EcShardHolder
-	5,  // 1: kelp.volume.EcDecodeRequest.holders:type_name -> kelp.volume.EcShardHolder
-	14, // 2: kelp.volume.VolumeServer.AllocateVolume:input_type -> kelp.volume.AllocateVolumeRequest
-	16, // 3: kelp.volume.VolumeServer.DeleteVolume:input_type -> kelp.volume.DeleteVolumeRequest
-	18, // 4: kelp.volume.VolumeServer.MarkVolume:input_type -> kelp.volume.MarkVolumeRequest
-	20, // 5: kelp.volume.VolumeServer.VacuumVolume:input_type -> kelp.volume.VacuumVolumeRequest
-	22, // 6: kelp.volume.VolumeServer.VolumeStatus:input_type -> kelp.volume.VolumeStatusRequest
-	8,  // 7: kelp.volume.VolumeServer.ConfigureVolume:input_type -> kelp.volume.ConfigureVolumeRequest
-	10, // 8: kelp.volume.VolumeServer.CopyVolume:input_type -> kelp.volume.CopyVolumeRequest
-	12, // 9: kelp.volume.VolumeServer.ReadVolumeFile:input_type -> kelp.volume.ReadVolumeFileRequest
-	0,  // 10: kelp.volume.VolumeServer.EcEncode:input_type -> kelp.volume.EcEncodeRequest
-	2,  // 11: kelp.volume.VolumeServer.EcCopy:input_type -> kelp.volume.EcCopyRequest
-	3,  // 12: kelp.volume.VolumeServer.EcMount:input_type -> kelp.volume.EcShardsRequest
-	3,  // 13: kelp.volume.VolumeServer.EcUnmount:input_type -> kelp.volume.EcShardsRequest
-	6,  // 14: kelp.volume.VolumeServer.EcRebuild:input_type -> kelp.volume.EcRebuildRequest
-	7,  // 15: kelp.volume.VolumeServer.EcDecode:input_type -> kelp.volume.EcDecodeRequest
-	3,  // 16: kelp.volume.VolumeServer.EcVerify:input_type -> kelp.volume.EcShardsRequest
-	15, // 17: kelp.volume.VolumeServer.AllocateVolume:output_type -> kelp.volume.AllocateVolumeResponse
-	17, // 18: kelp.volume.VolumeServer.DeleteVolume:output_type -> kelp.volume.DeleteVolumeResponse
-	19, // 19: kelp.volume.VolumeServer.MarkVolume:output_type -> kelp.volume.MarkVolumeResponse
-	21, // 20: kelp.volume.VolumeServer.VacuumVolume:output_type -> kelp.volume.VacuumVolumeResponse
-	23, // 21: kelp.volume.VolumeServer.VolumeStatus:output_type -> kelp.volume.VolumeStatusResponse
-	9,  // 22: kelp.volume.VolumeServer.ConfigureVolume:output_type -> kelp.volume.ConfigureVolumeResponse
-	11, // 23: kelp.volume.VolumeServer.CopyVolume:output_type -> kelp.volume.CopyVolumeProgress
-	13, // 24: kelp.volume.VolumeServer.ReadVolumeFile:output_type -> kelp.volume.FileChunk
-	1,  // 25: kelp.volume.VolumeServer.EcEncode:output_type -> kelp.volume.EcProgress
-	1,  // 26: kelp.volume.VolumeServer.EcCopy:output_type -> kelp.volume.EcProgress
-	4,  // 27: kelp.volume.VolumeServer.EcMount:output_type -> kelp.volume.EcShardsResponse
-	4,  // 28: kelp.volume.VolumeServer.EcUnmount:output_type -> kelp.volume.EcShardsResponse
-	1,  // 29: kelp.volume.VolumeServer.EcRebuild:output_type -> kelp.volume.EcProgress
-	1,  // 30: kelp.volume.VolumeServer.EcDecode:output_type -> kelp.volume.EcProgress
-	4,  // 31: kelp.volume.VolumeServer.EcVerify:output_type -> kelp.volume.EcShardsResponse
-	17, // [17:32] is the sub-list for method output_type
-	2,  // [2:17] is the sub-list for method input_type
-	2,  // [2:2] is the sub-list for extension type_name
-	2,  // [2:2] is the sub-list for extension extendee
-	0,  // [0:2] is the sub-list for field type_name
+	7,  // 0: kelp.volume.EcSyncJournalRequest.holders:type_name -> kelp.volume.EcShardHolder
+	7,  // 1: kelp.volume.EcRebuildRequest.holders:type_name -> kelp.volume.EcShardHolder
+	7,  // 2: kelp.volume.EcDecodeRequest.holders:type_name -> kelp.volume.EcShardHolder
+	16, // 3: kelp.volume.VolumeServer.AllocateVolume:input_type -> kelp.volume.AllocateVolumeRequest
+	18, // 4: kelp.volume.VolumeServer.DeleteVolume:input_type -> kelp.volume.DeleteVolumeRequest
+	20, // 5: kelp.volume.VolumeServer.MarkVolume:input_type -> kelp.volume.MarkVolumeRequest
+	22, // 6: kelp.volume.VolumeServer.VacuumVolume:input_type -> kelp.volume.VacuumVolumeRequest
+	24, // 7: kelp.volume.VolumeServer.VolumeStatus:input_type -> kelp.volume.VolumeStatusRequest
+	10, // 8: kelp.volume.VolumeServer.ConfigureVolume:input_type -> kelp.volume.ConfigureVolumeRequest
+	12, // 9: kelp.volume.VolumeServer.CopyVolume:input_type -> kelp.volume.CopyVolumeRequest
+	14, // 10: kelp.volume.VolumeServer.ReadVolumeFile:input_type -> kelp.volume.ReadVolumeFileRequest
+	2,  // 11: kelp.volume.VolumeServer.EcEncode:input_type -> kelp.volume.EcEncodeRequest
+	4,  // 12: kelp.volume.VolumeServer.EcCopy:input_type -> kelp.volume.EcCopyRequest
+	5,  // 13: kelp.volume.VolumeServer.EcMount:input_type -> kelp.volume.EcShardsRequest
+	5,  // 14: kelp.volume.VolumeServer.EcUnmount:input_type -> kelp.volume.EcShardsRequest
+	8,  // 15: kelp.volume.VolumeServer.EcRebuild:input_type -> kelp.volume.EcRebuildRequest
+	9,  // 16: kelp.volume.VolumeServer.EcDecode:input_type -> kelp.volume.EcDecodeRequest
+	5,  // 17: kelp.volume.VolumeServer.EcVerify:input_type -> kelp.volume.EcShardsRequest
+	0,  // 18: kelp.volume.VolumeServer.EcSyncJournal:input_type -> kelp.volume.EcSyncJournalRequest
+	17, // 19: kelp.volume.VolumeServer.AllocateVolume:output_type -> kelp.volume.AllocateVolumeResponse
+	19, // 20: kelp.volume.VolumeServer.DeleteVolume:output_type -> kelp.volume.DeleteVolumeResponse
+	21, // 21: kelp.volume.VolumeServer.MarkVolume:output_type -> kelp.volume.MarkVolumeResponse
+	23, // 22: kelp.volume.VolumeServer.VacuumVolume:output_type -> kelp.volume.VacuumVolumeResponse
+	25, // 23: kelp.volume.VolumeServer.VolumeStatus:output_type -> kelp.volume.VolumeStatusResponse
+	11, // 24: kelp.volume.VolumeServer.ConfigureVolume:output_type -> kelp.volume.ConfigureVolumeResponse
+	13, // 25: kelp.volume.VolumeServer.CopyVolume:output_type -> kelp.volume.CopyVolumeProgress
+	15, // 26: kelp.volume.VolumeServer.ReadVolumeFile:output_type -> kelp.volume.FileChunk
+	3,  // 27: kelp.volume.VolumeServer.EcEncode:output_type -> kelp.volume.EcProgress
+	3,  // 28: kelp.volume.VolumeServer.EcCopy:output_type -> kelp.volume.EcProgress
+	6,  // 29: kelp.volume.VolumeServer.EcMount:output_type -> kelp.volume.EcShardsResponse
+	6,  // 30: kelp.volume.VolumeServer.EcUnmount:output_type -> kelp.volume.EcShardsResponse
+	3,  // 31: kelp.volume.VolumeServer.EcRebuild:output_type -> kelp.volume.EcProgress
+	3,  // 32: kelp.volume.VolumeServer.EcDecode:output_type -> kelp.volume.EcProgress
+	6,  // 33: kelp.volume.VolumeServer.EcVerify:output_type -> kelp.volume.EcShardsResponse
+	1,  // 34: kelp.volume.VolumeServer.EcSyncJournal:output_type -> kelp.volume.EcSyncJournalResponse
+	19, // [19:35] is the sub-list for method output_type
+	3,  // [3:19] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_volume_proto_init() }
@@ -1555,7 +1662,7 @@ func file_volume_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_volume_proto_rawDesc), len(file_volume_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

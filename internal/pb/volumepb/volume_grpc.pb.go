@@ -34,6 +34,7 @@ const (
 	VolumeServer_EcRebuild_FullMethodName       = "/kelp.volume.VolumeServer/EcRebuild"
 	VolumeServer_EcDecode_FullMethodName        = "/kelp.volume.VolumeServer/EcDecode"
 	VolumeServer_EcVerify_FullMethodName        = "/kelp.volume.VolumeServer/EcVerify"
+	VolumeServer_EcSyncJournal_FullMethodName   = "/kelp.volume.VolumeServer/EcSyncJournal"
 )
 
 // VolumeServerClient is the client API for VolumeServer service.
@@ -75,6 +76,9 @@ type VolumeServerClient interface {
 	EcDecode(ctx context.Context, in *EcDecodeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[EcProgress], error)
 	// EcVerify reads every block of the listed local shards.
 	EcVerify(ctx context.Context, in *EcShardsRequest, opts ...grpc.CallOption) (*EcShardsResponse, error)
+	// EcSyncJournal merges the delete journals of the listed holders into this
+	// server's (a holder that was down missed the deletes made meanwhile).
+	EcSyncJournal(ctx context.Context, in *EcSyncJournalRequest, opts ...grpc.CallOption) (*EcSyncJournalResponse, error)
 }
 
 type volumeServerClient struct {
@@ -289,6 +293,16 @@ func (c *volumeServerClient) EcVerify(ctx context.Context, in *EcShardsRequest, 
 	return out, nil
 }
 
+func (c *volumeServerClient) EcSyncJournal(ctx context.Context, in *EcSyncJournalRequest, opts ...grpc.CallOption) (*EcSyncJournalResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EcSyncJournalResponse)
+	err := c.cc.Invoke(ctx, VolumeServer_EcSyncJournal_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // VolumeServerServer is the server API for VolumeServer service.
 // All implementations must embed UnimplementedVolumeServerServer
 // for forward compatibility.
@@ -328,6 +342,9 @@ type VolumeServerServer interface {
 	EcDecode(*EcDecodeRequest, grpc.ServerStreamingServer[EcProgress]) error
 	// EcVerify reads every block of the listed local shards.
 	EcVerify(context.Context, *EcShardsRequest) (*EcShardsResponse, error)
+	// EcSyncJournal merges the delete journals of the listed holders into this
+	// server's (a holder that was down missed the deletes made meanwhile).
+	EcSyncJournal(context.Context, *EcSyncJournalRequest) (*EcSyncJournalResponse, error)
 	mustEmbedUnimplementedVolumeServerServer()
 }
 
@@ -382,6 +399,9 @@ func (UnimplementedVolumeServerServer) EcDecode(*EcDecodeRequest, grpc.ServerStr
 }
 func (UnimplementedVolumeServerServer) EcVerify(context.Context, *EcShardsRequest) (*EcShardsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method EcVerify not implemented")
+}
+func (UnimplementedVolumeServerServer) EcSyncJournal(context.Context, *EcSyncJournalRequest) (*EcSyncJournalResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EcSyncJournal not implemented")
 }
 func (UnimplementedVolumeServerServer) mustEmbedUnimplementedVolumeServerServer() {}
 func (UnimplementedVolumeServerServer) testEmbeddedByValue()                      {}
@@ -632,6 +652,24 @@ func _VolumeServer_EcVerify_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _VolumeServer_EcSyncJournal_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EcSyncJournalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VolumeServerServer).EcSyncJournal(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: VolumeServer_EcSyncJournal_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VolumeServerServer).EcSyncJournal(ctx, req.(*EcSyncJournalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // VolumeServer_ServiceDesc is the grpc.ServiceDesc for VolumeServer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -674,6 +712,10 @@ var VolumeServer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "EcVerify",
 			Handler:    _VolumeServer_EcVerify_Handler,
+		},
+		{
+			MethodName: "EcSyncJournal",
+			Handler:    _VolumeServer_EcSyncJournal_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
