@@ -66,15 +66,16 @@ func setupECEncode(fs *flag.FlagSet) runFunc {
 	id := fs.Uint("volumeId", 0, "only this volume")
 	fullPercent := fs.Float64("fullPercent", 95, "encode volumes at least this full (percent of the volume size limit)")
 	quietFor := fs.Duration("quietFor", time.Hour, "encode volumes not written to for at least this long")
-	schemeFlag := fs.String("scheme", erasure.DefaultScheme.String(), "Reed-Solomon scheme k+m")
+	schemeFlag := fs.String("scheme", "", "Reed-Solomon scheme k+m; default: the collection's (cluster.configure -ec), else 10+4")
 	force := fs.Bool("force", false, "apply the plan; without it only print it")
 	return func(ctx context.Context, s *Shell, args []string) error {
 		if err := noArgs(args); err != nil {
 			return err
 		}
-		scheme, err := erasure.ParseScheme(*schemeFlag)
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrUsage, err)
+		if *schemeFlag != "" {
+			if _, err := erasure.ParseScheme(*schemeFlag); err != nil {
+				return fmt.Errorf("%w: %w", ErrUsage, err)
+			}
 		}
 		if *force {
 			if err := s.requireLock(); err != nil {
@@ -123,8 +124,14 @@ func setupECEncode(fs *flag.FlagSet) runFunc {
 		}
 		load := shardLoad(ec)
 		plans := map[uint32]map[string]erasure.ShardSet{}
-		fmt.Fprintf(s.out, "plan: encode %d volumes as %s\n", len(chosen), scheme)
+		schemes := map[uint32]erasure.Scheme{}
+		fmt.Fprintf(s.out, "plan: encode %d volumes\n", len(chosen))
 		for _, vid := range chosen {
+			scheme, err := v.ecSchemeFor(v.anyCopy(vid).GetCollection(), *schemeFlag)
+			if err != nil {
+				return err
+			}
+			schemes[vid] = scheme
 			p := topology.NewShardPlacer(v.snapshot(), load)
 			place := map[string]erasure.ShardSet{}
 			for i := range scheme.Total() {
@@ -137,8 +144,8 @@ func setupECEncode(fs *flag.FlagSet) runFunc {
 			}
 			plans[vid] = place
 			info := v.anyCopy(vid)
-			fmt.Fprintf(s.out, "  volume %d  collection %q  size %s  files %d  copies on %s\n", vid, info.GetCollection(),
-				bytesString(info.GetSize()), info.GetFileCount(), strings.Join(v.holders(vid), ", "))
+			fmt.Fprintf(s.out, "  volume %d  collection %q  size %s  files %d  copies on %s  as %s\n", vid, info.GetCollection(),
+				bytesString(info.GetSize()), info.GetFileCount(), strings.Join(v.holders(vid), ", "), scheme)
 			for _, url := range slices.Sorted(maps.Keys(place)) {
 				dc := v.dcOf[url]
 				fmt.Fprintf(s.out, "    shards %-12s -> %s (%s/%s)\n", place[url], url, dc[0], dc[1])
@@ -154,7 +161,7 @@ func setupECEncode(fs *flag.FlagSet) runFunc {
 				return err
 			}
 			fmt.Fprintf(s.out, "[%d/%d] encode volume %d\n", i+1, len(chosen), vid)
-			if err := s.encodeVolume(ctx, v, vid, scheme, plans[vid]); err != nil {
+			if err := s.encodeVolume(ctx, v, vid, schemes[vid], plans[vid]); err != nil {
 				fmt.Fprintf(s.out, "  failed: %v\n", err)
 				errs = append(errs, err)
 				if ctx.Err() != nil {
@@ -260,6 +267,23 @@ func (s *Shell) encodeVolume(ctx context.Context, v *view, vid uint32, scheme er
 		}
 	}
 	return nil
+}
+
+// ecSchemeFor is the scheme to encode a volume of collection with: the
+// flag's, else the collection's setting, else the cluster's, else 10+4.
+func (v *view) ecSchemeFor(collection, flagValue string) (erasure.Scheme, error) {
+	set := v.resp.GetEcScheme()
+	text := flagValue
+	if text == "" {
+		text = set[collection]
+	}
+	if text == "" {
+		text = set[""]
+	}
+	if text == "" {
+		return erasure.DefaultScheme, nil
+	}
+	return erasure.ParseScheme(text)
 }
 
 func allShards(s erasure.Scheme) []uint32 { return shardIDList(erasure.ShardSet(1<<s.Total() - 1)) }

@@ -108,8 +108,12 @@ func TestClusterErasureCoding(t *testing.T) {
 	}
 	defer sh.Close()
 
+	if err := run(t, sh, "lock\ncluster.configure -collection=ec -ec=4+0"); err == nil {
+		t.Fatal("cluster.configure took scheme 4+0")
+	}
+	wantLines(t, mustRun(t, sh, out, "cluster.configure -collection=ec -ec=4+2\nunlock"), `collection "ec" erasure coding: 4+2`)
 	got := mustRun(t, sh, out, "ec.encode -collection=ec -fullPercent=0 -quietFor=0s")
-	wantLines(t, got, "plan: encode", "dry run")
+	wantLines(t, got, "plan: encode", "as 4+2", "dry run")
 	if n, _ := ecShardCount(t, ctx, sh); n != 0 {
 		t.Fatalf("a dry run made %d EC volumes", n)
 	}
@@ -119,7 +123,7 @@ func TestClusterErasureCoding(t *testing.T) {
 	got = mustRun(t, sh, out, "lock\nec.encode -collection=ec -fullPercent=0 -quietFor=0s -force\nunlock")
 	wantLines(t, got, "done")
 	vols, shards := ecShardCount(t, ctx, sh)
-	if vols == 0 || shards != vols*14 {
+	if vols == 0 || shards != vols*6 {
 		t.Fatalf("after ec.encode: %d EC volumes with %d shards in all\n%s", vols, shards, got)
 	}
 	v, _ := sh.fetchView(ctx)
@@ -129,7 +133,7 @@ func TestClusterErasureCoding(t *testing.T) {
 		}
 	}
 	checkFiles(t, ctx, cl, files, "after ec.encode")
-	wantLines(t, mustRun(t, sh, out, "volume.list"), "ec volume", "scheme 10+4")
+	wantLines(t, mustRun(t, sh, out, "volume.list"), "ec volume", "scheme 4+2")
 
 	// A delete reaches every holder's journal.
 	var gone fid.FileID
@@ -145,7 +149,7 @@ func TestClusterErasureCoding(t *testing.T) {
 		t.Fatalf("read of a deleted needle: %v", err)
 	}
 
-	// Lose one server: up to 4 of 14 shards.
+	// Lose one server: 1 or 2 of 6 shards.
 	victim := c.Volume[0]
 	victim.Kill()
 	checkFiles(t, ctx, cl, files, "with one of 4 servers killed")
@@ -154,7 +158,7 @@ func TestClusterErasureCoding(t *testing.T) {
 		return err == nil && len(v.nodes) == 3
 	}, "the master to drop the killed server")
 	_, shards = ecShardCount(t, ctx, sh)
-	if shards >= vols*14 {
+	if shards >= vols*6 {
 		t.Fatalf("no shard lost with a server killed")
 	}
 	got = mustRun(t, sh, out, "ec.rebuild -collection=ec")
@@ -162,7 +166,7 @@ func TestClusterErasureCoding(t *testing.T) {
 	got = mustRun(t, sh, out, "lock\nec.rebuild -collection=ec -force\nunlock")
 	testutil.WaitFor(t, 10*time.Second, func() bool {
 		_, n := ecShardCount(t, ctx, sh)
-		return n == vols*14
+		return n == vols*6
 	}, "every shard back")
 	checkFiles(t, ctx, cl, files, "after ec.rebuild")
 	if _, err := readAll(ctx, cl, gone); !errors.Is(err, client.ErrNotFound) {

@@ -226,8 +226,11 @@ type ConfigureRequest struct {
 	LockToken uint64                 `protobuf:"varint,1,opt,name=lock_token,json=lockToken,proto3" json:"lock_token,omitempty"`
 	// Sets the default replication of the cluster (collection empty) or of one
 	// collection. Empty replication leaves it unchanged.
-	Collection    string `protobuf:"bytes,2,opt,name=collection,proto3" json:"collection,omitempty"`
-	Replication   string `protobuf:"bytes,3,opt,name=replication,proto3" json:"replication,omitempty"`
+	Collection  string `protobuf:"bytes,2,opt,name=collection,proto3" json:"collection,omitempty"`
+	Replication string `protobuf:"bytes,3,opt,name=replication,proto3" json:"replication,omitempty"`
+	// Sets the erasure-coding scheme "k+m" of the cluster (collection empty)
+	// or of one collection, used by ec.encode. Empty leaves it unchanged.
+	EcScheme      string `protobuf:"bytes,4,opt,name=ec_scheme,json=ecScheme,proto3" json:"ec_scheme,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -283,10 +286,18 @@ func (x *ConfigureRequest) GetReplication() string {
 	return ""
 }
 
+func (x *ConfigureRequest) GetEcScheme() string {
+	if x != nil {
+		return x.EcScheme
+	}
+	return ""
+}
+
 type ConfigureResponse struct {
 	state                 protoimpl.MessageState `protogen:"open.v1"`
 	DefaultReplication    string                 `protobuf:"bytes,1,opt,name=default_replication,json=defaultReplication,proto3" json:"default_replication,omitempty"`
 	CollectionReplication map[string]string      `protobuf:"bytes,2,rep,name=collection_replication,json=collectionReplication,proto3" json:"collection_replication,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	EcScheme              map[string]string      `protobuf:"bytes,3,rep,name=ec_scheme,json=ecScheme,proto3" json:"ec_scheme,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // by collection; "" is the default
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache
 }
@@ -335,6 +346,13 @@ func (x *ConfigureResponse) GetCollectionReplication() map[string]string {
 	return nil
 }
 
+func (x *ConfigureResponse) GetEcScheme() map[string]string {
+	if x != nil {
+		return x.EcScheme
+	}
+	return nil
+}
+
 type TopologyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -377,6 +395,7 @@ type TopologyResponse struct {
 	VolumeSizeLimit       uint64                 `protobuf:"varint,2,opt,name=volume_size_limit,json=volumeSizeLimit,proto3" json:"volume_size_limit,omitempty"`
 	DefaultReplication    string                 `protobuf:"bytes,3,opt,name=default_replication,json=defaultReplication,proto3" json:"default_replication,omitempty"`
 	CollectionReplication map[string]string      `protobuf:"bytes,4,rep,name=collection_replication,json=collectionReplication,proto3" json:"collection_replication,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	EcScheme              map[string]string      `protobuf:"bytes,5,rep,name=ec_scheme,json=ecScheme,proto3" json:"ec_scheme,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // by collection; "" is the default
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache
 }
@@ -435,6 +454,13 @@ func (x *TopologyResponse) GetDefaultReplication() string {
 func (x *TopologyResponse) GetCollectionReplication() map[string]string {
 	if x != nil {
 		return x.CollectionReplication
+	}
+	return nil
+}
+
+func (x *TopologyResponse) GetEcScheme() map[string]string {
+	if x != nil {
+		return x.EcScheme
 	}
 	return nil
 }
@@ -1663,27 +1689,36 @@ const file_master_proto_rawDesc = "" +
 	"\x17ReleaseAdminLockRequest\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\"\x1a\n" +
-	"\x18ReleaseAdminLockResponse\"s\n" +
+	"\x18ReleaseAdminLockResponse\"\x90\x01\n" +
 	"\x10ConfigureRequest\x12\x1d\n" +
 	"\n" +
 	"lock_token\x18\x01 \x01(\x04R\tlockToken\x12\x1e\n" +
 	"\n" +
 	"collection\x18\x02 \x01(\tR\n" +
 	"collection\x12 \n" +
-	"\vreplication\x18\x03 \x01(\tR\vreplication\"\x80\x02\n" +
+	"\vreplication\x18\x03 \x01(\tR\vreplication\x12\x1b\n" +
+	"\tec_scheme\x18\x04 \x01(\tR\becScheme\"\x88\x03\n" +
 	"\x11ConfigureResponse\x12/\n" +
 	"\x13default_replication\x18\x01 \x01(\tR\x12defaultReplication\x12p\n" +
-	"\x16collection_replication\x18\x02 \x03(\v29.kelp.master.ConfigureResponse.CollectionReplicationEntryR\x15collectionReplication\x1aH\n" +
+	"\x16collection_replication\x18\x02 \x03(\v29.kelp.master.ConfigureResponse.CollectionReplicationEntryR\x15collectionReplication\x12I\n" +
+	"\tec_scheme\x18\x03 \x03(\v2,.kelp.master.ConfigureResponse.EcSchemeEntryR\becScheme\x1aH\n" +
 	"\x1aCollectionReplicationEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
+	"\rEcSchemeEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x11\n" +
-	"\x0fTopologyRequest\"\xe6\x02\n" +
+	"\x0fTopologyRequest\"\xed\x03\n" +
 	"\x10TopologyResponse\x12:\n" +
 	"\fdata_centers\x18\x01 \x03(\v2\x17.kelp.master.DataCenterR\vdataCenters\x12*\n" +
 	"\x11volume_size_limit\x18\x02 \x01(\x04R\x0fvolumeSizeLimit\x12/\n" +
 	"\x13default_replication\x18\x03 \x01(\tR\x12defaultReplication\x12o\n" +
-	"\x16collection_replication\x18\x04 \x03(\v28.kelp.master.TopologyResponse.CollectionReplicationEntryR\x15collectionReplication\x1aH\n" +
+	"\x16collection_replication\x18\x04 \x03(\v28.kelp.master.TopologyResponse.CollectionReplicationEntryR\x15collectionReplication\x12H\n" +
+	"\tec_scheme\x18\x05 \x03(\v2+.kelp.master.TopologyResponse.EcSchemeEntryR\becScheme\x1aH\n" +
 	"\x1aCollectionReplicationEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
+	"\rEcSchemeEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"E\n" +
 	"\n" +
@@ -1819,7 +1854,7 @@ func file_master_proto_rawDescGZIP() []byte {
 	return file_master_proto_rawDescData
 }
 
-var file_master_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_master_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_master_proto_goTypes = []any{
 	(*LeaseAdminLockRequest)(nil),       // 0: kelp.master.LeaseAdminLockRequest
 	(*LeaseAdminLockResponse)(nil),      // 1: kelp.master.LeaseAdminLockResponse
@@ -1848,44 +1883,48 @@ var file_master_proto_goTypes = []any{
 	(*ClusterStatusRequest)(nil),        // 24: kelp.master.ClusterStatusRequest
 	(*ClusterStatusResponse)(nil),       // 25: kelp.master.ClusterStatusResponse
 	nil,                                 // 26: kelp.master.ConfigureResponse.CollectionReplicationEntry
-	nil,                                 // 27: kelp.master.TopologyResponse.CollectionReplicationEntry
+	nil,                                 // 27: kelp.master.ConfigureResponse.EcSchemeEntry
+	nil,                                 // 28: kelp.master.TopologyResponse.CollectionReplicationEntry
+	nil,                                 // 29: kelp.master.TopologyResponse.EcSchemeEntry
 }
 var file_master_proto_depIdxs = []int32{
 	26, // 0: kelp.master.ConfigureResponse.collection_replication:type_name -> kelp.master.ConfigureResponse.CollectionReplicationEntry
-	8,  // 1: kelp.master.TopologyResponse.data_centers:type_name -> kelp.master.DataCenter
-	27, // 2: kelp.master.TopologyResponse.collection_replication:type_name -> kelp.master.TopologyResponse.CollectionReplicationEntry
-	9,  // 3: kelp.master.DataCenter.racks:type_name -> kelp.master.Rack
-	10, // 4: kelp.master.Rack.nodes:type_name -> kelp.master.Node
-	14, // 5: kelp.master.Node.disks:type_name -> kelp.master.DiskInfo
-	14, // 6: kelp.master.HeartbeatRequest.disks:type_name -> kelp.master.DiskInfo
-	16, // 7: kelp.master.DiskInfo.volumes:type_name -> kelp.master.VolumeInfo
-	15, // 8: kelp.master.DiskInfo.ec_shards:type_name -> kelp.master.EcShardInfo
-	23, // 9: kelp.master.AssignResponse.replicas:type_name -> kelp.master.Location
-	22, // 10: kelp.master.LookupResponse.volumes:type_name -> kelp.master.VolumeLocations
-	23, // 11: kelp.master.VolumeLocations.locations:type_name -> kelp.master.Location
-	13, // 12: kelp.master.Master.Heartbeat:input_type -> kelp.master.HeartbeatRequest
-	18, // 13: kelp.master.Master.Assign:input_type -> kelp.master.AssignRequest
-	20, // 14: kelp.master.Master.Lookup:input_type -> kelp.master.LookupRequest
-	24, // 15: kelp.master.Master.ClusterStatus:input_type -> kelp.master.ClusterStatusRequest
-	0,  // 16: kelp.master.Master.LeaseAdminLock:input_type -> kelp.master.LeaseAdminLockRequest
-	2,  // 17: kelp.master.Master.ReleaseAdminLock:input_type -> kelp.master.ReleaseAdminLockRequest
-	4,  // 18: kelp.master.Master.Configure:input_type -> kelp.master.ConfigureRequest
-	6,  // 19: kelp.master.Master.Topology:input_type -> kelp.master.TopologyRequest
-	11, // 20: kelp.master.Master.ReportVolumeFailure:input_type -> kelp.master.ReportVolumeFailureRequest
-	17, // 21: kelp.master.Master.Heartbeat:output_type -> kelp.master.HeartbeatResponse
-	19, // 22: kelp.master.Master.Assign:output_type -> kelp.master.AssignResponse
-	21, // 23: kelp.master.Master.Lookup:output_type -> kelp.master.LookupResponse
-	25, // 24: kelp.master.Master.ClusterStatus:output_type -> kelp.master.ClusterStatusResponse
-	1,  // 25: kelp.master.Master.LeaseAdminLock:output_type -> kelp.master.LeaseAdminLockResponse
-	3,  // 26: kelp.master.Master.ReleaseAdminLock:output_type -> kelp.master.ReleaseAdminLockResponse
-	5,  // 27: kelp.master.Master.Configure:output_type -> kelp.master.ConfigureResponse
-	7,  // 28: kelp.master.Master.Topology:output_type -> kelp.master.TopologyResponse
-	12, // 29: kelp.master.Master.ReportVolumeFailure:output_type -> kelp.master.ReportVolumeFailureResponse
-	21, // [21:30] is the sub-list for method output_type
-	12, // [12:21] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	27, // 1: kelp.master.ConfigureResponse.ec_scheme:type_name -> kelp.master.ConfigureResponse.EcSchemeEntry
+	8,  // 2: kelp.master.TopologyResponse.data_centers:type_name -> kelp.master.DataCenter
+	28, // 3: kelp.master.TopologyResponse.collection_replication:type_name -> kelp.master.TopologyResponse.CollectionReplicationEntry
+	29, // 4: kelp.master.TopologyResponse.ec_scheme:type_name -> kelp.master.TopologyResponse.EcSchemeEntry
+	9,  // 5: kelp.master.DataCenter.racks:type_name -> kelp.master.Rack
+	10, // 6: kelp.master.Rack.nodes:type_name -> kelp.master.Node
+	14, // 7: kelp.master.Node.disks:type_name -> kelp.master.DiskInfo
+	14, // 8: kelp.master.HeartbeatRequest.disks:type_name -> kelp.master.DiskInfo
+	16, // 9: kelp.master.DiskInfo.volumes:type_name -> kelp.master.VolumeInfo
+	15, // 10: kelp.master.DiskInfo.ec_shards:type_name -> kelp.master.EcShardInfo
+	23, // 11: kelp.master.AssignResponse.replicas:type_name -> kelp.master.Location
+	22, // 12: kelp.master.LookupResponse.volumes:type_name -> kelp.master.VolumeLocations
+	23, // 13: kelp.master.VolumeLocations.locations:type_name -> kelp.master.Location
+	13, // 14: kelp.master.Master.Heartbeat:input_type -> kelp.master.HeartbeatRequest
+	18, // 15: kelp.master.Master.Assign:input_type -> kelp.master.AssignRequest
+	20, // 16: kelp.master.Master.Lookup:input_type -> kelp.master.LookupRequest
+	24, // 17: kelp.master.Master.ClusterStatus:input_type -> kelp.master.ClusterStatusRequest
+	0,  // 18: kelp.master.Master.LeaseAdminLock:input_type -> kelp.master.LeaseAdminLockRequest
+	2,  // 19: kelp.master.Master.ReleaseAdminLock:input_type -> kelp.master.ReleaseAdminLockRequest
+	4,  // 20: kelp.master.Master.Configure:input_type -> kelp.master.ConfigureRequest
+	6,  // 21: kelp.master.Master.Topology:input_type -> kelp.master.TopologyRequest
+	11, // 22: kelp.master.Master.ReportVolumeFailure:input_type -> kelp.master.ReportVolumeFailureRequest
+	17, // 23: kelp.master.Master.Heartbeat:output_type -> kelp.master.HeartbeatResponse
+	19, // 24: kelp.master.Master.Assign:output_type -> kelp.master.AssignResponse
+	21, // 25: kelp.master.Master.Lookup:output_type -> kelp.master.LookupResponse
+	25, // 26: kelp.master.Master.ClusterStatus:output_type -> kelp.master.ClusterStatusResponse
+	1,  // 27: kelp.master.Master.LeaseAdminLock:output_type -> kelp.master.LeaseAdminLockResponse
+	3,  // 28: kelp.master.Master.ReleaseAdminLock:output_type -> kelp.master.ReleaseAdminLockResponse
+	5,  // 29: kelp.master.Master.Configure:output_type -> kelp.master.ConfigureResponse
+	7,  // 30: kelp.master.Master.Topology:output_type -> kelp.master.TopologyResponse
+	12, // 31: kelp.master.Master.ReportVolumeFailure:output_type -> kelp.master.ReportVolumeFailureResponse
+	23, // [23:32] is the sub-list for method output_type
+	14, // [14:23] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_master_proto_init() }
@@ -1899,7 +1938,7 @@ func file_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_master_proto_rawDesc), len(file_master_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
