@@ -27,11 +27,51 @@ func encoder(s Scheme) (reedsolomon.Encoder, error) {
 	return actual.(reedsolomon.Encoder), nil
 }
 
-// Fetch reads [off, off+n) of shard i. With verify the bytes must have been
-// checked against the shard's block checksums (off and n are then whole
-// blocks). It returns an error wrapping ErrShardUnavailable or ErrCorrupt
-// when the shard cannot serve the range; the reader then works around it.
-type Fetch func(ctx context.Context, shard int, off, n int64, verify bool) ([]byte, error)
+// Fetcher reads shard ranges for the readers of this package.
+type Fetcher interface {
+	// Fetch reads [off, off+n) of shard i. With verify the bytes must have
+	// been checked against the shard's block checksums (off and n are then
+	// whole blocks). It returns an error wrapping ErrShardUnavailable or
+	// ErrCorrupt when the shard cannot serve the range; the reader then
+	// works around it.
+	Fetch(ctx context.Context, shard int, off, n int64, verify bool) ([]byte, error)
+}
+
+// BatchFetcher is a Fetcher that can also read the same verified range of
+// several shards in one go (one request per server holding some of them);
+// Reconstruct uses it when it has it.
+type BatchFetcher interface {
+	Fetcher
+	FetchVerified(ctx context.Context, shards []int, off, n int64) ([][]byte, []error)
+}
+
+// FetchFunc adapts a function to Fetcher.
+type FetchFunc func(ctx context.Context, shard int, off, n int64, verify bool) ([]byte, error)
+
+// Fetch calls f.
+func (f FetchFunc) Fetch(ctx context.Context, shard int, off, n int64, verify bool) ([]byte, error) {
+	return f(ctx, shard, off, n, verify)
+}
+
+// fetchVerified reads the same verified range of several shards, batched
+// when the fetcher can, else one goroutine per shard.
+func fetchVerified(ctx context.Context, fetch Fetcher, shards []int, off, n int64) ([][]byte, []error) {
+	if b, ok := fetch.(BatchFetcher); ok {
+		return b.FetchVerified(ctx, shards, off, n)
+	}
+	got := make([][]byte, len(shards))
+	errs := make([]error, len(shards))
+	var wg sync.WaitGroup
+	for j, idx := range shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[j], errs[j] = fetch.Fetch(ctx, idx, off, n, true)
+		}()
+	}
+	wg.Wait()
+	return got, errs
+}
 
 // Reconstruct returns the bytes [off, off+n) (whole blocks) of each shard in
 // want, computed from any k other shards read through fetch. Shards in avoid
@@ -39,7 +79,7 @@ type Fetch func(ctx context.Context, shard int, off, n int64, verify bool) ([]by
 // then by index; failed reads are replaced by other shards until k are in
 // hand or none is left (ErrTooFewShards). bad reports the shards whose
 // reads failed.
-func Reconstruct(ctx context.Context, s Scheme, fetch Fetch, off, n int64, want, avoid ShardSet, prefer []int) (out map[int][]byte, bad ShardSet, err error) {
+func Reconstruct(ctx context.Context, s Scheme, fetch Fetcher, off, n int64, want, avoid ShardSet, prefer []int) (out map[int][]byte, bad ShardSet, err error) {
 	enc, err := encoder(s)
 	if err != nil {
 		return nil, 0, err
@@ -67,17 +107,7 @@ func Reconstruct(ctx context.Context, s Scheme, fetch Fetch, off, n int64, want,
 		}
 		batch := order[:need]
 		order = order[need:]
-		got := make([][]byte, len(batch))
-		gotErr := make([]error, len(batch))
-		var wg sync.WaitGroup
-		for j, idx := range batch {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				got[j], gotErr[j] = fetch(ctx, idx, off, n, true)
-			}()
-		}
-		wg.Wait()
+		got, gotErr := fetchVerified(ctx, fetch, batch, off, n)
 		for j, idx := range batch {
 			if gotErr[j] == nil && int64(len(got[j])) != n {
 				gotErr[j] = fmt.Errorf("%w: shard %d returned %d bytes, want %d", ErrCorrupt, idx, len(got[j]), n)
@@ -113,7 +143,7 @@ func Reconstruct(ctx context.Context, s Scheme, fetch Fetch, off, n int64, want,
 // the needle's own CRC), and a piece whose shard fails, or which lies in a
 // shard of avoid, reconstructed from k other shards. bad reports the shards
 // that failed.
-func ReadRange(ctx context.Context, l Layout, fetch Fetch, off, n int64, avoid ShardSet, prefer []int) ([]byte, ShardSet, error) {
+func ReadRange(ctx context.Context, l Layout, fetch Fetcher, off, n int64, avoid ShardSet, prefer []int) ([]byte, ShardSet, error) {
 	exts, err := l.Locate(off, n)
 	if err != nil {
 		return nil, 0, err
@@ -122,7 +152,7 @@ func ReadRange(ctx context.Context, l Layout, fetch Fetch, off, n int64, avoid S
 	var bad ShardSet
 	for _, e := range exts {
 		if !avoid.Has(e.Shard) {
-			b, err := fetch(ctx, e.Shard, e.Off, e.Len, false)
+			b, err := fetch.Fetch(ctx, e.Shard, e.Off, e.Len, false)
 			if err == nil && int64(len(b)) == e.Len {
 				out = append(out, b...)
 				continue

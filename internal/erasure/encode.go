@@ -120,7 +120,7 @@ func BuildIndex(dat io.ReaderAt, datSize int64) (*Index, error) {
 // Rebuild writes the shards in missing into dir, reconstructed chunk by
 // chunk from k other shards read through fetch (see Reconstruct), then
 // syncs them. On error nothing is left behind.
-func Rebuild(ctx context.Context, fsys vfs.FS, dir, base string, volumeID uint32, l Layout, fetch Fetch, missing ShardSet, prefer []int, progress func(done, total int64)) error {
+func Rebuild(ctx context.Context, fsys vfs.FS, dir, base string, volumeID uint32, l Layout, fetch Fetcher, missing ShardSet, prefer []int, progress func(done, total int64)) error {
 	produce := func(ctx context.Context, off, n int64) (map[int][]byte, error) {
 		out, _, err := Reconstruct(ctx, l.Scheme, fetch, off, n, missing, 0, prefer)
 		return out, err
@@ -133,7 +133,7 @@ func Rebuild(ctx context.Context, fsys vfs.FS, dir, base string, volumeID uint32
 
 // Decode writes the original .dat (datSize bytes) to w from the data
 // shards, read through fetch (reconstructed where one is missing).
-func Decode(ctx context.Context, l Layout, fetch Fetch, w io.Writer, prefer []int) error {
+func Decode(ctx context.Context, l Layout, fetch Fetcher, w io.Writer, prefer []int) error {
 	for off := int64(0); off < l.DatSize; off += chunkSize {
 		n := min(chunkSize, l.DatSize-off)
 		b, _, err := ReadRange(ctx, l, verifiedFetch(fetch), off, n, 0, prefer)
@@ -149,16 +149,25 @@ func Decode(ctx context.Context, l Layout, fetch Fetch, w io.Writer, prefer []in
 
 // verifiedFetch widens every read to whole blocks and verifies them, for
 // readers (Decode) that have no checksum of their own.
-func verifiedFetch(fetch Fetch) Fetch {
-	return func(ctx context.Context, shard int, off, n int64, verify bool) ([]byte, error) {
-		start, end := alignBlocks(off, n)
-		b, err := fetch(ctx, shard, start, end-start, true)
-		if err != nil {
-			return nil, err
-		}
-		if int64(len(b)) != end-start {
-			return nil, fmt.Errorf("%w: shard %d returned %d bytes", ErrCorrupt, shard, len(b))
-		}
-		return b[off-start : off-start+n], nil
+func verifiedFetch(fetch Fetcher) Fetcher {
+	return verifying{fetch}
+}
+
+type verifying struct{ inner Fetcher }
+
+// FetchVerified passes batches through (they are verified already).
+func (v verifying) FetchVerified(ctx context.Context, shards []int, off, n int64) ([][]byte, []error) {
+	return fetchVerified(ctx, v.inner, shards, off, n)
+}
+
+func (v verifying) Fetch(ctx context.Context, shard int, off, n int64, verify bool) ([]byte, error) {
+	start, end := alignBlocks(off, n)
+	b, err := v.inner.Fetch(ctx, shard, start, end-start, true)
+	if err != nil {
+		return nil, err
 	}
+	if int64(len(b)) != end-start {
+		return nil, fmt.Errorf("%w: shard %d returned %d bytes", ErrCorrupt, shard, len(b))
+	}
+	return b[off-start : off-start+n], nil
 }

@@ -139,16 +139,16 @@ func (tv *testVolume) encode(t testing.TB, s Scheme) *Volume {
 }
 
 // localFetch reads shards of ev, except the ones in lost.
-func localFetch(ev *Volume, lost ShardSet) Fetch {
-	return func(ctx context.Context, shard int, off, n int64, verify bool) ([]byte, error) {
+func localFetch(ev *Volume, lost ShardSet) Fetcher {
+	return FetchFunc(func(ctx context.Context, shard int, off, n int64, verify bool) ([]byte, error) {
 		if lost.Has(shard) {
 			return nil, ErrShardUnavailable
 		}
 		return ev.ReadLocal(shard, off, n, verify)
-	}
+	})
 }
 
-func checkAll(t *testing.T, ev *Volume, tv *testVolume, fetch Fetch) {
+func checkAll(t *testing.T, ev *Volume, tv *testVolume, fetch Fetcher) {
 	t.Helper()
 	for key, want := range tv.files {
 		rec, _, err := ev.Read(context.Background(), key, uint32(key*3), fetch, nil, time.Now())
@@ -458,5 +458,36 @@ func BenchmarkRebuild(b *testing.B) {
 		if err := ev.Mount(lost); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// batchLocal is a BatchFetcher over local shards that counts batches.
+type batchLocal struct {
+	Fetcher
+	ev      *Volume
+	lost    ShardSet
+	batches int
+}
+
+func (b *batchLocal) FetchVerified(ctx context.Context, shards []int, off, n int64) ([][]byte, []error) {
+	b.batches++
+	got := make([][]byte, len(shards))
+	errs := make([]error, len(shards))
+	for i, s := range shards {
+		got[i], errs[i] = b.Fetcher.Fetch(ctx, s, off, n, true)
+	}
+	return got, errs
+}
+
+// TestReconstructUsesBatches: a fetcher that reads several shards at once
+// is asked once per wave, and reads still come back right with m lost.
+func TestReconstructUsesBatches(t *testing.T) {
+	tv := makeVolume(t, 100, 6)
+	ev := tv.encode(t, Scheme{4, 2})
+	lost := SetOf(0, 1)
+	b := &batchLocal{Fetcher: localFetch(ev, lost), ev: ev, lost: lost}
+	checkAll(t, ev, tv, b)
+	if b.batches == 0 {
+		t.Fatal("Reconstruct never used FetchVerified")
 	}
 }

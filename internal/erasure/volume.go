@@ -243,7 +243,7 @@ func (v *Volume) Locate(key uint64) (needle.IndexEntry, error) {
 // or whose bytes fail the needle's checksum. bad names the shards that
 // failed. Errors: volume.ErrNotFound (unknown or expired), ErrDeleted,
 // ErrCookieMismatch, ErrTooFewShards.
-func (v *Volume) Read(ctx context.Context, key uint64, cookie uint32, fetch Fetch, prefer []int, now time.Time) (rec needle.Record, bad ShardSet, err error) {
+func (v *Volume) Read(ctx context.Context, key uint64, cookie uint32, fetch Fetcher, prefer []int, now time.Time) (rec needle.Record, bad ShardSet, err error) {
 	e, err := v.Locate(key)
 	if err != nil {
 		return rec, 0, err

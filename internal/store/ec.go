@@ -283,7 +283,7 @@ func (s *Store) EcUnmount(id uint32, shards erasure.ShardSet) error {
 // EcRebuild reconstructs shards of EC volume id here from k others read
 // through fetch, then verifies and serves them. src supplies the index and
 // journal when this server has no part of the volume yet.
-func (s *Store) EcRebuild(ctx context.Context, id uint32, collection string, shards erasure.ShardSet, src FileSource, fetch erasure.Fetch, progress func(done, total int64)) error {
+func (s *Store) EcRebuild(ctx context.Context, id uint32, collection string, shards erasure.ShardSet, src FileSource, fetch erasure.Fetcher, progress func(done, total int64)) error {
 	d, v := s.ecDisk(id)
 	base := volume.BaseName(collection, id)
 	if v == nil {
@@ -317,7 +317,7 @@ func (s *Store) EcRebuild(ctx context.Context, id uint32, collection string, sha
 // EcDecode rebuilds the original volume id here from the shards (read
 // through fetch), drops the needles deleted since encoding, and loads it
 // as a normal volume. The EC parts here are left for the caller to remove.
-func (s *Store) EcDecode(ctx context.Context, id uint32, collection string, fetch erasure.Fetch) error {
+func (s *Store) EcDecode(ctx context.Context, id uint32, collection string, fetch erasure.Fetcher) error {
 	v, ok := s.EcVolume(id)
 	if !ok {
 		return fmt.Errorf("store: EC decode %d: no part of the volume here: %w", id, ErrNotFound)

@@ -32,6 +32,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /status", s.handleStatus)
 	mux.HandleFunc("GET /ec/shard", s.handleShardRead)
 	mux.HandleFunc("GET /ec/routes", s.handleRoutes)
+	mux.HandleFunc("GET /ec/shards", s.handleShardsRead)
 	mux.HandleFunc("/", s.handleFile)
 	return mux
 }

@@ -176,11 +176,10 @@ func (a *adminServer) EcRebuild(req *volumepb.EcRebuildRequest, stream volumepb.
 	if ev == nil && src == "" {
 		return status.Error(codes.InvalidArgument, "no holder to copy the EC index from")
 	}
-	// The volume may be opened by EcRebuild itself: fetch lazily.
-	fetch := func(ctx context.Context, shard int, off, n int64, verify bool) ([]byte, error) {
-		cur, _ := a.s.store.EcVolume(req.VolumeId)
-		return a.s.ecFetch(cur, holders)(ctx, shard, off, n, verify)
-	}
+	// The volume may be opened by EcRebuild itself: its local shards are
+	// looked for at each read.
+	fetch := &ecSource{s: a.s, ev: ev, vid: req.VolumeId, holders: holders}
+	fetch.current = func() *erasure.Volume { cur, _ := a.s.store.EcVolume(req.VolumeId); return cur }
 	err := a.s.store.EcRebuild(stream.Context(), req.VolumeId, req.Collection, shardSet(req.ShardIds),
 		a.fileSource(src, req.VolumeId), fetch, progressSender(stream.Send))
 	if err != nil {
