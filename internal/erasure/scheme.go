@@ -17,6 +17,8 @@ var (
 	// ErrShardUnavailable is what a fetch returns for a shard it cannot read
 	// (not held, holder down); the reader reconstructs around it.
 	ErrShardUnavailable = errors.New("erasure: shard unavailable")
+	// ErrRange: a read outside a shard, or a verified read not made of whole blocks.
+	ErrRange = errors.New("erasure: bad shard range")
 )
 
 // MaxShards bounds k+m; a shard set fits in a uint32 bit mask.

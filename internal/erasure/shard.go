@@ -95,10 +95,10 @@ func loadShard(f vfs.File) (*Shard, error) {
 // must be whole blocks, and each block is checked against its checksum.
 func (s *Shard) ReadAt(off, n int64, verify bool) ([]byte, error) {
 	if off < 0 || n < 0 || off+n > s.Footer.Layout.ShardSize {
-		return nil, fmt.Errorf("%w: range %d+%d outside shard of %d bytes", ErrCorrupt, off, n, s.Footer.Layout.ShardSize)
+		return nil, fmt.Errorf("%w: %d+%d outside shard of %d bytes", ErrRange, off, n, s.Footer.Layout.ShardSize)
 	}
 	if verify && (off%BlockSize != 0 || n%BlockSize != 0) {
-		return nil, fmt.Errorf("erasure: verified read of %d+%d is not block aligned", off, n)
+		return nil, fmt.Errorf("%w: verified read of %d+%d is not whole %d-byte blocks", ErrRange, off, n, BlockSize)
 	}
 	b := make([]byte, n)
 	if _, err := s.f.ReadAt(b, off); err != nil && !(errors.Is(err, io.EOF) && n == 0) {

@@ -355,6 +355,10 @@ func (s *Server) handleShardsRead(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("EC volume %d not on %s", vid, s.URL()))
 		return
 	}
+	if off < 0 || off%erasure.BlockSize != 0 || n%erasure.BlockSize != 0 || off+n > ev.Layout().ShardSize {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("offset and size must be whole %d-byte blocks inside the %d-byte shards", erasure.BlockSize, ev.Layout().ShardSize))
+		return
+	}
 	out := make([]byte, 0, len(shards)*(int(n)+1))
 	for _, sh := range shards {
 		b, err := ev.ReadLocal(sh, off, n, true)
@@ -416,6 +420,9 @@ func (s *Server) handleShardRead(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, erasure.ErrShardUnavailable):
 		writeError(w, http.StatusNotFound, err.Error())
+		return
+	case errors.Is(err, erasure.ErrRange):
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	case errors.Is(err, erasure.ErrCorrupt):
 		s.log.Error("EC shard block failed its checksum", "volume", vid, "shard", shard, "offset", off, "err", err)
