@@ -1,6 +1,7 @@
 package shell
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kelpfs/kelp/internal/erasure"
+	"github.com/kelpfs/kelp/internal/needle"
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
 	"github.com/kelpfs/kelp/internal/pb/volumepb"
 	"github.com/kelpfs/kelp/internal/topology"
@@ -411,8 +413,8 @@ func setupECRebuild(fs *flag.FlagSet) runFunc {
 				continue
 			}
 			if st.present.Count() < st.scheme.Data {
-				lost = append(lost, fmt.Sprintf("volume %d (collection %q): only shards %s of %s are left; its files cannot be read until %d more come back",
-					st.id, st.collection, st.present, st.scheme, st.scheme.Data-st.present.Count()))
+				lost = append(lost, fmt.Sprintf("volume %d (collection %q): only shards %s of %s are left; %s",
+					st.id, st.collection, st.present, st.scheme, s.describeLost(ctx, v, st)))
 				continue
 			}
 			p := topology.NewShardPlacer(v.snapshot(), load)
@@ -484,6 +486,79 @@ func setupECRebuild(fs *flag.FlagSet) runFunc {
 			errs = append(errs, fmt.Errorf("shell: %d EC volumes have fewer than k shards", len(lost)))
 		}
 		return errors.Join(errs...)
+	}
+}
+
+// describeLost names the needles of an EC volume with fewer than k shards
+// that cannot be read: those whose record touches a lost data shard (the
+// others are still read from their shard). It reads the EC index from a holder.
+func (s *Shell) describeLost(ctx context.Context, v *view, st ecState) string {
+	var raw bytes.Buffer
+	err := errors.New("no holder")
+	for _, url := range slices.Sorted(maps.Keys(st.holders)) {
+		vc, cerr := s.volumeClient(v, url)
+		if cerr != nil {
+			continue
+		}
+		raw.Reset()
+		if err = readECFile(ctx, vc, st.id, ".ecx", &raw); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Sprintf("the files of its lost data shards cannot be read (their list is unavailable: %v)", err)
+	}
+	x, err := erasure.ParseIndex(raw.Bytes())
+	if err != nil {
+		return fmt.Sprintf("the files of its lost data shards cannot be read (their list is unavailable: %v)", err)
+	}
+	keys := lostKeys(x, st.present)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of its %d files cannot be read until more shards come back (needle keys", len(keys), len(x.Entries))
+	for i, k := range keys {
+		if i == 20 {
+			fmt.Fprintf(&b, " ... and %d more", len(keys)-20)
+			break
+		}
+		fmt.Fprintf(&b, " %x", k)
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// lostKeys lists the needles whose record touches a data shard not in present.
+func lostKeys(x *erasure.Index, present erasure.ShardSet) []uint64 {
+	var out []uint64
+	for _, e := range x.Entries {
+		exts, err := x.Layout.Locate(e.Offset, needle.RecordSize(e.Size))
+		if err != nil {
+			continue
+		}
+		for _, ext := range exts {
+			if !present.Has(ext.Shard) {
+				out = append(out, e.Key)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// readECFile streams one file of an EC volume from a holder into w.
+func readECFile(ctx context.Context, vc volumepb.VolumeServerClient, vid uint32, ext string, w io.Writer) error {
+	stream, err := vc.ReadVolumeFile(ctx, &volumepb.ReadVolumeFileRequest{VolumeId: vid, Ext: ext})
+	if err != nil {
+		return err
+	}
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		w.Write(msg.GetData())
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/erasure"
 	"github.com/kelpfs/kelp/internal/fid"
+	"github.com/kelpfs/kelp/internal/needle"
 	"github.com/kelpfs/kelp/internal/testcluster"
 	"github.com/kelpfs/kelp/internal/testutil"
 )
@@ -161,6 +162,7 @@ func TestClusterErasureCoding(t *testing.T) {
 	if shards >= vols*6 {
 		t.Fatalf("no shard lost with a server killed")
 	}
+	wantLines(t, mustRun(t, sh, out, "volume.list"), "missing shards", "run ec.rebuild")
 	got = mustRun(t, sh, out, "ec.rebuild -collection=ec")
 	wantLines(t, got, "plan: rebuild", "dry run")
 	got = mustRun(t, sh, out, "lock\nec.rebuild -collection=ec -force\nunlock")
@@ -214,4 +216,24 @@ func TestClusterErasureCoding(t *testing.T) {
 		t.Fatal("volume.list still shows shards of the decoded volume")
 	}
 	_ = erasure.DefaultScheme
+}
+
+// TestLostKeys: with data shards lost, exactly the needles whose records
+// touch them are lost.
+func TestLostKeys(t *testing.T) {
+	l := erasure.NewLayout(erasure.Scheme{Data: 4, Parity: 2}, 4*8192)
+	x := &erasure.Index{Layout: l, Entries: []needle.IndexEntry{
+		{Key: 1, Offset: 32, Size: 100},          // shard 0
+		{Key: 2, Offset: 8192 - 64, Size: 200},   // shards 0 and 1
+		{Key: 3, Offset: 2*8192 + 8, Size: 100},  // shard 2
+		{Key: 4, Offset: 3*8192 + 16, Size: 100}, // shard 3
+	}}
+	got := lostKeys(x, erasure.SetOf(0, 2, 3, 4, 5))
+	if len(got) != 1 || got[0] != 2 {
+		t.Fatalf("lost with shard 1 gone: %v", got)
+	}
+	got = lostKeys(x, erasure.SetOf(1, 2, 4))
+	if len(got) != 3 {
+		t.Fatalf("lost with shards 0 and 3 gone: %v", got)
+	}
 }

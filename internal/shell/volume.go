@@ -73,10 +73,33 @@ func setupVolumeList(fs *flag.FlagSet) runFunc {
 				}
 			}
 		}
+		printECSummary(s, v, *collection)
 		// From the heartbeats alone, which is cheap; volume.fix.replication
 		// checks the copies live.
 		printDivergent(s, topology.FindDivergentCopies(v.snapshot(), time.Now(), 2*h.pulse), *collection, "by their last heartbeats")
 		return nil
+	}
+}
+
+// printECSummary lists the EC volumes with their scheme and the shards no
+// live server holds.
+func printECSummary(s *Shell, v *view, collection string) {
+	states := v.ecStates(collection)
+	if len(states) == 0 {
+		return
+	}
+	fmt.Fprintf(s.out, "EC volumes: %d\n", len(states))
+	for _, st := range states {
+		miss := st.missing()
+		state := "complete"
+		switch {
+		case st.present.Count() < st.scheme.Data:
+			state = fmt.Sprintf("missing shards [%s]: fewer than %d left, files in lost data shards are unreadable", miss, st.scheme.Data)
+		case miss != 0:
+			state = fmt.Sprintf("missing shards [%s] (%d): run ec.rebuild", miss, miss.Count())
+		}
+		fmt.Fprintf(s.out, "  ec volume %d  collection %q  scheme %s  shards %d/%d on %d servers  %s\n",
+			st.id, st.collection, st.scheme, st.present.Count(), st.scheme.Total(), len(st.holders), state)
 	}
 }
 
