@@ -97,9 +97,12 @@ func setupECEncode(fs *flag.FlagSet) runFunc {
 			if (*id != 0 && vid != uint32(*id)) || (*collection != "" && info.GetCollection() != *collection) {
 				continue
 			}
-			if _, done := ec[vid]; done {
-				fmt.Fprintf(s.out, "volume %d: skipped, it already has EC shards (a failed encode? run ec.decode or delete them)\n", vid)
-				continue
+			if holders, done := ec[vid]; done {
+				// An encode interrupted before it deleted the original
+				// copies: those are read-only and complete, the shards may
+				// not be. They are removed and the volume encoded again.
+				fmt.Fprintf(s.out, "volume %d: has shards of an interrupted encode on %s; they will be removed and the volume encoded again\n",
+					vid, strings.Join(slices.Sorted(maps.Keys(holders)), ", "))
 			}
 			size, modified := uint64(0), int64(0)
 			for _, c := range v.copies[vid] {
@@ -125,6 +128,13 @@ func setupECEncode(fs *flag.FlagSet) runFunc {
 			return nil
 		}
 		load := shardLoad(ec)
+		leftovers := map[uint32][]string{}
+		for _, vid := range chosen {
+			for url, e := range ec[vid] {
+				leftovers[vid] = append(leftovers[vid], url)
+				load[url] -= erasure.ShardSet(e.GetShards()).Count()
+			}
+		}
 		plans := map[uint32]map[string]erasure.ShardSet{}
 		schemes := map[uint32]erasure.Scheme{}
 		fmt.Fprintf(s.out, "plan: encode %d volumes\n", len(chosen))
@@ -163,7 +173,11 @@ func setupECEncode(fs *flag.FlagSet) runFunc {
 				return err
 			}
 			fmt.Fprintf(s.out, "[%d/%d] encode volume %d\n", i+1, len(chosen), vid)
-			if err := s.encodeVolume(ctx, v, vid, schemes[vid], plans[vid]); err != nil {
+			err := s.removeShards(ctx, v, vid, leftovers[vid])
+			if err == nil {
+				err = s.encodeVolume(ctx, v, vid, schemes[vid], plans[vid])
+			}
+			if err != nil {
 				fmt.Fprintf(s.out, "  failed: %v\n", err)
 				errs = append(errs, err)
 				if ctx.Err() != nil {
@@ -286,6 +300,21 @@ func (v *view) ecSchemeFor(collection, flagValue string) (erasure.Scheme, error)
 		return erasure.DefaultScheme, nil
 	}
 	return erasure.ParseScheme(text)
+}
+
+// removeShards unmounts and deletes every shard of volume vid on the given
+// servers (leftovers of an interrupted encode).
+func (s *Shell) removeShards(ctx context.Context, v *view, vid uint32, urls []string) error {
+	for _, url := range urls {
+		vc, err := s.volumeClient(v, url)
+		if err == nil {
+			_, err = vc.EcUnmount(ctx, &volumepb.EcShardsRequest{VolumeId: vid, ShardIds: shardIDList(erasure.ShardSet(1<<erasure.MaxShards - 1))})
+		}
+		if err != nil {
+			return fmt.Errorf("shell: remove leftover shards of volume %d on %s: %w", vid, url, err)
+		}
+	}
+	return nil
 }
 
 func allShards(s erasure.Scheme) []uint32 { return shardIDList(erasure.ShardSet(1<<s.Total() - 1)) }

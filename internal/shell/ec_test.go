@@ -121,8 +121,27 @@ func TestClusterErasureCoding(t *testing.T) {
 	if err := run(t, sh, "ec.encode -collection=ec -fullPercent=0 -quietFor=0s -force"); err == nil {
 		t.Fatal("ec.encode -force ran without the admin lock")
 	}
+	// An encode interrupted after the shards were written (here: all on
+	// the copy's server) but before the copy was deleted.
+	var some fid.FileID
+	for id := range files {
+		some = id
+		break
+	}
+	for _, n := range c.Volume {
+		st := n.VolumeServer().Store()
+		if _, ok := st.Volume(some.Volume); ok {
+			if err := st.MarkReadOnly(some.Volume, true); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.EcEncode(ctx, some.Volume, erasure.Scheme{Data: 4, Parity: 2}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	testutil.WaitFor(t, 10*time.Second, func() bool { n, _ := ecShardCount(t, ctx, sh); return n == 1 }, "the leftover shards to show")
 	got = mustRun(t, sh, out, "lock\nec.encode -collection=ec -fullPercent=0 -quietFor=0s -force\nunlock")
-	wantLines(t, got, "done")
+	wantLines(t, got, "done", "interrupted encode")
 	vols, shards := ecShardCount(t, ctx, sh)
 	if vols == 0 || shards != vols*6 {
 		t.Fatalf("after ec.encode: %d EC volumes with %d shards in all\n%s", vols, shards, got)
@@ -215,7 +234,6 @@ func TestClusterErasureCoding(t *testing.T) {
 	if strings.Contains(mustRun(t, sh, out, "volume.list"), fmt.Sprintf("ec volume %d ", st.id)) {
 		t.Fatal("volume.list still shows shards of the decoded volume")
 	}
-	_ = erasure.DefaultScheme
 }
 
 // TestLostKeys: with data shards lost, exactly the needles whose records
