@@ -2,6 +2,7 @@ package topology
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 )
 
@@ -85,4 +86,45 @@ func (t *Topology) LookupEC(volumeID uint32) (EcVolume, bool) {
 		return EcVolume{}, false
 	}
 	return EcVolume{ID: volumeID, Collection: e.collection, Scheme: e.scheme, Holders: t.ecLocationsLocked(e)}, true
+}
+
+// EcVolumeStatus summarizes one erasure-coded volume for /cluster/status.
+type EcVolumeStatus struct {
+	ID         uint32 `json:"id"`
+	Collection string `json:"collection,omitempty"`
+	Scheme     string `json:"scheme"`
+	Shards     int    `json:"shards"`  // distinct shards on live servers
+	Total      int    `json:"total"`   // k+m
+	Missing    []int  `json:"missing"` // shard indexes no live server holds
+	Servers    int    `json:"servers"`
+	// Readable: at least k shards are present, so every file can be read.
+	Readable bool `json:"readable"`
+}
+
+// EcStatus lists the erasure-coded volumes, by id.
+func (t *Topology) EcStatus() []EcVolumeStatus {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make([]EcVolumeStatus, 0, len(t.ec))
+	for id, e := range t.ec {
+		var k, m int
+		fmt.Sscanf(e.scheme, "%d+%d", &k, &m)
+		var present uint32
+		for _, h := range e.holders {
+			present |= h.shards.Shards
+		}
+		st := EcVolumeStatus{ID: id, Collection: e.collection, Scheme: e.scheme, Total: k + m, Servers: len(e.holders), Missing: []int{}}
+		for i := range 32 {
+			switch {
+			case present&(1<<i) != 0:
+				st.Shards++
+			case i < k+m:
+				st.Missing = append(st.Missing, i)
+			}
+		}
+		st.Readable = k > 0 && st.Shards >= k
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b EcVolumeStatus) int { return cmp.Compare(a.ID, b.ID) })
+	return out
 }

@@ -62,7 +62,14 @@ func TestLookupFindsECHolders(t *testing.T) {
 	if !ok || ec.Scheme != "4+2" || ec.Collection != "c" {
 		t.Fatalf("LookupEC: %+v %v", ec, ok)
 	}
+	st := topo.EcStatus()
+	if len(st) != 1 || st[0].Shards != 6 || st[0].Total != 6 || len(st[0].Missing) != 0 || !st[0].Readable {
+		t.Fatalf("EcStatus: %+v", st)
+	}
 	topo.RemoveNode("a:1")
+	if st := topo.EcStatus(); len(st) != 1 || st[0].Shards != 3 || len(st[0].Missing) != 3 || st[0].Readable {
+		t.Fatalf("EcStatus with a holder gone: %+v", st)
+	}
 	topo.RemoveNode("b:1")
 	if _, err := topo.Lookup(9); err == nil {
 		t.Fatal("lookup after every holder left")
