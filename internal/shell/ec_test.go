@@ -234,6 +234,10 @@ func TestClusterErasureCoding(t *testing.T) {
 	if strings.Contains(mustRun(t, sh, out, "volume.list"), fmt.Sprintf("ec volume %d ", st.id)) {
 		t.Fatal("volume.list still shows shards of the decoded volume")
 	}
+
+	// collection.delete takes the EC volumes too.
+	wantLines(t, mustRun(t, sh, out, "lock\ncollection.delete -collection=ec -force\nunlock"), "deleted shards")
+	testutil.WaitFor(t, 10*time.Second, func() bool { n, _ := ecShardCount(t, ctx, sh); return n == 0 }, "no EC volume left")
 }
 
 // TestLostKeys: with data shards lost, exactly the needles whose records
