@@ -45,6 +45,13 @@ type BatchFetcher interface {
 	FetchVerified(ctx context.Context, shards []int, off, n int64) ([][]byte, []error)
 }
 
+// ReconstructionSink is a Fetcher that wants to see what ReadRange
+// reconstructed (whole verified blocks of shard at off), e.g. to cache it:
+// an EC volume never changes, so a rebuilt block stays right.
+type ReconstructionSink interface {
+	Reconstructed(shard int, off int64, b []byte)
+}
+
 // FetchFunc adapts a function to Fetcher.
 type FetchFunc func(ctx context.Context, shard int, off, n int64, verify bool) ([]byte, error)
 
@@ -167,6 +174,9 @@ func ReadRange(ctx context.Context, l Layout, fetch Fetcher, off, n int64, avoid
 		bad |= more
 		if err != nil {
 			return nil, bad, err
+		}
+		if sink, ok := fetch.(ReconstructionSink); ok {
+			sink.Reconstructed(e.Shard, start, rec[e.Shard])
 		}
 		out = append(out, rec[e.Shard][e.Off-start:e.Off-start+e.Len]...)
 	}

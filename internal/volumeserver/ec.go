@@ -169,8 +169,21 @@ func (e *ecSource) prefer(ctx context.Context) []int {
 	return out
 }
 
+// Reconstructed implements erasure.ReconstructionSink: rebuilt blocks are
+// cached for the next reads of the same blocks.
+func (e *ecSource) Reconstructed(shard int, off int64, b []byte) {
+	e.s.ecCache.put(e.vid, shard, off, b)
+}
+
 // Fetch implements erasure.Fetcher.
 func (e *ecSource) Fetch(ctx context.Context, shard int, off, n int64, verify bool) ([]byte, error) {
+	if !verify && !e.local(shard) {
+		// A block rebuilt before (its shard is lost here and there) was
+		// verified when it was rebuilt.
+		if b, ok := e.s.ecCache.get(e.vid, shard, off, n); ok {
+			return b, nil
+		}
+	}
 	if e.local(shard) {
 		b, err := e.vol().ReadLocal(shard, off, n, verify)
 		if err == nil || !errors.Is(err, erasure.ErrShardUnavailable) {
