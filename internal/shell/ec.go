@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kelpfs/kelp/internal/erasure"
@@ -379,6 +381,58 @@ type ecState struct {
 	scheme     erasure.Scheme
 	holders    map[string]erasure.ShardSet
 	present    erasure.ShardSet
+	down       []string // holders the master still lists that did not answer (probeECHolders)
+}
+
+// ecProbeTimeout bounds the liveness probe of one shard holder.
+const ecProbeTimeout = 3 * time.Second
+
+// probeECHolders asks every holder which shards of each volume it serves
+// (EcVerify of no shard): a holder the master still lists but that does not
+// answer (killed moments ago) is dropped, its shards counted as missing, and
+// the answers replace the heartbeats' word.
+func (s *Shell) probeECHolders(ctx context.Context, v *view, states []ecState) []ecState {
+	alive := map[string]bool{}
+	for i := range states {
+		st := &states[i]
+		st.present = 0
+		for _, url := range slices.Sorted(maps.Keys(st.holders)) {
+			ok, seen := alive[url]
+			var have erasure.ShardSet
+			if !seen || ok {
+				pctx, cancel := context.WithTimeout(ctx, ecProbeTimeout)
+				vc, err := s.volumeClient(v, url)
+				var resp *volumepb.EcShardsResponse
+				if err == nil {
+					resp, err = vc.EcVerify(pctx, &volumepb.EcShardsRequest{VolumeId: st.id})
+				}
+				cancel()
+				switch {
+				case err == nil:
+					alive[url] = true
+					for _, i := range resp.GetShardIds() {
+						have = have.With(int(i))
+					}
+				case status.Code(err) == codes.NotFound:
+					alive[url] = true // up, but holds no part of this volume any more
+				default:
+					alive[url] = false
+				}
+			}
+			if !alive[url] {
+				st.down = append(st.down, url)
+				delete(st.holders, url)
+				continue
+			}
+			if have == 0 {
+				delete(st.holders, url)
+				continue
+			}
+			st.holders[url] = have
+			st.present |= have
+		}
+	}
+	return states
 }
 
 func (v *view) ecStates(collection string) []ecState {
@@ -436,7 +490,17 @@ func setupECRebuild(fs *flag.FlagSet) runFunc {
 		}
 		var jobs []job
 		var lost []string
-		for _, st := range v.ecStates(*collection) {
+		states := s.probeECHolders(ctx, v, v.ecStates(*collection))
+		dead := map[string]bool{}
+		for _, st := range states {
+			for _, url := range st.down {
+				dead[url] = true
+			}
+		}
+		for url := range dead {
+			fmt.Fprintf(s.out, "holder %s does not answer: its shards count as missing\n", url)
+		}
+		for _, st := range states {
 			miss := st.missing()
 			if miss == 0 {
 				continue
@@ -449,6 +513,9 @@ func setupECRebuild(fs *flag.FlagSet) runFunc {
 			p := topology.NewShardPlacer(v.snapshot(), load)
 			for url, sh := range st.holders {
 				p.Hold(url, sh.Count())
+			}
+			for url := range dead {
+				p.Exclude(url)
 			}
 			target := map[string]erasure.ShardSet{}
 			for _, i := range miss.List() {
@@ -466,7 +533,7 @@ func setupECRebuild(fs *flag.FlagSet) runFunc {
 		}
 		if *force {
 			// A holder that was down missed the deletes made meanwhile.
-			if err := s.syncJournals(ctx, v, *collection); err != nil {
+			if err := s.syncJournals(ctx, v, states); err != nil {
 				return err
 			}
 		}
@@ -593,10 +660,10 @@ func readECFile(ctx context.Context, vc volumepb.VolumeServerClient, vid uint32,
 
 // syncJournals merges the delete journals of every EC volume's holders into
 // each of them.
-func (s *Shell) syncJournals(ctx context.Context, v *view, collection string) error {
+func (s *Shell) syncJournals(ctx context.Context, v *view, states []ecState) error {
 	var errs []error
 	merged := uint64(0)
-	for _, st := range v.ecStates(collection) {
+	for _, st := range states {
 		if len(st.holders) < 2 {
 			continue
 		}
