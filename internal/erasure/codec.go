@@ -52,6 +52,13 @@ type ReconstructionSink interface {
 	Reconstructed(shard int, off int64, b []byte)
 }
 
+// ShardPreferrer is a Fetcher that knows which shards are cheapest to read
+// (held locally, holders alive); Reconstruct asks it, only when it has to
+// reconstruct, before the caller's prefer list.
+type ShardPreferrer interface {
+	PreferShards(ctx context.Context) []int
+}
+
 // FetchFunc adapts a function to Fetcher.
 type FetchFunc func(ctx context.Context, shard int, off, n int64, verify bool) ([]byte, error)
 
@@ -93,6 +100,9 @@ func Reconstruct(ctx context.Context, s Scheme, fetch Fetcher, off, n int64, wan
 	}
 	var order []int
 	seen := want | avoid
+	if p, ok := fetch.(ShardPreferrer); ok {
+		prefer = append(p.PreferShards(ctx), prefer...)
+	}
 	for _, i := range prefer {
 		if i >= 0 && i < s.Total() && !seen.Has(i) {
 			order = append(order, i)

@@ -28,8 +28,7 @@ const ecShardTimeout = 5 * time.Second
 // index, read from its data shard (here, or one range read from the holder),
 // reconstructed from k other shards when that fails.
 func (s *Server) handleECRead(w http.ResponseWriter, r *http.Request, id fid.FileID, ev *erasure.Volume) {
-	src := s.ecFetch(ev, nil)
-	rec, bad, err := ev.Read(r.Context(), id.Key, id.Cookie, src, src.prefer(r.Context()), time.Now())
+	rec, bad, err := ev.Read(r.Context(), id.Key, id.Cookie, s.ecFetch(ev, nil), nil, time.Now())
 	if bad != 0 {
 		s.log.Warn("EC shards failed a read; the needle was reconstructed from others",
 			"volume", id.Volume, "shards", bad.String(), "needle", id.String(), "err", err)
@@ -150,9 +149,10 @@ func (e *ecSource) noteFailure(ctx context.Context, url string, err error) {
 	}
 }
 
-// prefer orders the shards to read for a reconstruction: this server's
-// own, then those on holders that have not failed lately.
-func (e *ecSource) prefer(ctx context.Context) []int {
+// PreferShards implements erasure.ShardPreferrer: for a reconstruction,
+// this server's own shards first, then those on holders that have not
+// failed lately.
+func (e *ecSource) PreferShards(ctx context.Context) []int {
 	var out []int
 	if v := e.vol(); v != nil {
 		out = v.Shards().List()
