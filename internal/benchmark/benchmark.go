@@ -48,6 +48,14 @@ type Config struct {
 	// DropCaches is what Cold calls; nil means DropPageCache (Linux, root),
 	// checked before the write phase starts.
 	DropCaches func() error
+	// Save, when set, is a file that receives the list of files written
+	// (see files.go), so a later run can read the same files again.
+	Save string
+	// ReadsFrom, when set, skips the write phase and reads the files listed
+	// in this file (written by Save) instead: the same reads again, e.g.
+	// after `ec.encode` turned their volumes into EC volumes. N and Size
+	// come from the file.
+	ReadsFrom string
 }
 
 // written is what the write phase remembers of one file for the read phase.
@@ -84,6 +92,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Seed == 0 {
 		cfg.Seed = rand.Uint64()
 	}
+	var saved []written
+	if cfg.ReadsFrom != "" {
+		if saved, cfg.Size, err = loadFiles(cfg.ReadsFrom); err != nil {
+			return nil, err
+		}
+		cfg.N = len(saved)
+		cfg.Concurrency = min(cfg.Concurrency, max(cfg.N, 1))
+	}
 	fmt.Fprintf(cfg.Out, "Benchmark: %d files of %d bytes, concurrency %d, masters %s\n\n",
 		cfg.N, cfg.Size, cfg.Concurrency, strings.Join(cfg.Masters, ","))
 
@@ -97,13 +113,23 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	phase := func(name string) PhaseOptions {
 		return PhaseOptions{Name: name, Unit: "req", Concurrency: cfg.Concurrency, Progress: cfg.Progress, Logger: cfg.Logger}
 	}
-	rep.Write = RunPhase(ctx, phase("write"), cfg.N, func(w, i int) (int64, error) {
-		n, err := workers[w].write(ctx, b, i, &files[i])
-		return int64(n), err
-	})
-	PrintPhase(cfg.Out, "write", "requests", rep.Write)
-	if err := ctx.Err(); err != nil {
-		return rep, fmt.Errorf("benchmark: %w", err)
+	if saved != nil {
+		files = saved
+		fmt.Fprintf(cfg.Out, "Reading the files listed in %s again (no write phase)\n\n", cfg.ReadsFrom)
+	} else {
+		rep.Write = RunPhase(ctx, phase("write"), cfg.N, func(w, i int) (int64, error) {
+			n, err := workers[w].write(ctx, b, i, &files[i])
+			return int64(n), err
+		})
+		PrintPhase(cfg.Out, "write", "requests", rep.Write)
+		if err := ctx.Err(); err != nil {
+			return rep, fmt.Errorf("benchmark: %w", err)
+		}
+		if cfg.Save != "" {
+			if err := saveFiles(cfg.Save, cfg.Size, files); err != nil {
+				return rep, err
+			}
+		}
 	}
 
 	if cfg.Cold {
@@ -148,7 +174,7 @@ func (cfg *Config) normalize() error {
 	switch {
 	case len(cfg.Masters) == 0:
 		return fmt.Errorf("%w: no master address", ErrConfig)
-	case cfg.N <= 0:
+	case cfg.N <= 0 && cfg.ReadsFrom == "":
 		return fmt.Errorf("%w: the number of files must be positive, got %d", ErrConfig, cfg.N)
 	case cfg.Size < 0:
 		return fmt.Errorf("%w: negative file size %d", ErrConfig, cfg.Size)
@@ -164,7 +190,9 @@ func (cfg *Config) normalize() error {
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = 16
 	}
-	cfg.Concurrency = min(cfg.Concurrency, cfg.N)
+	if cfg.ReadsFrom == "" {
+		cfg.Concurrency = min(cfg.Concurrency, cfg.N)
+	}
 	if cfg.Out == nil {
 		cfg.Out = io.Discard
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -246,5 +247,30 @@ func BenchmarkRun(b *testing.B) {
 		}
 		b.ReportMetric(rep.Write.RequestsPerSec, "writes/s")
 		b.ReportMetric(rep.Read.RequestsPerSec, "reads/s")
+	}
+}
+
+// TestSaveAndReadAgain: --save lists the files written; --reads-from reads
+// exactly those again without writing; a bad list is a config error.
+func TestSaveAndReadAgain(t *testing.T) {
+	cl := clienttest.NewCluster(t, clienttest.Options{Servers: 2, Volumes: 4})
+	list := t.TempDir() + "/files"
+	if _, err := Run(context.Background(), Config{Masters: []string{cl.Master.URL}, N: 50, Size: 700, Save: list}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), Config{Masters: []string{cl.Master.URL}, ReadsFrom: list, Concurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Write.Requests != 0 || rep.Read.Requests != 50 || rep.Read.Failed != 0 {
+		t.Fatalf("read again: write %+v read %+v", rep.Write, rep.Read)
+	}
+	if n := cl.NeedleCount(); n != 50 {
+		t.Fatalf("%d needles after reading again, want 50", n)
+	}
+	bad := t.TempDir() + "/bad"
+	os.WriteFile(bad, []byte("not a list\n"), 0o644)
+	if _, err := Run(context.Background(), Config{Masters: []string{cl.Master.URL}, ReadsFrom: bad}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("a bad list: %v", err)
 	}
 }

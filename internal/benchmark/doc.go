@@ -13,7 +13,12 @@
 // measured per request (assign+upload for a write, lookup+GET+body for a read)
 // and kept in one preallocated slice, sorted once.
 //
+// Config.Save writes the list of files written (files.go: a header line,
+// then "<fid> <crc32c hex>" per file); Config.ReadsFrom skips the write
+// phase and reads such a list again, so the same reads can be measured
+// before and after a change of the cluster (erasure coding, a lost server).
+//
 // Who imports it: cli (the `benchmark` sub-command) and tests. It imports
-// client. It defines no on-disk format and leaves the files it wrote in the
-// cluster.
+// client. Its only file format is that list; it leaves the files it wrote in
+// the cluster.
 package benchmark

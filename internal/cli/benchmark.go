@@ -43,6 +43,8 @@ func newBenchmarkCommand(g *globalFlags) *cobra.Command {
 	fl.StringVar(&cfg.Replication, "replication", "", "replication code XYZ (default: the cluster's)")
 	fl.BoolVar(&cfg.JSON, "json", false, "print one JSON object with the results as the last line")
 	fl.BoolVar(&cfg.Cold, "cold", false, coldUsage)
+	fl.StringVar(&cfg.Save, "save", "", "write the list of files written to this file, for a later --reads-from")
+	fl.StringVar(&cfg.ReadsFrom, "reads-from", "", "skip writing; read the files listed by an earlier --save again (e.g. after ec.encode)")
 	cmd.AddCommand(newS3BenchmarkCommand(g))
 	return cmd
 }

@@ -98,6 +98,7 @@ type Client struct {
 	assignBatch   int
 	keys          keyBlocks
 	health        healthTable
+	routes        routeCache // EC volumes' route tables (ecroute.go)
 
 	mu    sync.RWMutex
 	cache map[uint32]cacheEntry

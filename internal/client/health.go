@@ -146,6 +146,14 @@ func (h *healthTable) order(locs []Location, now time.Time) (ordered []Location,
 	return ordered, probe
 }
 
+// suspect reports whether server failed and has not answered since.
+func (h *healthTable) suspect(server string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.servers[serverKey(server)]
+	return s != nil && s.failures > 0
+}
+
 // probed ends a probe of server: ok means it answered.
 func (h *healthTable) probed(server string, ok bool, now time.Time) {
 	h.mu.Lock()

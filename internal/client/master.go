@@ -40,6 +40,9 @@ type Location struct {
 	PublicURL  string `json:"publicUrl"`
 	DataCenter string `json:"dataCenter"`
 	Rack       string `json:"rack"`
+	// EcShards, for an erasure-coded volume: bit i set, shard i is there.
+	// Any holder answers reads of any needle of the volume.
+	EcShards uint32 `json:"ecShards,omitempty"`
 }
 
 type cacheEntry struct {

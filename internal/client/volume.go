@@ -10,6 +10,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -204,7 +205,7 @@ var quoteEscaper = strings.NewReplacer("\\", "\\\\", `"`, "\\\"", "\r", "", "\n"
 // A missing needle is ErrNotFound.
 func (c *Client) Get(ctx context.Context, id fid.FileID, rng *Range) (io.ReadCloser, ObjectInfo, error) {
 	var resp *http.Response
-	err := c.onLocations(ctx, id.Volume, func(loc Location, more bool) error {
+	err := c.onLocationsPrefer(ctx, id.Volume, id.Key, func(loc Location, more bool) error {
 		// With another replica to try, a silent one is given up on sooner.
 		within := time.Duration(0)
 		if more {
@@ -297,6 +298,21 @@ func (c *Client) Delete(ctx context.Context, id fid.FileID) error {
 	})
 }
 
+// preferFirst moves the location of url (if any) to the front of a copy of locs.
+func (c *Client) preferFirst(locs []Location, url string) []Location {
+	if url == "" || len(locs) < 2 || locs[0].URL == url {
+		return locs
+	}
+	i := slices.IndexFunc(locs, func(l Location) bool { return l.URL == url })
+	if i < 0 {
+		return locs
+	}
+	out := make([]Location, 0, len(locs))
+	out = append(out, locs[i])
+	out = append(out, locs[:i]...)
+	return append(out, locs[i+1:]...)
+}
+
 // onLocations runs try on volume vol's locations, healthiest first (see
 // health.go), until one succeeds; try's more says whether another location
 // is left to try after this one. A failure that another server cannot fix
@@ -306,6 +322,13 @@ func (c *Client) Delete(ctx context.Context, id fid.FileID) error {
 // prefers a real failure over a 404, because a replica that was not reached
 // might hold the needle.
 func (c *Client) onLocations(ctx context.Context, vol uint32, try func(loc Location, more bool) error) error {
+	return c.onLocationsPrefer(ctx, vol, 0, try)
+}
+
+// onLocationsPrefer is onLocations that, for a needle (key) of an
+// erasure-coded volume, tries the healthy holder of its data shard first
+// (see ecroute.go). key 0 means no preference.
+func (c *Client) onLocationsPrefer(ctx context.Context, vol uint32, key uint64, try func(loc Location, more bool) error) error {
 	locs, cached, err := c.lookup(ctx, vol)
 	if err != nil {
 		return err
@@ -314,6 +337,9 @@ func (c *Client) onLocations(ctx context.Context, vol uint32, try func(loc Locat
 	var notFound, failure error
 	for round := 0; ; round++ {
 		locs = c.orderLocations(locs)
+		if key != 0 {
+			locs = c.preferFirst(locs, c.preferEC(ctx, vol, key, locs))
+		}
 		left := 0
 		for _, loc := range locs {
 			if !tried[loc.URL] {

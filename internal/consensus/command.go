@@ -45,8 +45,11 @@ type setSettings struct {
 	VolumeSizeLimit    *uint64           `json:"volumeSizeLimit,omitempty"`
 	DefaultReplication *string           `json:"defaultReplication,omitempty"`
 	Collection         map[string]string `json:"collectionReplication,omitempty"` // "" value deletes
-	LockToken          uint64            `json:"lockToken,omitempty"`
-	Now                time.Time         `json:"now,omitzero"`
+	// EcScheme sets erasure-coding schemes by collection ("" = the cluster
+	// default); an empty scheme removes one.
+	EcScheme  map[string]string `json:"ecScheme,omitempty"`
+	LockToken uint64            `json:"lockToken,omitempty"`
+	Now       time.Time         `json:"now,omitzero"`
 }
 
 // acquireLock takes (Token 0) or renews (Token = the held token) the admin

@@ -110,6 +110,8 @@ type SettingsUpdate struct {
 	DefaultReplication *string
 	// CollectionReplication sets per-collection defaults; an empty code removes one.
 	CollectionReplication map[string]string
+	// EcScheme sets erasure-coding schemes by collection ("" = the default).
+	EcScheme map[string]string
 	// LockToken, when not 0, makes the change conditional: it is committed
 	// only if this token holds the admin lock at Now (else ErrNotLockOwner).
 	LockToken uint64
@@ -120,7 +122,7 @@ type SettingsUpdate struct {
 func (n *Node) UpdateSettings(ctx context.Context, u SettingsUpdate) error {
 	_, err := n.apply(ctx, cmdSetSettings, &setSettings{
 		VolumeSizeLimit: u.VolumeSizeLimit, DefaultReplication: u.DefaultReplication, Collection: u.CollectionReplication,
-		LockToken: u.LockToken, Now: u.Now,
+		EcScheme: u.EcScheme, LockToken: u.LockToken, Now: u.Now,
 	})
 	return err
 }

@@ -42,6 +42,9 @@ type Settings struct {
 	DefaultReplication string `json:"defaultReplication,omitempty"`
 	// CollectionReplication overrides DefaultReplication per collection.
 	CollectionReplication map[string]string `json:"collectionReplication,omitempty"`
+	// EcScheme is the erasure-coding scheme ("k+m") by collection; the key
+	// "" holds the cluster's default.
+	EcScheme map[string]string `json:"ecScheme,omitempty"`
 }
 
 // AdminLock is the shell's exclusive lock. Token grows on every new holder so
@@ -62,6 +65,7 @@ func (l AdminLock) check(token uint64, now time.Time) error {
 
 func (s State) clone() State {
 	s.Settings.CollectionReplication = maps.Clone(s.Settings.CollectionReplication)
+	s.Settings.EcScheme = maps.Clone(s.Settings.EcScheme)
 	return s
 }
 
@@ -139,6 +143,16 @@ func (s *State) apply(t commandType, body any) applyResult {
 				delete(s.Settings.CollectionReplication, coll)
 			} else {
 				s.Settings.CollectionReplication[coll] = code
+			}
+		}
+		for coll, scheme := range c.EcScheme {
+			if s.Settings.EcScheme == nil {
+				s.Settings.EcScheme = map[string]string{}
+			}
+			if scheme == "" {
+				delete(s.Settings.EcScheme, coll)
+			} else {
+				s.Settings.EcScheme[coll] = scheme
 			}
 		}
 		return applyResult{}

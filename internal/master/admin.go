@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/consensus"
+	"github.com/kelpfs/kelp/internal/erasure"
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
 	"github.com/kelpfs/kelp/internal/replication"
 	"github.com/kelpfs/kelp/internal/topology"
@@ -46,7 +47,7 @@ func (s *Server) releaseAdminLock(ctx context.Context, owner string, token uint6
 // of one collection; an empty replication changes nothing but still checks
 // the token. The lock is checked in the state machine, atomically with the
 // change. It returns the settings after the change.
-func (s *Server) configure(ctx context.Context, token uint64, collection, repl string) (consensus.Settings, error) {
+func (s *Server) configure(ctx context.Context, token uint64, collection, repl, ecScheme string) (consensus.Settings, error) {
 	if token == 0 {
 		return consensus.Settings{}, fmt.Errorf("%w: configure needs the admin lock (run lock first)", consensus.ErrNotLockOwner)
 	}
@@ -63,6 +64,13 @@ func (s *Server) configure(ctx context.Context, token uint64, collection, repl s
 			u.CollectionReplication = map[string]string{collection: canonical}
 		}
 	}
+	if ecScheme != "" {
+		sc, err := erasure.ParseScheme(ecScheme)
+		if err != nil {
+			return consensus.Settings{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+		u.EcScheme = map[string]string{collection: sc.String()}
+	}
 	if !s.cons.IsLeader() {
 		return consensus.Settings{}, s.notLeader()
 	}
@@ -70,7 +78,7 @@ func (s *Server) configure(ctx context.Context, token uint64, collection, repl s
 		return consensus.Settings{}, err
 	}
 	s.refreshSettings()
-	s.log.Info("settings changed", "collection", collection, "replication", repl)
+	s.log.Info("settings changed", "collection", collection, "replication", repl, "ecScheme", ecScheme)
 	return *s.currentSettings(), nil
 }
 
@@ -95,7 +103,7 @@ func (s *Server) topologyPB() *masterpb.TopologyResponse {
 	set := s.currentSettings()
 	resp := &masterpb.TopologyResponse{
 		VolumeSizeLimit: set.VolumeSizeLimit, DefaultReplication: set.DefaultReplication,
-		CollectionReplication: maps.Clone(set.CollectionReplication),
+		CollectionReplication: maps.Clone(set.CollectionReplication), EcScheme: maps.Clone(set.EcScheme),
 	}
 	for _, dc := range s.topo.Status().DataCenters {
 		pdc := &masterpb.DataCenter{Id: dc.Name}
@@ -141,11 +149,11 @@ func (g *grpcService) Configure(ctx context.Context, req *masterpb.ConfigureRequ
 	if resp, handled, err := forward(g.s, ctx, req, masterpb.MasterClient.Configure); handled {
 		return resp, err
 	}
-	set, err := g.s.configure(ctx, req.GetLockToken(), req.GetCollection(), req.GetReplication())
+	set, err := g.s.configure(ctx, req.GetLockToken(), req.GetCollection(), req.GetReplication(), req.GetEcScheme())
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	return &masterpb.ConfigureResponse{DefaultReplication: set.DefaultReplication, CollectionReplication: maps.Clone(set.CollectionReplication)}, nil
+	return &masterpb.ConfigureResponse{DefaultReplication: set.DefaultReplication, CollectionReplication: maps.Clone(set.CollectionReplication), EcScheme: maps.Clone(set.EcScheme)}, nil
 }
 
 func (g *grpcService) Topology(ctx context.Context, req *masterpb.TopologyRequest) (*masterpb.TopologyResponse, error) {
@@ -180,6 +188,8 @@ type lockJSON struct {
 type settingsJSON struct {
 	DefaultReplication    string            `json:"defaultReplication"`
 	CollectionReplication map[string]string `json:"collectionReplication,omitempty"`
+	// EcScheme: erasure-coding scheme by collection ("" = the default).
+	EcScheme map[string]string `json:"ecScheme,omitempty"`
 }
 
 func formUint(r *http.Request, name string) (uint64, error) {
@@ -233,12 +243,12 @@ func (s *Server) handleConfigure(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	set, err := s.configure(r.Context(), token, r.FormValue("collection"), r.FormValue("replication"))
+	set, err := s.configure(r.Context(), token, r.FormValue("collection"), r.FormValue("replication"), r.FormValue("ec"))
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, settingsJSON{DefaultReplication: set.DefaultReplication, CollectionReplication: set.CollectionReplication})
+	writeJSON(w, http.StatusOK, settingsJSON{DefaultReplication: set.DefaultReplication, CollectionReplication: set.CollectionReplication, EcScheme: set.EcScheme})
 }
 
 // topologyStatus is the body of GET /cluster/topology: the tree, the
@@ -248,5 +258,5 @@ func (s *Server) handleTopology(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, struct {
 		Topology topology.Status `json:"topology"`
 		settingsJSON
-	}{s.topo.Status(), settingsJSON{set.DefaultReplication, set.CollectionReplication}})
+	}{s.topo.Status(), settingsJSON{set.DefaultReplication, set.CollectionReplication, set.EcScheme}})
 }

@@ -21,7 +21,7 @@ type grpcService struct {
 func grpcError(err error) error { return status.Error(grpcCode(err), err.Error()) }
 
 func locationToPB(l topology.Location) *masterpb.Location {
-	return &masterpb.Location{Url: l.URL, PublicUrl: l.PublicURL, DataCenter: l.DataCenter, Rack: l.Rack, GrpcPort: uint32(l.GRPCPort)}
+	return &masterpb.Location{Url: l.URL, PublicUrl: l.PublicURL, DataCenter: l.DataCenter, Rack: l.Rack, GrpcPort: uint32(l.GRPCPort), EcShards: l.EcShards}
 }
 
 func (g *grpcService) Assign(ctx context.Context, req *masterpb.AssignRequest) (*masterpb.AssignResponse, error) {
@@ -69,6 +69,11 @@ func (g *grpcService) Lookup(ctx context.Context, req *masterpb.LookupRequest) (
 		}
 		for _, l := range locs {
 			vl.Locations = append(vl.Locations, locationToPB(l))
+			if l.EcShards != 0 && vl.EcScheme == "" {
+				if ec, ok := g.s.topo.LookupEC(vid); ok {
+					vl.EcScheme = ec.Scheme
+				}
+			}
 		}
 		resp.Volumes = append(resp.Volumes, vl)
 	}

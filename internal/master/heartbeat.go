@@ -136,6 +136,12 @@ func disksFromPB(disks []*masterpb.DiskInfo) []topology.Disk {
 			}
 			disk.Volumes = append(disk.Volumes, vol)
 		}
+		for _, e := range d.GetEcShards() {
+			disk.EcShards = append(disk.EcShards, topology.EcShards{
+				ID: e.GetId(), Collection: e.GetCollection(), Scheme: e.GetScheme(), Shards: e.GetShards(),
+				ShardSize: e.GetShardSize(), FileCount: e.GetFileCount(), DeleteCount: e.GetDeleteCount(),
+			})
+		}
 		out = append(out, disk)
 	}
 	return out
@@ -155,6 +161,12 @@ func disksToPB(disks []topology.Disk) []*masterpb.DiskInfo {
 				vi.ModifiedAtUnix = uint64(v.ModifiedAt.Unix())
 			}
 			di.Volumes = append(di.Volumes, vi)
+		}
+		for _, e := range d.EcShards {
+			di.EcShards = append(di.EcShards, &masterpb.EcShardInfo{
+				Id: e.ID, Collection: e.Collection, Scheme: e.Scheme, Shards: e.Shards,
+				ShardSize: e.ShardSize, FileCount: e.FileCount, DeleteCount: e.DeleteCount,
+			})
 		}
 		out = append(out, di)
 	}

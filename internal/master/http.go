@@ -127,12 +127,16 @@ type lookupLocation struct {
 	PublicURL  string `json:"publicUrl"`
 	DataCenter string `json:"dataCenter"`
 	Rack       string `json:"rack"`
+	// EcShards, for an erasure-coded volume: bit i set, shard i is there.
+	EcShards uint32 `json:"ecShards,omitempty"`
 }
 
 type lookupResponse struct {
 	VolumeID  string           `json:"volumeId"`
 	Locations []lookupLocation `json:"locations,omitempty"`
 	Error     string           `json:"error,omitempty"`
+	// EcScheme is "k+m" when the volume is erasure-coded.
+	EcScheme string `json:"ecScheme,omitempty"`
 }
 
 // parseVolumeParam accepts "3" or a whole file id "3,01637037d6".
@@ -172,7 +176,12 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, l := range locs {
-		resp.Locations = append(resp.Locations, lookupLocation{l.URL, l.PublicURL, l.DataCenter, l.Rack})
+		resp.Locations = append(resp.Locations, lookupLocation{l.URL, l.PublicURL, l.DataCenter, l.Rack, l.EcShards})
+		if l.EcShards != 0 && resp.EcScheme == "" {
+			if ec, ok := s.topo.LookupEC(vid); ok {
+				resp.EcScheme = ec.Scheme
+			}
+		}
 	}
 	writeJSON(w, http.StatusOK, resp)
 }

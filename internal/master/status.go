@@ -32,6 +32,9 @@ type ClusterStatus struct {
 	// AbandonedCopies are copies left by a failed volume growth whose
 	// delete failed; the master retries the delete every pulse.
 	AbandonedCopies []AbandonedCopy `json:"abandonedCopies,omitempty"`
+	// EcVolumes are the erasure-coded volumes: scheme, shards present and
+	// missing (docs/erasure-coding.md).
+	EcVolumes []topology.EcVolumeStatus `json:"ecVolumes,omitempty"`
 }
 
 // AdminLockStatus shows who holds the admin lock (never its token).
@@ -79,7 +82,7 @@ func (s *Server) clusterStatus(ctx context.Context) ClusterStatus {
 		CollectionRepl: set.CollectionReplication,
 		MaxVolumeID:    st.MaxVolumeID, PulseSeconds: s.cfg.PulseInterval.Seconds(),
 		VolumeServers: s.topo.Nodes(false), UnwritableVolumes: s.topo.Failures(),
-		AbandonedCopies: s.abandoned.list(),
+		AbandonedCopies: s.abandoned.list(), EcVolumes: s.topo.EcStatus(),
 	}
 	if st.Lock.Owner != "" && time.Now().Before(st.Lock.ExpiresAt) {
 		cs.AdminLock = &AdminLockStatus{Owner: st.Lock.Owner, ExpiresAt: st.Lock.ExpiresAt.UTC()}

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/kelpfs/kelp/internal/erasure"
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
 	"github.com/kelpfs/kelp/internal/replication"
 )
@@ -38,18 +39,22 @@ func clusterCommands() []command {
 					return err
 				}
 			}},
-		{name: "cluster.configure", summary: "set the default replication of the cluster or of one collection, at run time",
+		{name: "cluster.configure", summary: "set the default replication or erasure-coding scheme of the cluster or of one collection, at run time",
 			setup: func(fs *flag.FlagSet) runFunc {
 				code := fs.String("replication", "", "replication code XYZ (X other data centers, Y other racks, Z other servers)")
 				collection := fs.String("collection", "", "set the collection's default instead of the cluster's")
+				ec := fs.String("ec", "", "erasure-coding scheme k+m that ec.encode uses (e.g. 10+4, 6+3)")
 				return func(ctx context.Context, s *Shell, args []string) error {
 					if err := noArgs(args); err != nil {
 						return err
 					}
-					if *code == "" {
-						return fmt.Errorf("%w: -replication is required", ErrUsage)
+					if *code == "" && *ec == "" {
+						return fmt.Errorf("%w: -replication or -ec is required", ErrUsage)
 					}
-					if _, err := replication.Parse(*code); err != nil {
+					if _, err := replication.Parse(*code); *code != "" && err != nil {
+						return fmt.Errorf("%w: %w", ErrUsage, err)
+					}
+					if _, err := erasure.ParseScheme(*ec); *ec != "" && err != nil {
 						return fmt.Errorf("%w: %w", ErrUsage, err)
 					}
 					if err := s.requireLock(); err != nil {
@@ -57,16 +62,26 @@ func clusterCommands() []command {
 					}
 					var resp *masterpb.ConfigureResponse
 					err := s.conns.master(ctx, func(m masterpb.MasterClient) (err error) {
-						resp, err = m.Configure(ctx, &masterpb.ConfigureRequest{LockToken: s.lockToken(), Collection: *collection, Replication: *code})
+						resp, err = m.Configure(ctx, &masterpb.ConfigureRequest{LockToken: s.lockToken(), Collection: *collection, Replication: *code, EcScheme: *ec})
 						return err
 					})
 					if err != nil {
 						return fmt.Errorf("shell: configure: %w", err)
 					}
 					printReplicationSettings(s, resp.GetDefaultReplication(), resp.GetCollectionReplication())
+					printECSettings(s, resp.GetEcScheme())
 					return nil
 				}
 			}},
+	}
+}
+
+func printECSettings(s *Shell, schemes map[string]string) {
+	fmt.Fprintf(s.out, "default erasure coding: %s\n", orDefault(schemes[""], erasure.DefaultScheme.String()))
+	for _, c := range slices.Sorted(maps.Keys(schemes)) {
+		if c != "" {
+			fmt.Fprintf(s.out, "collection %q erasure coding: %s\n", c, schemes[c])
+		}
 	}
 }
 

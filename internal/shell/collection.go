@@ -93,10 +93,25 @@ func setupCollectionDelete(fs *flag.FlagSet) runFunc {
 				ids = append(ids, id)
 			}
 		}
-		if len(ids) == 0 {
+		ecVols := v.ecStates(*name)
+		if len(ids) == 0 && len(ecVols) == 0 {
 			return fmt.Errorf("%w: collection %q has no volumes", ErrNotFound, *name)
 		}
 		var errs []error
+		for _, st := range ecVols {
+			for _, u := range slices.Sorted(maps.Keys(st.holders)) {
+				if !*force {
+					fmt.Fprintf(s.out, "would delete shards [%s] of EC volume %d on %s\n", st.holders[u], st.id, u)
+					continue
+				}
+				if err := s.removeShards(ctx, v, st.id, []string{u}); err != nil {
+					errs = append(errs, err)
+					fmt.Fprintf(s.out, "EC volume %d on %s: %v\n", st.id, u, err)
+					continue
+				}
+				fmt.Fprintf(s.out, "deleted shards [%s] of EC volume %d on %s\n", st.holders[u], st.id, u)
+			}
+		}
 		for _, id := range ids {
 			for _, u := range v.holders(id) {
 				if !*force {

@@ -1,6 +1,8 @@
 // Package shell is Kelp's admin shell (`kelp shell`): an operator's commands
 // to look at the cluster and change it — the admin lock, cluster settings,
-// the volume tree, replication repair, balancing, vacuum, moves and deletes.
+// the volume tree, replication repair, balancing, vacuum, moves and deletes,
+// and erasure coding (ec.go: ec.encode, ec.rebuild, ec.balance, ec.decode;
+// shard placement comes from topology.ShardPlacer).
 //
 // It owns the command registry (shell.go: one table built explicitly in New,
 // no init registration), one file per command family (lock.go, cluster.go,
@@ -23,7 +25,8 @@
 // (`lock`); the lock is leased from the master and renewed in the background
 // by a goroutine owned by the Shell, stopped by `unlock` or Close. Dry runs
 // (volume.fix.replication, volume.balance, collection.delete without -force)
-// need no lock.
+// need no lock. ec.encode never deletes a volume's copies before every
+// shard is on its holder, verified there, and shown by the master.
 //
 // Safety of long operations: a copy marks every copy of the volume read-only
 // first (so the new copy is exact) and restores the ones that were writable

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kelpfs/kelp/internal/erasure"
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
 	"github.com/kelpfs/kelp/internal/pb/volumepb"
 	"github.com/kelpfs/kelp/internal/replication"
@@ -63,15 +64,49 @@ func setupVolumeList(fs *flag.FlagSet) runFunc {
 								fmt.Fprintf(s.out, "          %s\n", volumeLine(vol))
 							}
 						}
+						for _, e := range d.GetEcShards() {
+							if *collection == "" || e.GetCollection() == *collection {
+								fmt.Fprintf(s.out, "          %s\n", ecLine(e))
+							}
+						}
 					}
 				}
 			}
 		}
+		printECSummary(s, v, *collection)
 		// From the heartbeats alone, which is cheap; volume.fix.replication
 		// checks the copies live.
 		printDivergent(s, topology.FindDivergentCopies(v.snapshot(), time.Now(), 2*h.pulse), *collection, "by their last heartbeats")
 		return nil
 	}
+}
+
+// printECSummary lists the EC volumes with their scheme and the shards no
+// live server holds.
+func printECSummary(s *Shell, v *view, collection string) {
+	states := v.ecStates(collection)
+	if len(states) == 0 {
+		return
+	}
+	fmt.Fprintf(s.out, "EC volumes: %d\n", len(states))
+	for _, st := range states {
+		miss := st.missing()
+		state := "complete"
+		switch {
+		case st.present.Count() < st.scheme.Data:
+			state = fmt.Sprintf("missing shards [%s]: fewer than %d left, files in lost data shards are unreadable", miss, st.scheme.Data)
+		case miss != 0:
+			state = fmt.Sprintf("missing shards [%s] (%d): run ec.rebuild", miss, miss.Count())
+		}
+		fmt.Fprintf(s.out, "  ec volume %d  collection %q  scheme %s  shards %d/%d on %d servers  %s\n",
+			st.id, st.collection, st.scheme, st.present.Count(), st.scheme.Total(), len(st.holders), state)
+	}
+}
+
+func ecLine(e *masterpb.EcShardInfo) string {
+	shards := erasure.ShardSet(e.GetShards())
+	return fmt.Sprintf("ec volume %d  collection %q  scheme %s  shards [%s] (%d)  shard size %s  files %d  deleted %d",
+		e.GetId(), e.GetCollection(), e.GetScheme(), shards, shards.Count(), bytesString(e.GetShardSize()), e.GetFileCount(), e.GetDeleteCount())
 }
 
 func volumeLine(v *masterpb.VolumeInfo) string {

@@ -6,8 +6,11 @@
 // directly in the disk's directory as "<collection>_<id>.dat" (or "<id>.dat"
 // for the default collection) with its ".idx" and ".ckp" (see package
 // volume for those formats). A volume id is unique across the server's
-// disks. There is no other on-disk state: the set of volumes is whatever
-// .dat files the directories hold.
+// disks. Erasure-coded volumes live there too, as "<base>.ecx" (index),
+// "<base>.ecj" (delete journal) and shard files "<base>.ecNN" (formats in
+// package erasure; ec.go encodes, imports, rebuilds, decodes and unmounts
+// them). There is no other on-disk state: the set of volumes is whatever
+// .dat and .ecx files the directories hold.
 //
 // Changes a master must hear about at once (a volume allocated, deleted,
 // marked read-only or writable, grown full, disabled by an I/O error,
@@ -16,5 +19,5 @@
 // never called with any store or volume lock held and may call back into
 // the Store.
 //
-// Imported by the volume server; imports volume, vfs and the leaves.
+// Imported by the volume server; imports volume, erasure, vfs and the leaves.
 package store

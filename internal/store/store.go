@@ -50,6 +50,7 @@ type DiskStatus struct {
 	MaxVolumes int
 	FreeBytes  uint64 // 0 when the FS cannot tell
 	Volumes    []volume.Stats
+	EcShards   []EcStatus
 }
 
 // VacuumResult describes a Vacuum call.
@@ -78,7 +79,8 @@ type Store struct {
 
 	mu        sync.RWMutex
 	volumes   map[uint32]*entry
-	importing map[uint32]bool // ids whose copy is arriving (Import)
+	ec        map[uint32]*ecEntry // erasure-coded volumes with shards here
+	importing map[uint32]bool     // ids whose copy is arriving (Import)
 	closed    bool
 
 	// sizeLimit is read when a volume opens (also during Import, without
@@ -104,7 +106,7 @@ func New(cfg Config) (*Store, error) {
 		return nil, errors.New("store: no disks configured")
 	}
 	s := &Store{
-		cfg: cfg, log: cfg.Logger, volumes: map[uint32]*entry{},
+		cfg: cfg, log: cfg.Logger, volumes: map[uint32]*entry{}, ec: map[uint32]*ecEntry{},
 		notifyCh: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
 	s.sizeLimit.Store(cfg.VolumeSizeLimit)
@@ -142,6 +144,7 @@ func New(cfg Config) (*Store, error) {
 				}
 				results[i] = append(results[i], loaded{d, v})
 			}
+			s.loadEC(d, names)
 		}()
 	}
 	wg.Wait()
@@ -347,6 +350,7 @@ func (s *Store) Status() []DiskStatus {
 			ds.Volumes = append(ds.Volumes, v.Stats())
 		}
 		sort.Slice(ds.Volumes, func(i, j int) bool { return ds.Volumes[i].ID < ds.Volumes[j].ID })
+		ds.EcShards = s.ecStatus(d)
 		out = append(out, ds)
 	}
 	return out
@@ -387,8 +391,15 @@ func (s *Store) closeAll() error {
 	s.mu.Lock()
 	vols := s.volumes
 	s.volumes = map[uint32]*entry{}
+	ecs := s.ec
+	s.ec = map[uint32]*ecEntry{}
 	s.mu.Unlock()
 	var errs []error
+	for _, e := range ecs {
+		if err := e.v.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, e := range vols {
 		if err := e.v.Close(); err != nil {
 			errs = append(errs, err)

@@ -51,6 +51,20 @@ type Disk struct {
 	MaxVolumes int      `json:"maxVolumes"`
 	FreeBytes  uint64   `json:"freeBytes"`
 	Volumes    []Volume `json:"volumes"`
+	// EcShards are the erasure-coded volumes with shards on this disk. They
+	// take no volume slot: a shard is 1/k of a volume.
+	EcShards []EcShards `json:"ecShards,omitempty"`
+}
+
+// EcShards is one erasure-coded volume's shards on one disk.
+type EcShards struct {
+	ID          uint32 `json:"id"`
+	Collection  string `json:"collection,omitempty"`
+	Scheme      string `json:"scheme"`    // "k+m"
+	Shards      uint32 `json:"shards"`    // bit i: shard i is here
+	ShardSize   uint64 `json:"shardSize"` // bytes of one shard file
+	FileCount   uint64 `json:"fileCount"`
+	DeleteCount uint64 `json:"deleteCount"`
 }
 
 // freeSlots is how many more volumes the disk may hold.
@@ -75,6 +89,8 @@ type Location struct {
 	DataCenter string `json:"dataCenter"`
 	Rack       string `json:"rack"`
 	GRPCPort   int    `json:"grpcPort,omitempty"`
+	// EcShards, for an erasure-coded volume: bit i set, shard i is here.
+	EcShards uint32 `json:"ecShards,omitempty"`
 }
 
 // LayoutKey names a volume layout.
@@ -111,6 +127,7 @@ type Topology struct {
 	nodes     map[string]*node
 	volumes   map[uint32]*volumeEntry
 	layouts   map[LayoutKey]*layout
+	ec        map[uint32]*ecEntry
 	failures  map[uint32]failure
 	// unreachable are live nodes the master cannot reach (see SetReachable).
 	unreachable map[string]unreachableMark
@@ -186,6 +203,7 @@ func New(opts Options) *Topology {
 		nodes:       map[string]*node{},
 		volumes:     map[uint32]*volumeEntry{},
 		layouts:     map[LayoutKey]*layout{},
+		ec:          map[uint32]*ecEntry{},
 	}
 }
 
@@ -228,6 +246,10 @@ func (t *Topology) UpdateNode(info NodeInfo, now time.Time) (maxVolumeID uint32)
 			t.attach(n, v, affected)
 			maxVolumeID = max(maxVolumeID, v.ID)
 			vids = append(vids, v.ID)
+		}
+		for _, e := range n.info.Disks[di].EcShards {
+			t.attachEC(n, e)
+			maxVolumeID = max(maxVolumeID, e.ID)
 		}
 	}
 	if len(t.failures) > 0 {
@@ -288,6 +310,7 @@ func normalize(info NodeInfo) NodeInfo {
 	disks := make([]Disk, len(info.Disks))
 	for i, d := range info.Disks {
 		d.Volumes = slices.Clone(d.Volumes)
+		d.EcShards = slices.Clone(d.EcShards)
 		disks[i] = d
 	}
 	info.Disks = disks
@@ -358,6 +381,7 @@ func (t *Topology) attach(n *node, v Volume, affected map[LayoutKey]bool) {
 }
 
 func (t *Topology) detach(n *node, affected map[LayoutKey]bool) {
+	t.detachEC(n)
 	for di := range n.info.Disks {
 		for _, v := range n.info.Disks[di].Volumes {
 			e := t.volumes[v.ID]
@@ -384,6 +408,9 @@ func (t *Topology) Lookup(volumeID uint32) ([]Location, error) {
 	defer t.mu.RUnlock()
 	e := t.volumes[volumeID]
 	if e == nil {
+		if ec := t.ec[volumeID]; ec != nil {
+			return t.ecLocationsLocked(ec), nil
+		}
 		return nil, fmt.Errorf("%w: volume %d", ErrVolumeNotFound, volumeID)
 	}
 	locs := make([]Location, 0, len(e.copies))

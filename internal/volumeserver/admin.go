@@ -111,6 +111,9 @@ const copyChunk = 1 << 20
 
 // ReadVolumeFile streams a volume's .dat as it is now (see volume.OpenData).
 func (a *adminServer) ReadVolumeFile(req *volumepb.ReadVolumeFileRequest, stream volumepb.VolumeServer_ReadVolumeFileServer) error {
+	if isECExt(req.Ext) {
+		return a.readECFile(req, stream)
+	}
 	if req.Ext != ".dat" {
 		return status.Errorf(codes.InvalidArgument, "only .dat can be read, not %q: the index is rebuilt from it", req.Ext)
 	}

@@ -30,6 +30,9 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /status", s.handleStatus)
+	mux.HandleFunc("GET /ec/shard", s.handleShardRead)
+	mux.HandleFunc("GET /ec/routes", s.handleRoutes)
+	mux.HandleFunc("GET /ec/shards", s.handleShardsRead)
 	mux.HandleFunc("/", s.handleFile)
 	return mux
 }
@@ -62,6 +65,12 @@ func (s *Server) volumeFor(w http.ResponseWriter, id fid.FileID) (*volume.Volume
 }
 
 func (s *Server) handleRead(w http.ResponseWriter, r *http.Request, id fid.FileID) {
+	if _, ok := s.store.Volume(id.Volume); !ok {
+		if ev, ok := s.store.EcVolume(id.Volume); ok {
+			s.handleECRead(w, r, id, ev)
+			return
+		}
+	}
 	v, ok := s.volumeFor(w, id)
 	if !ok {
 		return
@@ -157,6 +166,12 @@ type uploadResponse struct {
 }
 
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, id fid.FileID) {
+	if _, ok := s.store.Volume(id.Volume); !ok {
+		if ev, ok := s.store.EcVolume(id.Volume); ok {
+			s.handleECDelete(w, r, id, ev)
+			return
+		}
+	}
 	if _, ok := s.store.Volume(id.Volume); !ok && isReplicaRequest(r) {
 		// The primary takes a replica's 404 as "this copy never had the
 		// needle" and reports the delete done; a server without the whole

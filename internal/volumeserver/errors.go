@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/kelpfs/kelp/internal/erasure"
 	"github.com/kelpfs/kelp/internal/needle"
 	"github.com/kelpfs/kelp/internal/store"
 	"github.com/kelpfs/kelp/internal/volume"
@@ -47,6 +48,7 @@ var statusTable = []struct {
 	{io.ErrUnexpectedEOF, http.StatusBadRequest},
 	{volume.ErrBroken, http.StatusServiceUnavailable},
 	{ErrNotEnoughCopies, http.StatusServiceUnavailable},
+	{erasure.ErrTooFewShards, http.StatusServiceUnavailable},
 	{volume.ErrClosed, http.StatusServiceUnavailable},
 	{store.ErrClosed, http.StatusServiceUnavailable},
 }

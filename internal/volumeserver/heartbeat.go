@@ -153,6 +153,12 @@ func (s *Server) heartbeat() *masterpb.HeartbeatRequest {
 				ModifiedAtUnix: uint64(v.ModifiedAt.Unix()),
 			})
 		}
+		for _, e := range d.EcShards {
+			disk.EcShards = append(disk.EcShards, &masterpb.EcShardInfo{
+				Id: e.ID, Collection: e.Collection, Scheme: e.Scheme.String(), Shards: uint32(e.Shards),
+				ShardSize: uint64(e.ShardSize), FileCount: uint64(e.FileCount), DeleteCount: uint64(e.DeleteCount),
+			})
+		}
 		hb.Disks = append(hb.Disks, disk)
 	}
 	return hb

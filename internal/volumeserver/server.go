@@ -66,6 +66,10 @@ type Server struct {
 	client *client.Client // locates the other copies of replicated volumes
 	http   *http.Client   // forwards replicated writes
 	conns  pb.ConnPool    // admin connections to other volume servers
+	// ecSuspects: EC shard holders (URL) whose reads failed, skipped until
+	// the time stored (ec.go).
+	ecSuspects sync.Map
+	ecCache    *blockCache // reconstructed EC blocks (eccache.go)
 
 	mu        sync.Mutex
 	master    string // master currently holding the heartbeat stream
@@ -94,7 +98,7 @@ func New(cfg Config) (*Server, error) {
 	if len(cfg.Disks) == 0 {
 		return nil, errors.New("volumeserver: no disk directory given")
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("service", "volume"), changed: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("service", "volume"), changed: make(chan struct{}, 1), ecCache: newBlockCache(ecCacheBytes)}
 	s.heartbeatSeq.Store(uint64(time.Now().UnixNano()))
 	if len(cfg.Masters) > 0 {
 		// Copies move rarely, but when they do a stale location fails the write

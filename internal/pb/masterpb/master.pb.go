@@ -226,8 +226,11 @@ type ConfigureRequest struct {
 	LockToken uint64                 `protobuf:"varint,1,opt,name=lock_token,json=lockToken,proto3" json:"lock_token,omitempty"`
 	// Sets the default replication of the cluster (collection empty) or of one
 	// collection. Empty replication leaves it unchanged.
-	Collection    string `protobuf:"bytes,2,opt,name=collection,proto3" json:"collection,omitempty"`
-	Replication   string `protobuf:"bytes,3,opt,name=replication,proto3" json:"replication,omitempty"`
+	Collection  string `protobuf:"bytes,2,opt,name=collection,proto3" json:"collection,omitempty"`
+	Replication string `protobuf:"bytes,3,opt,name=replication,proto3" json:"replication,omitempty"`
+	// Sets the erasure-coding scheme "k+m" of the cluster (collection empty)
+	// or of one collection, used by ec.encode. Empty leaves it unchanged.
+	EcScheme      string `protobuf:"bytes,4,opt,name=ec_scheme,json=ecScheme,proto3" json:"ec_scheme,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -283,10 +286,18 @@ func (x *ConfigureRequest) GetReplication() string {
 	return ""
 }
 
+func (x *ConfigureRequest) GetEcScheme() string {
+	if x != nil {
+		return x.EcScheme
+	}
+	return ""
+}
+
 type ConfigureResponse struct {
 	state                 protoimpl.MessageState `protogen:"open.v1"`
 	DefaultReplication    string                 `protobuf:"bytes,1,opt,name=default_replication,json=defaultReplication,proto3" json:"default_replication,omitempty"`
 	CollectionReplication map[string]string      `protobuf:"bytes,2,rep,name=collection_replication,json=collectionReplication,proto3" json:"collection_replication,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	EcScheme              map[string]string      `protobuf:"bytes,3,rep,name=ec_scheme,json=ecScheme,proto3" json:"ec_scheme,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // by collection; "" is the default
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache
 }
@@ -335,6 +346,13 @@ func (x *ConfigureResponse) GetCollectionReplication() map[string]string {
 	return nil
 }
 
+func (x *ConfigureResponse) GetEcScheme() map[string]string {
+	if x != nil {
+		return x.EcScheme
+	}
+	return nil
+}
+
 type TopologyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -377,6 +395,7 @@ type TopologyResponse struct {
 	VolumeSizeLimit       uint64                 `protobuf:"varint,2,opt,name=volume_size_limit,json=volumeSizeLimit,proto3" json:"volume_size_limit,omitempty"`
 	DefaultReplication    string                 `protobuf:"bytes,3,opt,name=default_replication,json=defaultReplication,proto3" json:"default_replication,omitempty"`
 	CollectionReplication map[string]string      `protobuf:"bytes,4,rep,name=collection_replication,json=collectionReplication,proto3" json:"collection_replication,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	EcScheme              map[string]string      `protobuf:"bytes,5,rep,name=ec_scheme,json=ecScheme,proto3" json:"ec_scheme,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // by collection; "" is the default
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache
 }
@@ -435,6 +454,13 @@ func (x *TopologyResponse) GetDefaultReplication() string {
 func (x *TopologyResponse) GetCollectionReplication() map[string]string {
 	if x != nil {
 		return x.CollectionReplication
+	}
+	return nil
+}
+
+func (x *TopologyResponse) GetEcScheme() map[string]string {
+	if x != nil {
+		return x.EcScheme
 	}
 	return nil
 }
@@ -836,6 +862,7 @@ type DiskInfo struct {
 	MaxVolumes    uint32                 `protobuf:"varint,2,opt,name=max_volumes,json=maxVolumes,proto3" json:"max_volumes,omitempty"`
 	FreeBytes     uint64                 `protobuf:"varint,3,opt,name=free_bytes,json=freeBytes,proto3" json:"free_bytes,omitempty"`
 	Volumes       []*VolumeInfo          `protobuf:"bytes,4,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	EcShards      []*EcShardInfo         `protobuf:"bytes,5,rep,name=ec_shards,json=ecShards,proto3" json:"ec_shards,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -898,6 +925,106 @@ func (x *DiskInfo) GetVolumes() []*VolumeInfo {
 	return nil
 }
 
+func (x *DiskInfo) GetEcShards() []*EcShardInfo {
+	if x != nil {
+		return x.EcShards
+	}
+	return nil
+}
+
+// EcShardInfo is one erasure-coded volume's shards on one disk.
+type EcShardInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Collection    string                 `protobuf:"bytes,2,opt,name=collection,proto3" json:"collection,omitempty"`
+	Scheme        string                 `protobuf:"bytes,3,opt,name=scheme,proto3" json:"scheme,omitempty"`                               // "k+m"
+	Shards        uint32                 `protobuf:"varint,4,opt,name=shards,proto3" json:"shards,omitempty"`                              // bit i set: shard i is here
+	ShardSize     uint64                 `protobuf:"varint,5,opt,name=shard_size,json=shardSize,proto3" json:"shard_size,omitempty"`       // bytes of one shard file
+	FileCount     uint64                 `protobuf:"varint,6,opt,name=file_count,json=fileCount,proto3" json:"file_count,omitempty"`       // live needles when encoded
+	DeleteCount   uint64                 `protobuf:"varint,7,opt,name=delete_count,json=deleteCount,proto3" json:"delete_count,omitempty"` // needles deleted since
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EcShardInfo) Reset() {
+	*x = EcShardInfo{}
+	mi := &file_master_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EcShardInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EcShardInfo) ProtoMessage() {}
+
+func (x *EcShardInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EcShardInfo.ProtoReflect.Descriptor instead.
+func (*EcShardInfo) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *EcShardInfo) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *EcShardInfo) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *EcShardInfo) GetScheme() string {
+	if x != nil {
+		return x.Scheme
+	}
+	return ""
+}
+
+func (x *EcShardInfo) GetShards() uint32 {
+	if x != nil {
+		return x.Shards
+	}
+	return 0
+}
+
+func (x *EcShardInfo) GetShardSize() uint64 {
+	if x != nil {
+		return x.ShardSize
+	}
+	return 0
+}
+
+func (x *EcShardInfo) GetFileCount() uint64 {
+	if x != nil {
+		return x.FileCount
+	}
+	return 0
+}
+
+func (x *EcShardInfo) GetDeleteCount() uint64 {
+	if x != nil {
+		return x.DeleteCount
+	}
+	return 0
+}
+
 type VolumeInfo struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Id             uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -917,7 +1044,7 @@ type VolumeInfo struct {
 
 func (x *VolumeInfo) Reset() {
 	*x = VolumeInfo{}
-	mi := &file_master_proto_msgTypes[15]
+	mi := &file_master_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +1056,7 @@ func (x *VolumeInfo) String() string {
 func (*VolumeInfo) ProtoMessage() {}
 
 func (x *VolumeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[15]
+	mi := &file_master_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +1069,7 @@ func (x *VolumeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeInfo.ProtoReflect.Descriptor instead.
 func (*VolumeInfo) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{15}
+	return file_master_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *VolumeInfo) GetId() uint32 {
@@ -1032,7 +1159,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_master_proto_msgTypes[16]
+	mi := &file_master_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1171,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[16]
+	mi := &file_master_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1184,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{16}
+	return file_master_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HeartbeatResponse) GetVolumeSizeLimit() uint64 {
@@ -1087,7 +1214,7 @@ type AssignRequest struct {
 
 func (x *AssignRequest) Reset() {
 	*x = AssignRequest{}
-	mi := &file_master_proto_msgTypes[17]
+	mi := &file_master_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1226,7 @@ func (x *AssignRequest) String() string {
 func (*AssignRequest) ProtoMessage() {}
 
 func (x *AssignRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[17]
+	mi := &file_master_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1239,7 @@ func (x *AssignRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignRequest.ProtoReflect.Descriptor instead.
 func (*AssignRequest) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{17}
+	return file_master_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AssignRequest) GetCount() uint64 {
@@ -1163,7 +1290,7 @@ type AssignResponse struct {
 
 func (x *AssignResponse) Reset() {
 	*x = AssignResponse{}
-	mi := &file_master_proto_msgTypes[18]
+	mi := &file_master_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1302,7 @@ func (x *AssignResponse) String() string {
 func (*AssignResponse) ProtoMessage() {}
 
 func (x *AssignResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[18]
+	mi := &file_master_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1315,7 @@ func (x *AssignResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignResponse.ProtoReflect.Descriptor instead.
 func (*AssignResponse) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{18}
+	return file_master_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AssignResponse) GetFid() string {
@@ -1235,7 +1362,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_master_proto_msgTypes[19]
+	mi := &file_master_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1247,7 +1374,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[19]
+	mi := &file_master_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1260,7 +1387,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{19}
+	return file_master_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LookupRequest) GetVolumeIds() []uint32 {
@@ -1279,7 +1406,7 @@ type LookupResponse struct {
 
 func (x *LookupResponse) Reset() {
 	*x = LookupResponse{}
-	mi := &file_master_proto_msgTypes[20]
+	mi := &file_master_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1418,7 @@ func (x *LookupResponse) String() string {
 func (*LookupResponse) ProtoMessage() {}
 
 func (x *LookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[20]
+	mi := &file_master_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1431,7 @@ func (x *LookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
 func (*LookupResponse) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{20}
+	return file_master_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LookupResponse) GetVolumes() []*VolumeLocations {
@@ -1319,13 +1446,14 @@ type VolumeLocations struct {
 	VolumeId      uint32                 `protobuf:"varint,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
 	Locations     []*Location            `protobuf:"bytes,2,rep,name=locations,proto3" json:"locations,omitempty"`
 	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	EcScheme      string                 `protobuf:"bytes,4,opt,name=ec_scheme,json=ecScheme,proto3" json:"ec_scheme,omitempty"` // "k+m" when the volume is erasure-coded
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *VolumeLocations) Reset() {
 	*x = VolumeLocations{}
-	mi := &file_master_proto_msgTypes[21]
+	mi := &file_master_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1465,7 @@ func (x *VolumeLocations) String() string {
 func (*VolumeLocations) ProtoMessage() {}
 
 func (x *VolumeLocations) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[21]
+	mi := &file_master_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1478,7 @@ func (x *VolumeLocations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeLocations.ProtoReflect.Descriptor instead.
 func (*VolumeLocations) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{21}
+	return file_master_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *VolumeLocations) GetVolumeId() uint32 {
@@ -1374,6 +1502,13 @@ func (x *VolumeLocations) GetError() string {
 	return ""
 }
 
+func (x *VolumeLocations) GetEcScheme() string {
+	if x != nil {
+		return x.EcScheme
+	}
+	return ""
+}
+
 type Location struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
@@ -1381,13 +1516,14 @@ type Location struct {
 	DataCenter    string                 `protobuf:"bytes,3,opt,name=data_center,json=dataCenter,proto3" json:"data_center,omitempty"`
 	Rack          string                 `protobuf:"bytes,4,opt,name=rack,proto3" json:"rack,omitempty"`
 	GrpcPort      uint32                 `protobuf:"varint,5,opt,name=grpc_port,json=grpcPort,proto3" json:"grpc_port,omitempty"`
+	EcShards      uint32                 `protobuf:"varint,6,opt,name=ec_shards,json=ecShards,proto3" json:"ec_shards,omitempty"` // for an EC volume: bit i set, shard i is here
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Location) Reset() {
 	*x = Location{}
-	mi := &file_master_proto_msgTypes[22]
+	mi := &file_master_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1399,7 +1535,7 @@ func (x *Location) String() string {
 func (*Location) ProtoMessage() {}
 
 func (x *Location) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[22]
+	mi := &file_master_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1412,7 +1548,7 @@ func (x *Location) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Location.ProtoReflect.Descriptor instead.
 func (*Location) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{22}
+	return file_master_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Location) GetUrl() string {
@@ -1450,6 +1586,13 @@ func (x *Location) GetGrpcPort() uint32 {
 	return 0
 }
 
+func (x *Location) GetEcShards() uint32 {
+	if x != nil {
+		return x.EcShards
+	}
+	return 0
+}
+
 type ClusterStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1458,7 +1601,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_master_proto_msgTypes[23]
+	mi := &file_master_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1613,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[23]
+	mi := &file_master_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1626,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{23}
+	return file_master_proto_rawDescGZIP(), []int{24}
 }
 
 type ClusterStatusResponse struct {
@@ -1496,7 +1639,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_master_proto_msgTypes[24]
+	mi := &file_master_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1651,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[24]
+	mi := &file_master_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1664,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{24}
+	return file_master_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ClusterStatusResponse) GetJson() []byte {
@@ -1546,27 +1689,36 @@ const file_master_proto_rawDesc = "" +
 	"\x17ReleaseAdminLockRequest\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\"\x1a\n" +
-	"\x18ReleaseAdminLockResponse\"s\n" +
+	"\x18ReleaseAdminLockResponse\"\x90\x01\n" +
 	"\x10ConfigureRequest\x12\x1d\n" +
 	"\n" +
 	"lock_token\x18\x01 \x01(\x04R\tlockToken\x12\x1e\n" +
 	"\n" +
 	"collection\x18\x02 \x01(\tR\n" +
 	"collection\x12 \n" +
-	"\vreplication\x18\x03 \x01(\tR\vreplication\"\x80\x02\n" +
+	"\vreplication\x18\x03 \x01(\tR\vreplication\x12\x1b\n" +
+	"\tec_scheme\x18\x04 \x01(\tR\becScheme\"\x88\x03\n" +
 	"\x11ConfigureResponse\x12/\n" +
 	"\x13default_replication\x18\x01 \x01(\tR\x12defaultReplication\x12p\n" +
-	"\x16collection_replication\x18\x02 \x03(\v29.kelp.master.ConfigureResponse.CollectionReplicationEntryR\x15collectionReplication\x1aH\n" +
+	"\x16collection_replication\x18\x02 \x03(\v29.kelp.master.ConfigureResponse.CollectionReplicationEntryR\x15collectionReplication\x12I\n" +
+	"\tec_scheme\x18\x03 \x03(\v2,.kelp.master.ConfigureResponse.EcSchemeEntryR\becScheme\x1aH\n" +
 	"\x1aCollectionReplicationEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
+	"\rEcSchemeEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x11\n" +
-	"\x0fTopologyRequest\"\xe6\x02\n" +
+	"\x0fTopologyRequest\"\xed\x03\n" +
 	"\x10TopologyResponse\x12:\n" +
 	"\fdata_centers\x18\x01 \x03(\v2\x17.kelp.master.DataCenterR\vdataCenters\x12*\n" +
 	"\x11volume_size_limit\x18\x02 \x01(\x04R\x0fvolumeSizeLimit\x12/\n" +
 	"\x13default_replication\x18\x03 \x01(\tR\x12defaultReplication\x12o\n" +
-	"\x16collection_replication\x18\x04 \x03(\v28.kelp.master.TopologyResponse.CollectionReplicationEntryR\x15collectionReplication\x1aH\n" +
+	"\x16collection_replication\x18\x04 \x03(\v28.kelp.master.TopologyResponse.CollectionReplicationEntryR\x15collectionReplication\x12H\n" +
+	"\tec_scheme\x18\x05 \x03(\v2+.kelp.master.TopologyResponse.EcSchemeEntryR\becScheme\x1aH\n" +
 	"\x1aCollectionReplicationEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
+	"\rEcSchemeEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"E\n" +
 	"\n" +
@@ -1600,14 +1752,27 @@ const file_master_proto_rawDesc = "" +
 	"dataCenter\x12\x12\n" +
 	"\x04rack\x18\x06 \x01(\tR\x04rack\x12+\n" +
 	"\x05disks\x18\a \x03(\v2\x15.kelp.master.DiskInfoR\x05disks\x12\x1a\n" +
-	"\bsequence\x18\b \x01(\x04R\bsequence\"\x8f\x01\n" +
+	"\bsequence\x18\b \x01(\x04R\bsequence\"\xc6\x01\n" +
 	"\bDiskInfo\x12\x10\n" +
 	"\x03dir\x18\x01 \x01(\tR\x03dir\x12\x1f\n" +
 	"\vmax_volumes\x18\x02 \x01(\rR\n" +
 	"maxVolumes\x12\x1d\n" +
 	"\n" +
 	"free_bytes\x18\x03 \x01(\x04R\tfreeBytes\x121\n" +
-	"\avolumes\x18\x04 \x03(\v2\x17.kelp.master.VolumeInfoR\avolumes\"\xcc\x02\n" +
+	"\avolumes\x18\x04 \x03(\v2\x17.kelp.master.VolumeInfoR\avolumes\x125\n" +
+	"\tec_shards\x18\x05 \x03(\v2\x18.kelp.master.EcShardInfoR\becShards\"\xce\x01\n" +
+	"\vEcShardInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\rR\x02id\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x02 \x01(\tR\n" +
+	"collection\x12\x16\n" +
+	"\x06scheme\x18\x03 \x01(\tR\x06scheme\x12\x16\n" +
+	"\x06shards\x18\x04 \x01(\rR\x06shards\x12\x1d\n" +
+	"\n" +
+	"shard_size\x18\x05 \x01(\x04R\tshardSize\x12\x1d\n" +
+	"\n" +
+	"file_count\x18\x06 \x01(\x04R\tfileCount\x12!\n" +
+	"\fdelete_count\x18\a \x01(\x04R\vdeleteCount\"\xcc\x02\n" +
 	"\n" +
 	"VolumeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x1e\n" +
@@ -1648,11 +1813,12 @@ const file_master_proto_rawDesc = "" +
 	"\n" +
 	"volume_ids\x18\x01 \x03(\rR\tvolumeIds\"H\n" +
 	"\x0eLookupResponse\x126\n" +
-	"\avolumes\x18\x01 \x03(\v2\x1c.kelp.master.VolumeLocationsR\avolumes\"y\n" +
+	"\avolumes\x18\x01 \x03(\v2\x1c.kelp.master.VolumeLocationsR\avolumes\"\x96\x01\n" +
 	"\x0fVolumeLocations\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\rR\bvolumeId\x123\n" +
 	"\tlocations\x18\x02 \x03(\v2\x15.kelp.master.LocationR\tlocations\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\x8d\x01\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x1b\n" +
+	"\tec_scheme\x18\x04 \x01(\tR\becScheme\"\xaa\x01\n" +
 	"\bLocation\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1d\n" +
 	"\n" +
@@ -1660,7 +1826,8 @@ const file_master_proto_rawDesc = "" +
 	"\vdata_center\x18\x03 \x01(\tR\n" +
 	"dataCenter\x12\x12\n" +
 	"\x04rack\x18\x04 \x01(\tR\x04rack\x12\x1b\n" +
-	"\tgrpc_port\x18\x05 \x01(\rR\bgrpcPort\"\x16\n" +
+	"\tgrpc_port\x18\x05 \x01(\rR\bgrpcPort\x12\x1b\n" +
+	"\tec_shards\x18\x06 \x01(\rR\becShards\"\x16\n" +
 	"\x14ClusterStatusRequest\"+\n" +
 	"\x15ClusterStatusResponse\x12\x12\n" +
 	"\x04json\x18\x01 \x01(\fR\x04json2\xf1\x05\n" +
@@ -1687,7 +1854,7 @@ func file_master_proto_rawDescGZIP() []byte {
 	return file_master_proto_rawDescData
 }
 
-var file_master_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_master_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_master_proto_goTypes = []any{
 	(*LeaseAdminLockRequest)(nil),       // 0: kelp.master.LeaseAdminLockRequest
 	(*LeaseAdminLockResponse)(nil),      // 1: kelp.master.LeaseAdminLockResponse
@@ -1704,54 +1871,60 @@ var file_master_proto_goTypes = []any{
 	(*ReportVolumeFailureResponse)(nil), // 12: kelp.master.ReportVolumeFailureResponse
 	(*HeartbeatRequest)(nil),            // 13: kelp.master.HeartbeatRequest
 	(*DiskInfo)(nil),                    // 14: kelp.master.DiskInfo
-	(*VolumeInfo)(nil),                  // 15: kelp.master.VolumeInfo
-	(*HeartbeatResponse)(nil),           // 16: kelp.master.HeartbeatResponse
-	(*AssignRequest)(nil),               // 17: kelp.master.AssignRequest
-	(*AssignResponse)(nil),              // 18: kelp.master.AssignResponse
-	(*LookupRequest)(nil),               // 19: kelp.master.LookupRequest
-	(*LookupResponse)(nil),              // 20: kelp.master.LookupResponse
-	(*VolumeLocations)(nil),             // 21: kelp.master.VolumeLocations
-	(*Location)(nil),                    // 22: kelp.master.Location
-	(*ClusterStatusRequest)(nil),        // 23: kelp.master.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),       // 24: kelp.master.ClusterStatusResponse
-	nil,                                 // 25: kelp.master.ConfigureResponse.CollectionReplicationEntry
-	nil,                                 // 26: kelp.master.TopologyResponse.CollectionReplicationEntry
+	(*EcShardInfo)(nil),                 // 15: kelp.master.EcShardInfo
+	(*VolumeInfo)(nil),                  // 16: kelp.master.VolumeInfo
+	(*HeartbeatResponse)(nil),           // 17: kelp.master.HeartbeatResponse
+	(*AssignRequest)(nil),               // 18: kelp.master.AssignRequest
+	(*AssignResponse)(nil),              // 19: kelp.master.AssignResponse
+	(*LookupRequest)(nil),               // 20: kelp.master.LookupRequest
+	(*LookupResponse)(nil),              // 21: kelp.master.LookupResponse
+	(*VolumeLocations)(nil),             // 22: kelp.master.VolumeLocations
+	(*Location)(nil),                    // 23: kelp.master.Location
+	(*ClusterStatusRequest)(nil),        // 24: kelp.master.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),       // 25: kelp.master.ClusterStatusResponse
+	nil,                                 // 26: kelp.master.ConfigureResponse.CollectionReplicationEntry
+	nil,                                 // 27: kelp.master.ConfigureResponse.EcSchemeEntry
+	nil,                                 // 28: kelp.master.TopologyResponse.CollectionReplicationEntry
+	nil,                                 // 29: kelp.master.TopologyResponse.EcSchemeEntry
 }
 var file_master_proto_depIdxs = []int32{
-	25, // 0: kelp.master.ConfigureResponse.collection_replication:type_name -> kelp.master.ConfigureResponse.CollectionReplicationEntry
-	8,  // 1: kelp.master.TopologyResponse.data_centers:type_name -> kelp.master.DataCenter
-	26, // 2: kelp.master.TopologyResponse.collection_replication:type_name -> kelp.master.TopologyResponse.CollectionReplicationEntry
-	9,  // 3: kelp.master.DataCenter.racks:type_name -> kelp.master.Rack
-	10, // 4: kelp.master.Rack.nodes:type_name -> kelp.master.Node
-	14, // 5: kelp.master.Node.disks:type_name -> kelp.master.DiskInfo
-	14, // 6: kelp.master.HeartbeatRequest.disks:type_name -> kelp.master.DiskInfo
-	15, // 7: kelp.master.DiskInfo.volumes:type_name -> kelp.master.VolumeInfo
-	22, // 8: kelp.master.AssignResponse.replicas:type_name -> kelp.master.Location
-	21, // 9: kelp.master.LookupResponse.volumes:type_name -> kelp.master.VolumeLocations
-	22, // 10: kelp.master.VolumeLocations.locations:type_name -> kelp.master.Location
-	13, // 11: kelp.master.Master.Heartbeat:input_type -> kelp.master.HeartbeatRequest
-	17, // 12: kelp.master.Master.Assign:input_type -> kelp.master.AssignRequest
-	19, // 13: kelp.master.Master.Lookup:input_type -> kelp.master.LookupRequest
-	23, // 14: kelp.master.Master.ClusterStatus:input_type -> kelp.master.ClusterStatusRequest
-	0,  // 15: kelp.master.Master.LeaseAdminLock:input_type -> kelp.master.LeaseAdminLockRequest
-	2,  // 16: kelp.master.Master.ReleaseAdminLock:input_type -> kelp.master.ReleaseAdminLockRequest
-	4,  // 17: kelp.master.Master.Configure:input_type -> kelp.master.ConfigureRequest
-	6,  // 18: kelp.master.Master.Topology:input_type -> kelp.master.TopologyRequest
-	11, // 19: kelp.master.Master.ReportVolumeFailure:input_type -> kelp.master.ReportVolumeFailureRequest
-	16, // 20: kelp.master.Master.Heartbeat:output_type -> kelp.master.HeartbeatResponse
-	18, // 21: kelp.master.Master.Assign:output_type -> kelp.master.AssignResponse
-	20, // 22: kelp.master.Master.Lookup:output_type -> kelp.master.LookupResponse
-	24, // 23: kelp.master.Master.ClusterStatus:output_type -> kelp.master.ClusterStatusResponse
-	1,  // 24: kelp.master.Master.LeaseAdminLock:output_type -> kelp.master.LeaseAdminLockResponse
-	3,  // 25: kelp.master.Master.ReleaseAdminLock:output_type -> kelp.master.ReleaseAdminLockResponse
-	5,  // 26: kelp.master.Master.Configure:output_type -> kelp.master.ConfigureResponse
-	7,  // 27: kelp.master.Master.Topology:output_type -> kelp.master.TopologyResponse
-	12, // 28: kelp.master.Master.ReportVolumeFailure:output_type -> kelp.master.ReportVolumeFailureResponse
-	20, // [20:29] is the sub-list for method output_type
-	11, // [11:20] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	26, // 0: kelp.master.ConfigureResponse.collection_replication:type_name -> kelp.master.ConfigureResponse.CollectionReplicationEntry
+	27, // 1: kelp.master.ConfigureResponse.ec_scheme:type_name -> kelp.master.ConfigureResponse.EcSchemeEntry
+	8,  // 2: kelp.master.TopologyResponse.data_centers:type_name -> kelp.master.DataCenter
+	28, // 3: kelp.master.TopologyResponse.collection_replication:type_name -> kelp.master.TopologyResponse.CollectionReplicationEntry
+	29, // 4: kelp.master.TopologyResponse.ec_scheme:type_name -> kelp.master.TopologyResponse.EcSchemeEntry
+	9,  // 5: kelp.master.DataCenter.racks:type_name -> kelp.master.Rack
+	10, // 6: kelp.master.Rack.nodes:type_name -> kelp.master.Node
+	14, // 7: kelp.master.Node.disks:type_name -> kelp.master.DiskInfo
+	14, // 8: kelp.master.HeartbeatRequest.disks:type_name -> kelp.master.DiskInfo
+	16, // 9: kelp.master.DiskInfo.volumes:type_name -> kelp.master.VolumeInfo
+	15, // 10: kelp.master.DiskInfo.ec_shards:type_name -> kelp.master.EcShardInfo
+	23, // 11: kelp.master.AssignResponse.replicas:type_name -> kelp.master.Location
+	22, // 12: kelp.master.LookupResponse.volumes:type_name -> kelp.master.VolumeLocations
+	23, // 13: kelp.master.VolumeLocations.locations:type_name -> kelp.master.Location
+	13, // 14: kelp.master.Master.Heartbeat:input_type -> kelp.master.HeartbeatRequest
+	18, // 15: kelp.master.Master.Assign:input_type -> kelp.master.AssignRequest
+	20, // 16: kelp.master.Master.Lookup:input_type -> kelp.master.LookupRequest
+	24, // 17: kelp.master.Master.ClusterStatus:input_type -> kelp.master.ClusterStatusRequest
+	0,  // 18: kelp.master.Master.LeaseAdminLock:input_type -> kelp.master.LeaseAdminLockRequest
+	2,  // 19: kelp.master.Master.ReleaseAdminLock:input_type -> kelp.master.ReleaseAdminLockRequest
+	4,  // 20: kelp.master.Master.Configure:input_type -> kelp.master.ConfigureRequest
+	6,  // 21: kelp.master.Master.Topology:input_type -> kelp.master.TopologyRequest
+	11, // 22: kelp.master.Master.ReportVolumeFailure:input_type -> kelp.master.ReportVolumeFailureRequest
+	17, // 23: kelp.master.Master.Heartbeat:output_type -> kelp.master.HeartbeatResponse
+	19, // 24: kelp.master.Master.Assign:output_type -> kelp.master.AssignResponse
+	21, // 25: kelp.master.Master.Lookup:output_type -> kelp.master.LookupResponse
+	25, // 26: kelp.master.Master.ClusterStatus:output_type -> kelp.master.ClusterStatusResponse
+	1,  // 27: kelp.master.Master.LeaseAdminLock:output_type -> kelp.master.LeaseAdminLockResponse
+	3,  // 28: kelp.master.Master.ReleaseAdminLock:output_type -> kelp.master.ReleaseAdminLockResponse
+	5,  // 29: kelp.master.Master.Configure:output_type -> kelp.master.ConfigureResponse
+	7,  // 30: kelp.master.Master.Topology:output_type -> kelp.master.TopologyResponse
+	12, // 31: kelp.master.Master.ReportVolumeFailure:output_type -> kelp.master.ReportVolumeFailureResponse
+	23, // [23:32] is the sub-list for method output_type
+	14, // [14:23] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_master_proto_init() }
@@ -1765,7 +1938,7 @@ func file_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_master_proto_rawDesc), len(file_master_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,6 +21,574 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type EcSyncJournalRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	VolumeId      uint32                 `protobuf:"varint,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	Holders       []*EcShardHolder       `protobuf:"bytes,2,rep,name=holders,proto3" json:"holders,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EcSyncJournalRequest) Reset() {
+	*x = EcSyncJournalRequest{}
+	mi := &file_volume_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EcSyncJournalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EcSyncJournalRequest) ProtoMessage() {}
+
+func (x *EcSyncJournalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_volume_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EcSyncJournalRequest.ProtoReflect.Descriptor instead.
+func (*EcSyncJournalRequest) Descriptor() ([]byte, []int) {
+	return file_volume_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *EcSyncJournalRequest) GetVolumeId() uint32 {
+	if x != nil {
+		return x.VolumeId
+	}
+	return 0
+}
+
+func (x *EcSyncJournalRequest) GetHolders() []*EcShardHolder {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
+type EcSyncJournalResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Merged        uint64                 `protobuf:"varint,1,opt,name=merged,proto3" json:"merged,omitempty"` // deletes this server did not have
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EcSyncJournalResponse) Reset() {
+	*x = EcSyncJournalResponse{}
+	mi := &file_volume_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EcSyncJournalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EcSyncJournalResponse) ProtoMessage() {}
+
+func (x *EcSyncJournalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_volume_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EcSyncJournalResponse.ProtoReflect.Descriptor instead.
+func (*EcSyncJournalResponse) Descriptor() ([]byte, []int) {
+	return file_volume_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *EcSyncJournalResponse) GetMerged() uint64 {
+	if x != nil {
+		return x.Merged
+	}
+	return 0
+}
+
+type EcEncodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	VolumeId      uint32                 `protobuf:"varint,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	Scheme        string                 `protobuf:"bytes,2,opt,name=scheme,proto3" json:"scheme,omitempty"` // "k+m"; empty means 10+4
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EcEncodeRequest) Reset() {
+	*x = EcEncodeRequest{}
+	mi := &file_volume_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EcEncodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EcEncodeRequest) ProtoMessage() {}
+
+func (x *EcEncodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_volume_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EcEncodeRequest.ProtoReflect.Descriptor instead.
+func (*EcEncodeRequest) Descriptor() ([]byte, []int) {
+	return file_volume_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *EcEncodeRequest) GetVolumeId() uint32 {
+	if x != nil {
+		return x.VolumeId
+	}
+	return 0
+}
+
+func (x *EcEncodeRequest) GetScheme() string {
+	if x != nil {
+		return x.Scheme
+	}
+	return ""
+}
+
+type EcProgress struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Done          uint64                 `protobuf:"varint,1,opt,name=done,proto3" json:"done,omitempty"`
+	Total         uint64                 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EcProgress) Reset() {
+	*x = EcProgress{}
+	mi := &file_volume_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EcProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EcProgress) ProtoMessage() {}
+
+func (x *EcProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_volume_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EcProgress.ProtoReflect.Descriptor instead.
+func (*EcProgress) Descriptor() ([]byte, []int) {
+	return file_volume_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *EcProgress) GetDone() uint64 {
+	if x != nil {
+		return x.Done
+	}
+	return 0
+}
+
+func (x *EcProgress) GetTotal() uint64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *EcProgress) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type EcCopyRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	VolumeId       uint32                 `protobuf:"varint,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	Collection     string                 `protobuf:"bytes,2,opt,name=collection,proto3" json:"collection,omitempty"`
+	ShardIds       []uint32               `protobuf:"varint,3,rep,packed,name=shard_ids,json=shardIds,proto3" json:"shard_ids,omitempty"`
+	SourceGrpcAddr string                 `protobuf:"bytes,4,opt,name=source_grpc_addr,json=sourceGrpcAddr,proto3" json:"source_grpc_addr,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *EcCopyRequest) Reset() {
+	*x = EcCopyRequest{}
+	mi := &file_volume_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EcCopyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EcCopyRequest) ProtoMessage() {}
+
+func (x *EcCopyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_volume_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EcCopyRequest.ProtoReflect.Descriptor instead.
+func (*EcCopyRequest) Descriptor() ([]byte, []int) {
+	return file_volume_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *EcCopyRequest) GetVolumeId() uint32 {
+	if x != nil {
+		return x.VolumeId
+	}
+	return 0
+}
+
+func (x *EcCopyRequest) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *EcCopyRequest) GetShardIds() []uint32 {
+	if x != nil {
+		return x.ShardIds
+	}
+	return nil
+}
+
+func (x *EcCopyRequest) GetSourceGrpcAddr() string {
+	if x != nil {
+		return x.SourceGrpcAddr
+	}
+	return ""
+}
+
+type EcShardsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	VolumeId      uint32                 `protobuf:"varint,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	Collection    string                 `protobuf:"bytes,2,opt,name=collection,proto3" json:"collection,omitempty"`
+	ShardIds      []uint32               `protobuf:"varint,3,rep,packed,name=shard_ids,json=shardIds,proto3" json:"shard_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EcShardsRequest) Reset() {
+	*x = EcShardsRequest{}
+	mi := &file_volume_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EcShardsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EcShardsRequest) ProtoMessage() {}
+
+func (x *EcShardsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_volume_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EcShardsRequest.ProtoReflect.Descriptor instead.
+func (*EcShardsRequest) Descriptor() ([]byte, []int) {
+	return file_volume_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *EcShardsRequest) GetVolumeId() uint32 {
+	if x != nil {
+		return x.VolumeId
+	}
+	return 0
+}
+
+func (x *EcShardsRequest) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *EcShardsRequest) GetShardIds() []uint32 {
+	if x != nil {
+		return x.ShardIds
+	}
+	return nil
+}
+
+type EcShardsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ShardIds      []uint32               `protobuf:"varint,1,rep,packed,name=shard_ids,json=shardIds,proto3" json:"shard_ids,omitempty"` // the shards mounted here afterwards
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EcShardsResponse) Reset() {
+	*x = EcShardsResponse{}
+	mi := &file_volume_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EcShardsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EcShardsResponse) ProtoMessage() {}
+
+func (x *EcShardsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_volume_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EcShardsResponse.ProtoReflect.Descriptor instead.
+func (*EcShardsResponse) Descriptor() ([]byte, []int) {
+	return file_volume_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *EcShardsResponse) GetShardIds() []uint32 {
+	if x != nil {
+		return x.ShardIds
+	}
+	return nil
+}
+
+type EcShardHolder struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"` // HTTP host:port, serving /ec/shard
+	ShardIds      []uint32               `protobuf:"varint,2,rep,packed,name=shard_ids,json=shardIds,proto3" json:"shard_ids,omitempty"`
+	GrpcAddr      string                 `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EcShardHolder) Reset() {
+	*x = EcShardHolder{}
+	mi := &file_volume_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EcShardHolder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EcShardHolder) ProtoMessage() {}
+
+func (x *EcShardHolder) ProtoReflect() protoreflect.Message {
+	mi := &file_volume_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EcShardHolder.ProtoReflect.Descriptor instead.
+func (*EcShardHolder) Descriptor() ([]byte, []int) {
+	return file_volume_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *EcShardHolder) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *EcShardHolder) GetShardIds() []uint32 {
+	if x != nil {
+		return x.ShardIds
+	}
+	return nil
+}
+
+func (x *EcShardHolder) GetGrpcAddr() string {
+	if x != nil {
+		return x.GrpcAddr
+	}
+	return ""
+}
+
+type EcRebuildRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	VolumeId      uint32                 `protobuf:"varint,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	Collection    string                 `protobuf:"bytes,2,opt,name=collection,proto3" json:"collection,omitempty"`
+	ShardIds      []uint32               `protobuf:"varint,3,rep,packed,name=shard_ids,json=shardIds,proto3" json:"shard_ids,omitempty"` // the shards to rebuild here
+	Holders       []*EcShardHolder       `protobuf:"bytes,4,rep,name=holders,proto3" json:"holders,omitempty"`                           // where the others are
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EcRebuildRequest) Reset() {
+	*x = EcRebuildRequest{}
+	mi := &file_volume_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EcRebuildRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EcRebuildRequest) ProtoMessage() {}
+
+func (x *EcRebuildRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_volume_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EcRebuildRequest.ProtoReflect.Descriptor instead.
+func (*EcRebuildRequest) Descriptor() ([]byte, []int) {
+	return file_volume_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *EcRebuildRequest) GetVolumeId() uint32 {
+	if x != nil {
+		return x.VolumeId
+	}
+	return 0
+}
+
+func (x *EcRebuildRequest) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *EcRebuildRequest) GetShardIds() []uint32 {
+	if x != nil {
+		return x.ShardIds
+	}
+	return nil
+}
+
+func (x *EcRebuildRequest) GetHolders() []*EcShardHolder {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
+type EcDecodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	VolumeId      uint32                 `protobuf:"varint,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	Collection    string                 `protobuf:"bytes,2,opt,name=collection,proto3" json:"collection,omitempty"`
+	Holders       []*EcShardHolder       `protobuf:"bytes,3,rep,name=holders,proto3" json:"holders,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EcDecodeRequest) Reset() {
+	*x = EcDecodeRequest{}
+	mi := &file_volume_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EcDecodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EcDecodeRequest) ProtoMessage() {}
+
+func (x *EcDecodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_volume_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EcDecodeRequest.ProtoReflect.Descriptor instead.
+func (*EcDecodeRequest) Descriptor() ([]byte, []int) {
+	return file_volume_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *EcDecodeRequest) GetVolumeId() uint32 {
+	if x != nil {
+		return x.VolumeId
+	}
+	return 0
+}
+
+func (x *EcDecodeRequest) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *EcDecodeRequest) GetHolders() []*EcShardHolder {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
 type ConfigureVolumeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	VolumeId      uint32                 `protobuf:"varint,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
@@ -31,7 +599,7 @@ type ConfigureVolumeRequest struct {
 
 func (x *ConfigureVolumeRequest) Reset() {
 	*x = ConfigureVolumeRequest{}
-	mi := &file_volume_proto_msgTypes[0]
+	mi := &file_volume_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -43,7 +611,7 @@ func (x *ConfigureVolumeRequest) String() string {
 func (*ConfigureVolumeRequest) ProtoMessage() {}
 
 func (x *ConfigureVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[0]
+	mi := &file_volume_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -56,7 +624,7 @@ func (x *ConfigureVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureVolumeRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{0}
+	return file_volume_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ConfigureVolumeRequest) GetVolumeId() uint32 {
@@ -81,7 +649,7 @@ type ConfigureVolumeResponse struct {
 
 func (x *ConfigureVolumeResponse) Reset() {
 	*x = ConfigureVolumeResponse{}
-	mi := &file_volume_proto_msgTypes[1]
+	mi := &file_volume_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -93,7 +661,7 @@ func (x *ConfigureVolumeResponse) String() string {
 func (*ConfigureVolumeResponse) ProtoMessage() {}
 
 func (x *ConfigureVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[1]
+	mi := &file_volume_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -106,7 +674,7 @@ func (x *ConfigureVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureVolumeResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{1}
+	return file_volume_proto_rawDescGZIP(), []int{11}
 }
 
 type CopyVolumeRequest struct {
@@ -119,7 +687,7 @@ type CopyVolumeRequest struct {
 
 func (x *CopyVolumeRequest) Reset() {
 	*x = CopyVolumeRequest{}
-	mi := &file_volume_proto_msgTypes[2]
+	mi := &file_volume_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -131,7 +699,7 @@ func (x *CopyVolumeRequest) String() string {
 func (*CopyVolumeRequest) ProtoMessage() {}
 
 func (x *CopyVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[2]
+	mi := &file_volume_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -144,7 +712,7 @@ func (x *CopyVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyVolumeRequest.ProtoReflect.Descriptor instead.
 func (*CopyVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{2}
+	return file_volume_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CopyVolumeRequest) GetVolumeId() uint32 {
@@ -172,7 +740,7 @@ type CopyVolumeProgress struct {
 
 func (x *CopyVolumeProgress) Reset() {
 	*x = CopyVolumeProgress{}
-	mi := &file_volume_proto_msgTypes[3]
+	mi := &file_volume_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -184,7 +752,7 @@ func (x *CopyVolumeProgress) String() string {
 func (*CopyVolumeProgress) ProtoMessage() {}
 
 func (x *CopyVolumeProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[3]
+	mi := &file_volume_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -197,7 +765,7 @@ func (x *CopyVolumeProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyVolumeProgress.ProtoReflect.Descriptor instead.
 func (*CopyVolumeProgress) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{3}
+	return file_volume_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CopyVolumeProgress) GetBytesCopied() uint64 {
@@ -224,7 +792,7 @@ func (x *CopyVolumeProgress) GetDone() bool {
 type ReadVolumeFileRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	VolumeId      uint32                 `protobuf:"varint,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
-	Ext           string                 `protobuf:"bytes,2,opt,name=ext,proto3" json:"ext,omitempty"` // ".dat" or ".idx"
+	Ext           string                 `protobuf:"bytes,2,opt,name=ext,proto3" json:"ext,omitempty"` // ".dat", ".idx", or of an EC volume ".ecx", ".ecj", ".ec00"...
 	Offset        uint64                 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -232,7 +800,7 @@ type ReadVolumeFileRequest struct {
 
 func (x *ReadVolumeFileRequest) Reset() {
 	*x = ReadVolumeFileRequest{}
-	mi := &file_volume_proto_msgTypes[4]
+	mi := &file_volume_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -244,7 +812,7 @@ func (x *ReadVolumeFileRequest) String() string {
 func (*ReadVolumeFileRequest) ProtoMessage() {}
 
 func (x *ReadVolumeFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[4]
+	mi := &file_volume_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -257,7 +825,7 @@ func (x *ReadVolumeFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadVolumeFileRequest.ProtoReflect.Descriptor instead.
 func (*ReadVolumeFileRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{4}
+	return file_volume_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReadVolumeFileRequest) GetVolumeId() uint32 {
@@ -292,7 +860,7 @@ type FileChunk struct {
 
 func (x *FileChunk) Reset() {
 	*x = FileChunk{}
-	mi := &file_volume_proto_msgTypes[5]
+	mi := &file_volume_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -304,7 +872,7 @@ func (x *FileChunk) String() string {
 func (*FileChunk) ProtoMessage() {}
 
 func (x *FileChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[5]
+	mi := &file_volume_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -317,7 +885,7 @@ func (x *FileChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileChunk.ProtoReflect.Descriptor instead.
 func (*FileChunk) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{5}
+	return file_volume_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FileChunk) GetData() []byte {
@@ -353,7 +921,7 @@ type AllocateVolumeRequest struct {
 
 func (x *AllocateVolumeRequest) Reset() {
 	*x = AllocateVolumeRequest{}
-	mi := &file_volume_proto_msgTypes[6]
+	mi := &file_volume_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -365,7 +933,7 @@ func (x *AllocateVolumeRequest) String() string {
 func (*AllocateVolumeRequest) ProtoMessage() {}
 
 func (x *AllocateVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[6]
+	mi := &file_volume_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -378,7 +946,7 @@ func (x *AllocateVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateVolumeRequest.ProtoReflect.Descriptor instead.
 func (*AllocateVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{6}
+	return file_volume_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AllocateVolumeRequest) GetVolumeId() uint32 {
@@ -419,7 +987,7 @@ type AllocateVolumeResponse struct {
 
 func (x *AllocateVolumeResponse) Reset() {
 	*x = AllocateVolumeResponse{}
-	mi := &file_volume_proto_msgTypes[7]
+	mi := &file_volume_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -431,7 +999,7 @@ func (x *AllocateVolumeResponse) String() string {
 func (*AllocateVolumeResponse) ProtoMessage() {}
 
 func (x *AllocateVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[7]
+	mi := &file_volume_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -444,7 +1012,7 @@ func (x *AllocateVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateVolumeResponse.ProtoReflect.Descriptor instead.
 func (*AllocateVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{7}
+	return file_volume_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AllocateVolumeResponse) GetHeartbeatSequence() uint64 {
@@ -463,7 +1031,7 @@ type DeleteVolumeRequest struct {
 
 func (x *DeleteVolumeRequest) Reset() {
 	*x = DeleteVolumeRequest{}
-	mi := &file_volume_proto_msgTypes[8]
+	mi := &file_volume_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -475,7 +1043,7 @@ func (x *DeleteVolumeRequest) String() string {
 func (*DeleteVolumeRequest) ProtoMessage() {}
 
 func (x *DeleteVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[8]
+	mi := &file_volume_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -488,7 +1056,7 @@ func (x *DeleteVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteVolumeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{8}
+	return file_volume_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeleteVolumeRequest) GetVolumeId() uint32 {
@@ -506,7 +1074,7 @@ type DeleteVolumeResponse struct {
 
 func (x *DeleteVolumeResponse) Reset() {
 	*x = DeleteVolumeResponse{}
-	mi := &file_volume_proto_msgTypes[9]
+	mi := &file_volume_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -518,7 +1086,7 @@ func (x *DeleteVolumeResponse) String() string {
 func (*DeleteVolumeResponse) ProtoMessage() {}
 
 func (x *DeleteVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[9]
+	mi := &file_volume_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -531,7 +1099,7 @@ func (x *DeleteVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteVolumeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{9}
+	return file_volume_proto_rawDescGZIP(), []int{19}
 }
 
 type MarkVolumeRequest struct {
@@ -544,7 +1112,7 @@ type MarkVolumeRequest struct {
 
 func (x *MarkVolumeRequest) Reset() {
 	*x = MarkVolumeRequest{}
-	mi := &file_volume_proto_msgTypes[10]
+	mi := &file_volume_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +1124,7 @@ func (x *MarkVolumeRequest) String() string {
 func (*MarkVolumeRequest) ProtoMessage() {}
 
 func (x *MarkVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[10]
+	mi := &file_volume_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +1137,7 @@ func (x *MarkVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkVolumeRequest.ProtoReflect.Descriptor instead.
 func (*MarkVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{10}
+	return file_volume_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MarkVolumeRequest) GetVolumeId() uint32 {
@@ -594,7 +1162,7 @@ type MarkVolumeResponse struct {
 
 func (x *MarkVolumeResponse) Reset() {
 	*x = MarkVolumeResponse{}
-	mi := &file_volume_proto_msgTypes[11]
+	mi := &file_volume_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -606,7 +1174,7 @@ func (x *MarkVolumeResponse) String() string {
 func (*MarkVolumeResponse) ProtoMessage() {}
 
 func (x *MarkVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[11]
+	mi := &file_volume_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -619,7 +1187,7 @@ func (x *MarkVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkVolumeResponse.ProtoReflect.Descriptor instead.
 func (*MarkVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{11}
+	return file_volume_proto_rawDescGZIP(), []int{21}
 }
 
 type VacuumVolumeRequest struct {
@@ -633,7 +1201,7 @@ type VacuumVolumeRequest struct {
 
 func (x *VacuumVolumeRequest) Reset() {
 	*x = VacuumVolumeRequest{}
-	mi := &file_volume_proto_msgTypes[12]
+	mi := &file_volume_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +1213,7 @@ func (x *VacuumVolumeRequest) String() string {
 func (*VacuumVolumeRequest) ProtoMessage() {}
 
 func (x *VacuumVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[12]
+	mi := &file_volume_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +1226,7 @@ func (x *VacuumVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VacuumVolumeRequest.ProtoReflect.Descriptor instead.
 func (*VacuumVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{12}
+	return file_volume_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *VacuumVolumeRequest) GetVolumeId() uint32 {
@@ -687,7 +1255,7 @@ type VacuumVolumeResponse struct {
 
 func (x *VacuumVolumeResponse) Reset() {
 	*x = VacuumVolumeResponse{}
-	mi := &file_volume_proto_msgTypes[13]
+	mi := &file_volume_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -699,7 +1267,7 @@ func (x *VacuumVolumeResponse) String() string {
 func (*VacuumVolumeResponse) ProtoMessage() {}
 
 func (x *VacuumVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[13]
+	mi := &file_volume_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -712,7 +1280,7 @@ func (x *VacuumVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VacuumVolumeResponse.ProtoReflect.Descriptor instead.
 func (*VacuumVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{13}
+	return file_volume_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *VacuumVolumeResponse) GetVacuumed() bool {
@@ -752,7 +1320,7 @@ type VolumeStatusRequest struct {
 
 func (x *VolumeStatusRequest) Reset() {
 	*x = VolumeStatusRequest{}
-	mi := &file_volume_proto_msgTypes[14]
+	mi := &file_volume_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -764,7 +1332,7 @@ func (x *VolumeStatusRequest) String() string {
 func (*VolumeStatusRequest) ProtoMessage() {}
 
 func (x *VolumeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[14]
+	mi := &file_volume_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -777,7 +1345,7 @@ func (x *VolumeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeStatusRequest.ProtoReflect.Descriptor instead.
 func (*VolumeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{14}
+	return file_volume_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *VolumeStatusRequest) GetVolumeId() uint32 {
@@ -801,7 +1369,7 @@ type VolumeStatusResponse struct {
 
 func (x *VolumeStatusResponse) Reset() {
 	*x = VolumeStatusResponse{}
-	mi := &file_volume_proto_msgTypes[15]
+	mi := &file_volume_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -813,7 +1381,7 @@ func (x *VolumeStatusResponse) String() string {
 func (*VolumeStatusResponse) ProtoMessage() {}
 
 func (x *VolumeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_volume_proto_msgTypes[15]
+	mi := &file_volume_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -826,7 +1394,7 @@ func (x *VolumeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeStatusResponse.ProtoReflect.Descriptor instead.
 func (*VolumeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_volume_proto_rawDescGZIP(), []int{15}
+	return file_volume_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *VolumeStatusResponse) GetSize() uint64 {
@@ -875,7 +1443,52 @@ var File_volume_proto protoreflect.FileDescriptor
 
 const file_volume_proto_rawDesc = "" +
 	"\n" +
-	"\fvolume.proto\x12\vkelp.volume\"W\n" +
+	"\fvolume.proto\x12\vkelp.volume\"i\n" +
+	"\x14EcSyncJournalRequest\x12\x1b\n" +
+	"\tvolume_id\x18\x01 \x01(\rR\bvolumeId\x124\n" +
+	"\aholders\x18\x02 \x03(\v2\x1a.kelp.volume.EcShardHolderR\aholders\"/\n" +
+	"\x15EcSyncJournalResponse\x12\x16\n" +
+	"\x06merged\x18\x01 \x01(\x04R\x06merged\"F\n" +
+	"\x0fEcEncodeRequest\x12\x1b\n" +
+	"\tvolume_id\x18\x01 \x01(\rR\bvolumeId\x12\x16\n" +
+	"\x06scheme\x18\x02 \x01(\tR\x06scheme\"P\n" +
+	"\n" +
+	"EcProgress\x12\x12\n" +
+	"\x04done\x18\x01 \x01(\x04R\x04done\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x04R\x05total\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\x93\x01\n" +
+	"\rEcCopyRequest\x12\x1b\n" +
+	"\tvolume_id\x18\x01 \x01(\rR\bvolumeId\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x02 \x01(\tR\n" +
+	"collection\x12\x1b\n" +
+	"\tshard_ids\x18\x03 \x03(\rR\bshardIds\x12(\n" +
+	"\x10source_grpc_addr\x18\x04 \x01(\tR\x0esourceGrpcAddr\"k\n" +
+	"\x0fEcShardsRequest\x12\x1b\n" +
+	"\tvolume_id\x18\x01 \x01(\rR\bvolumeId\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x02 \x01(\tR\n" +
+	"collection\x12\x1b\n" +
+	"\tshard_ids\x18\x03 \x03(\rR\bshardIds\"/\n" +
+	"\x10EcShardsResponse\x12\x1b\n" +
+	"\tshard_ids\x18\x01 \x03(\rR\bshardIds\"[\n" +
+	"\rEcShardHolder\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1b\n" +
+	"\tshard_ids\x18\x02 \x03(\rR\bshardIds\x12\x1b\n" +
+	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\"\xa2\x01\n" +
+	"\x10EcRebuildRequest\x12\x1b\n" +
+	"\tvolume_id\x18\x01 \x01(\rR\bvolumeId\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x02 \x01(\tR\n" +
+	"collection\x12\x1b\n" +
+	"\tshard_ids\x18\x03 \x03(\rR\bshardIds\x124\n" +
+	"\aholders\x18\x04 \x03(\v2\x1a.kelp.volume.EcShardHolderR\aholders\"\x84\x01\n" +
+	"\x0fEcDecodeRequest\x12\x1b\n" +
+	"\tvolume_id\x18\x01 \x01(\rR\bvolumeId\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x02 \x01(\tR\n" +
+	"collection\x124\n" +
+	"\aholders\x18\x03 \x03(\v2\x1a.kelp.volume.EcShardHolderR\aholders\"W\n" +
 	"\x16ConfigureVolumeRequest\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\rR\bvolumeId\x12 \n" +
 	"\vreplication\x18\x02 \x01(\tR\vreplication\"\x19\n" +
@@ -933,7 +1546,7 @@ const file_volume_proto_rawDesc = "" +
 	"\fdelete_count\x18\x03 \x01(\x04R\vdeleteCount\x12#\n" +
 	"\rdeleted_bytes\x18\x04 \x01(\x04R\fdeletedBytes\x12\x1b\n" +
 	"\tread_only\x18\x05 \x01(\bR\breadOnly\x12#\n" +
-	"\rgarbage_ratio\x18\x06 \x01(\x01R\fgarbageRatio2\xb6\x05\n" +
+	"\rgarbage_ratio\x18\x06 \x01(\x01R\fgarbageRatio2\xfb\t\n" +
 	"\fVolumeServer\x12Y\n" +
 	"\x0eAllocateVolume\x12\".kelp.volume.AllocateVolumeRequest\x1a#.kelp.volume.AllocateVolumeResponse\x12S\n" +
 	"\fDeleteVolume\x12 .kelp.volume.DeleteVolumeRequest\x1a!.kelp.volume.DeleteVolumeResponse\x12M\n" +
@@ -944,7 +1557,15 @@ const file_volume_proto_rawDesc = "" +
 	"\x0fConfigureVolume\x12#.kelp.volume.ConfigureVolumeRequest\x1a$.kelp.volume.ConfigureVolumeResponse\x12O\n" +
 	"\n" +
 	"CopyVolume\x12\x1e.kelp.volume.CopyVolumeRequest\x1a\x1f.kelp.volume.CopyVolumeProgress0\x01\x12N\n" +
-	"\x0eReadVolumeFile\x12\".kelp.volume.ReadVolumeFileRequest\x1a\x16.kelp.volume.FileChunk0\x01B-Z+github.com/kelpfs/kelp/internal/pb/volumepbb\x06proto3"
+	"\x0eReadVolumeFile\x12\".kelp.volume.ReadVolumeFileRequest\x1a\x16.kelp.volume.FileChunk0\x01\x12C\n" +
+	"\bEcEncode\x12\x1c.kelp.volume.EcEncodeRequest\x1a\x17.kelp.volume.EcProgress0\x01\x12?\n" +
+	"\x06EcCopy\x12\x1a.kelp.volume.EcCopyRequest\x1a\x17.kelp.volume.EcProgress0\x01\x12F\n" +
+	"\aEcMount\x12\x1c.kelp.volume.EcShardsRequest\x1a\x1d.kelp.volume.EcShardsResponse\x12H\n" +
+	"\tEcUnmount\x12\x1c.kelp.volume.EcShardsRequest\x1a\x1d.kelp.volume.EcShardsResponse\x12E\n" +
+	"\tEcRebuild\x12\x1d.kelp.volume.EcRebuildRequest\x1a\x17.kelp.volume.EcProgress0\x01\x12C\n" +
+	"\bEcDecode\x12\x1c.kelp.volume.EcDecodeRequest\x1a\x17.kelp.volume.EcProgress0\x01\x12G\n" +
+	"\bEcVerify\x12\x1c.kelp.volume.EcShardsRequest\x1a\x1d.kelp.volume.EcShardsResponse\x12V\n" +
+	"\rEcSyncJournal\x12!.kelp.volume.EcSyncJournalRequest\x1a\".kelp.volume.EcSyncJournalResponseB-Z+github.com/kelpfs/kelp/internal/pb/volumepbb\x06proto3"
 
 var (
 	file_volume_proto_rawDescOnce sync.Once
@@ -958,47 +1579,76 @@ func file_volume_proto_rawDescGZIP() []byte {
 	return file_volume_proto_rawDescData
 }
 
-var file_volume_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_volume_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_volume_proto_goTypes = []any{
-	(*ConfigureVolumeRequest)(nil),  // 0: kelp.volume.ConfigureVolumeRequest
-	(*ConfigureVolumeResponse)(nil), // 1: kelp.volume.ConfigureVolumeResponse
-	(*CopyVolumeRequest)(nil),       // 2: kelp.volume.CopyVolumeRequest
-	(*CopyVolumeProgress)(nil),      // 3: kelp.volume.CopyVolumeProgress
-	(*ReadVolumeFileRequest)(nil),   // 4: kelp.volume.ReadVolumeFileRequest
-	(*FileChunk)(nil),               // 5: kelp.volume.FileChunk
-	(*AllocateVolumeRequest)(nil),   // 6: kelp.volume.AllocateVolumeRequest
-	(*AllocateVolumeResponse)(nil),  // 7: kelp.volume.AllocateVolumeResponse
-	(*DeleteVolumeRequest)(nil),     // 8: kelp.volume.DeleteVolumeRequest
-	(*DeleteVolumeResponse)(nil),    // 9: kelp.volume.DeleteVolumeResponse
-	(*MarkVolumeRequest)(nil),       // 10: kelp.volume.MarkVolumeRequest
-	(*MarkVolumeResponse)(nil),      // 11: kelp.volume.MarkVolumeResponse
-	(*VacuumVolumeRequest)(nil),     // 12: kelp.volume.VacuumVolumeRequest
-	(*VacuumVolumeResponse)(nil),    // 13: kelp.volume.VacuumVolumeResponse
-	(*VolumeStatusRequest)(nil),     // 14: kelp.volume.VolumeStatusRequest
-	(*VolumeStatusResponse)(nil),    // 15: kelp.volume.VolumeStatusResponse
+	(*EcSyncJournalRequest)(nil),    // 0: kelp.volume.EcSyncJournalRequest
+	(*EcSyncJournalResponse)(nil),   // 1: kelp.volume.EcSyncJournalResponse
+	(*EcEncodeRequest)(nil),         // 2: kelp.volume.EcEncodeRequest
+	(*EcProgress)(nil),              // 3: kelp.volume.EcProgress
+	(*EcCopyRequest)(nil),           // 4: kelp.volume.EcCopyRequest
+	(*EcShardsRequest)(nil),         // 5: kelp.volume.EcShardsRequest
+	(*EcShardsResponse)(nil),        // 6: kelp.volume.EcShardsResponse
+	(*EcShardHolder)(nil),           // 7: kelp.volume.EcShardHolder
+	(*EcRebuildRequest)(nil),        // 8: kelp.volume.EcRebuildRequest
+	(*EcDecodeRequest)(nil),         // 9: kelp.volume.EcDecodeRequest
+	(*ConfigureVolumeRequest)(nil),  // 10: kelp.volume.ConfigureVolumeRequest
+	(*ConfigureVolumeResponse)(nil), // 11: kelp.volume.ConfigureVolumeResponse
+	(*CopyVolumeRequest)(nil),       // 12: kelp.volume.CopyVolumeRequest
+	(*CopyVolumeProgress)(nil),      // 13: kelp.volume.CopyVolumeProgress
+	(*ReadVolumeFileRequest)(nil),   // 14: kelp.volume.ReadVolumeFileRequest
+	(*FileChunk)(nil),               // 15: kelp.volume.FileChunk
+	(*AllocateVolumeRequest)(nil),   // 16: kelp.volume.AllocateVolumeRequest
+	(*AllocateVolumeResponse)(nil),  // 17: kelp.volume.AllocateVolumeResponse
+	(*DeleteVolumeRequest)(nil),     // 18: kelp.volume.DeleteVolumeRequest
+	(*DeleteVolumeResponse)(nil),    // 19: kelp.volume.DeleteVolumeResponse
+	(*MarkVolumeRequest)(nil),       // 20: kelp.volume.MarkVolumeRequest
+	(*MarkVolumeResponse)(nil),      // 21: kelp.volume.MarkVolumeResponse
+	(*VacuumVolumeRequest)(nil),     // 22: kelp.volume.VacuumVolumeRequest
+	(*VacuumVolumeResponse)(nil),    // 23: kelp.volume.VacuumVolumeResponse
+	(*VolumeStatusRequest)(nil),     // 24: kelp.volume.VolumeStatusRequest
+	(*VolumeStatusResponse)(nil),    // 25: kelp.volume.VolumeStatusResponse
 }
 var file_volume_proto_depIdxs = []int32{
-	6,  // 0: kelp.volume.VolumeServer.AllocateVolume:input_type -> kelp.volume.AllocateVolumeRequest
-	8,  // 1: kelp.volume.VolumeServer.DeleteVolume:input_type -> kelp.volume.DeleteVolumeRequest
-	10, // 2: kelp.volume.VolumeServer.MarkVolume:input_type -> kelp.volume.MarkVolumeRequest
-	12, // 3: kelp.volume.VolumeServer.VacuumVolume:input_type -> kelp.volume.VacuumVolumeRequest
-	14, // 4: kelp.volume.VolumeServer.VolumeStatus:input_type -> kelp.volume.VolumeStatusRequest
-	0,  // 5: kelp.volume.VolumeServer.ConfigureVolume:input_type -> kelp.volume.ConfigureVolumeRequest
-	2,  // 6: kelp.volume.VolumeServer.CopyVolume:input_type -> kelp.volume.CopyVolumeRequest
-	4,  // 7: kelp.volume.VolumeServer.ReadVolumeFile:input_type -> kelp.volume.ReadVolumeFileRequest
-	7,  // 8: kelp.volume.VolumeServer.AllocateVolume:output_type -> kelp.volume.AllocateVolumeResponse
-	9,  // 9: kelp.volume.VolumeServer.DeleteVolume:output_type -> kelp.volume.DeleteVolumeResponse
-	11, // 10: kelp.volume.VolumeServer.MarkVolume:output_type -> kelp.volume.MarkVolumeResponse
-	13, // 11: kelp.volume.VolumeServer.VacuumVolume:output_type -> kelp.volume.VacuumVolumeResponse
-	15, // 12: kelp.volume.VolumeServer.VolumeStatus:output_type -> kelp.volume.VolumeStatusResponse
-	1,  // 13: kelp.volume.VolumeServer.ConfigureVolume:output_type -> kelp.volume.ConfigureVolumeResponse
-	3,  // 14: kelp.volume.VolumeServer.CopyVolume:output_type -> kelp.volume.CopyVolumeProgress
-	5,  // 15: kelp.volume.VolumeServer.ReadVolumeFile:output_type -> kelp.volume.FileChunk
-	8,  // [8:16] is the sub-list for method output_type
-	0,  // [0:8] is the sub-list for method input_type
-	0,  // [0:0] is the sub-list for extension type_name
-	0,  // [0:0] is the sub-list for extension extendee
-	0,  // [0:0] is the sub-list for field type_name
+	7,  // 0: kelp.volume.EcSyncJournalRequest.holders:type_name -> kelp.volume.EcShardHolder
+	7,  // 1: kelp.volume.EcRebuildRequest.holders:type_name -> kelp.volume.EcShardHolder
+	7,  // 2: kelp.volume.EcDecodeRequest.holders:type_name -> kelp.volume.EcShardHolder
+	16, // 3: kelp.volume.VolumeServer.AllocateVolume:input_type -> kelp.volume.AllocateVolumeRequest
+	18, // 4: kelp.volume.VolumeServer.DeleteVolume:input_type -> kelp.volume.DeleteVolumeRequest
+	20, // 5: kelp.volume.VolumeServer.MarkVolume:input_type -> kelp.volume.MarkVolumeRequest
+	22, // 6: kelp.volume.VolumeServer.VacuumVolume:input_type -> kelp.volume.VacuumVolumeRequest
+	24, // 7: kelp.volume.VolumeServer.VolumeStatus:input_type -> kelp.volume.VolumeStatusRequest
+	10, // 8: kelp.volume.VolumeServer.ConfigureVolume:input_type -> kelp.volume.ConfigureVolumeRequest
+	12, // 9: kelp.volume.VolumeServer.CopyVolume:input_type -> kelp.volume.CopyVolumeRequest
+	14, // 10: kelp.volume.VolumeServer.ReadVolumeFile:input_type -> kelp.volume.ReadVolumeFileRequest
+	2,  // 11: kelp.volume.VolumeServer.EcEncode:input_type -> kelp.volume.EcEncodeRequest
+	4,  // 12: kelp.volume.VolumeServer.EcCopy:input_type -> kelp.volume.EcCopyRequest
+	5,  // 13: kelp.volume.VolumeServer.EcMount:input_type -> kelp.volume.EcShardsRequest
+	5,  // 14: kelp.volume.VolumeServer.EcUnmount:input_type -> kelp.volume.EcShardsRequest
+	8,  // 15: kelp.volume.VolumeServer.EcRebuild:input_type -> kelp.volume.EcRebuildRequest
+	9,  // 16: kelp.volume.VolumeServer.EcDecode:input_type -> kelp.volume.EcDecodeRequest
+	5,  // 17: kelp.volume.VolumeServer.EcVerify:input_type -> kelp.volume.EcShardsRequest
+	0,  // 18: kelp.volume.VolumeServer.EcSyncJournal:input_type -> kelp.volume.EcSyncJournalRequest
+	17, // 19: kelp.volume.VolumeServer.AllocateVolume:output_type -> kelp.volume.AllocateVolumeResponse
+	19, // 20: kelp.volume.VolumeServer.DeleteVolume:output_type -> kelp.volume.DeleteVolumeResponse
+	21, // 21: kelp.volume.VolumeServer.MarkVolume:output_type -> kelp.volume.MarkVolumeResponse
+	23, // 22: kelp.volume.VolumeServer.VacuumVolume:output_type -> kelp.volume.VacuumVolumeResponse
+	25, // 23: kelp.volume.VolumeServer.VolumeStatus:output_type -> kelp.volume.VolumeStatusResponse
+	11, // 24: kelp.volume.VolumeServer.ConfigureVolume:output_type -> kelp.volume.ConfigureVolumeResponse
+	13, // 25: kelp.volume.VolumeServer.CopyVolume:output_type -> kelp.volume.CopyVolumeProgress
+	15, // 26: kelp.volume.VolumeServer.ReadVolumeFile:output_type -> kelp.volume.FileChunk
+	3,  // 27: kelp.volume.VolumeServer.EcEncode:output_type -> kelp.volume.EcProgress
+	3,  // 28: kelp.volume.VolumeServer.EcCopy:output_type -> kelp.volume.EcProgress
+	6,  // 29: kelp.volume.VolumeServer.EcMount:output_type -> kelp.volume.EcShardsResponse
+	6,  // 30: kelp.volume.VolumeServer.EcUnmount:output_type -> kelp.volume.EcShardsResponse
+	3,  // 31: kelp.volume.VolumeServer.EcRebuild:output_type -> kelp.volume.EcProgress
+	3,  // 32: kelp.volume.VolumeServer.EcDecode:output_type -> kelp.volume.EcProgress
+	6,  // 33: kelp.volume.VolumeServer.EcVerify:output_type -> kelp.volume.EcShardsResponse
+	1,  // 34: kelp.volume.VolumeServer.EcSyncJournal:output_type -> kelp.volume.EcSyncJournalResponse
+	19, // [19:35] is the sub-list for method output_type
+	3,  // [3:19] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_volume_proto_init() }
@@ -1012,7 +1662,7 @@ func file_volume_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_volume_proto_rawDesc), len(file_volume_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,14 @@ const (
 	VolumeServer_ConfigureVolume_FullMethodName = "/kelp.volume.VolumeServer/ConfigureVolume"
 	VolumeServer_CopyVolume_FullMethodName      = "/kelp.volume.VolumeServer/CopyVolume"
 	VolumeServer_ReadVolumeFile_FullMethodName  = "/kelp.volume.VolumeServer/ReadVolumeFile"
+	VolumeServer_EcEncode_FullMethodName        = "/kelp.volume.VolumeServer/EcEncode"
+	VolumeServer_EcCopy_FullMethodName          = "/kelp.volume.VolumeServer/EcCopy"
+	VolumeServer_EcMount_FullMethodName         = "/kelp.volume.VolumeServer/EcMount"
+	VolumeServer_EcUnmount_FullMethodName       = "/kelp.volume.VolumeServer/EcUnmount"
+	VolumeServer_EcRebuild_FullMethodName       = "/kelp.volume.VolumeServer/EcRebuild"
+	VolumeServer_EcDecode_FullMethodName        = "/kelp.volume.VolumeServer/EcDecode"
+	VolumeServer_EcVerify_FullMethodName        = "/kelp.volume.VolumeServer/EcVerify"
+	VolumeServer_EcSyncJournal_FullMethodName   = "/kelp.volume.VolumeServer/EcSyncJournal"
 )
 
 // VolumeServerClient is the client API for VolumeServer service.
@@ -48,6 +56,29 @@ type VolumeServerClient interface {
 	// ReadVolumeFile streams one of a volume's files (".dat" or ".idx") as it is
 	// on disk, from offset to its current end.
 	ReadVolumeFile(ctx context.Context, in *ReadVolumeFileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FileChunk], error)
+	// Erasure coding (internal/erasure). EcEncode writes all k+m shards of a
+	// read-only volume, and its EC index, next to the volume on this server;
+	// they are not mounted (not served) until EcMount.
+	EcEncode(ctx context.Context, in *EcEncodeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[EcProgress], error)
+	// EcCopy makes this server pull shard files (and the EC index and delete
+	// journal, unless it has them) from source_grpc_addr, verify every block,
+	// sync them, and mount them.
+	EcCopy(ctx context.Context, in *EcCopyRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[EcProgress], error)
+	// EcMount serves shard files present on disk; EcUnmount stops serving
+	// shards and deletes their files (the index and journal go with the last one).
+	EcMount(ctx context.Context, in *EcShardsRequest, opts ...grpc.CallOption) (*EcShardsResponse, error)
+	EcUnmount(ctx context.Context, in *EcShardsRequest, opts ...grpc.CallOption) (*EcShardsResponse, error)
+	// EcRebuild reconstructs the listed shards here from k others (read from
+	// their holders), verifies, syncs and mounts them.
+	EcRebuild(ctx context.Context, in *EcRebuildRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[EcProgress], error)
+	// EcDecode rebuilds the original volume here from the shards (deleted
+	// needles dropped) and loads it as a normal, read-only volume.
+	EcDecode(ctx context.Context, in *EcDecodeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[EcProgress], error)
+	// EcVerify reads every block of the listed local shards.
+	EcVerify(ctx context.Context, in *EcShardsRequest, opts ...grpc.CallOption) (*EcShardsResponse, error)
+	// EcSyncJournal merges the delete journals of the listed holders into this
+	// server's (a holder that was down missed the deletes made meanwhile).
+	EcSyncJournal(ctx context.Context, in *EcSyncJournalRequest, opts ...grpc.CallOption) (*EcSyncJournalResponse, error)
 }
 
 type volumeServerClient struct {
@@ -156,6 +187,122 @@ func (c *volumeServerClient) ReadVolumeFile(ctx context.Context, in *ReadVolumeF
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type VolumeServer_ReadVolumeFileClient = grpc.ServerStreamingClient[FileChunk]
 
+func (c *volumeServerClient) EcEncode(ctx context.Context, in *EcEncodeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[EcProgress], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &VolumeServer_ServiceDesc.Streams[2], VolumeServer_EcEncode_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[EcEncodeRequest, EcProgress]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type VolumeServer_EcEncodeClient = grpc.ServerStreamingClient[EcProgress]
+
+func (c *volumeServerClient) EcCopy(ctx context.Context, in *EcCopyRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[EcProgress], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &VolumeServer_ServiceDesc.Streams[3], VolumeServer_EcCopy_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[EcCopyRequest, EcProgress]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type VolumeServer_EcCopyClient = grpc.ServerStreamingClient[EcProgress]
+
+func (c *volumeServerClient) EcMount(ctx context.Context, in *EcShardsRequest, opts ...grpc.CallOption) (*EcShardsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EcShardsResponse)
+	err := c.cc.Invoke(ctx, VolumeServer_EcMount_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *volumeServerClient) EcUnmount(ctx context.Context, in *EcShardsRequest, opts ...grpc.CallOption) (*EcShardsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EcShardsResponse)
+	err := c.cc.Invoke(ctx, VolumeServer_EcUnmount_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *volumeServerClient) EcRebuild(ctx context.Context, in *EcRebuildRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[EcProgress], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &VolumeServer_ServiceDesc.Streams[4], VolumeServer_EcRebuild_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[EcRebuildRequest, EcProgress]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type VolumeServer_EcRebuildClient = grpc.ServerStreamingClient[EcProgress]
+
+func (c *volumeServerClient) EcDecode(ctx context.Context, in *EcDecodeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[EcProgress], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &VolumeServer_ServiceDesc.Streams[5], VolumeServer_EcDecode_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[EcDecodeRequest, EcProgress]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type VolumeServer_EcDecodeClient = grpc.ServerStreamingClient[EcProgress]
+
+func (c *volumeServerClient) EcVerify(ctx context.Context, in *EcShardsRequest, opts ...grpc.CallOption) (*EcShardsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EcShardsResponse)
+	err := c.cc.Invoke(ctx, VolumeServer_EcVerify_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *volumeServerClient) EcSyncJournal(ctx context.Context, in *EcSyncJournalRequest, opts ...grpc.CallOption) (*EcSyncJournalResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EcSyncJournalResponse)
+	err := c.cc.Invoke(ctx, VolumeServer_EcSyncJournal_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // VolumeServerServer is the server API for VolumeServer service.
 // All implementations must embed UnimplementedVolumeServerServer
 // for forward compatibility.
@@ -175,6 +322,29 @@ type VolumeServerServer interface {
 	// ReadVolumeFile streams one of a volume's files (".dat" or ".idx") as it is
 	// on disk, from offset to its current end.
 	ReadVolumeFile(*ReadVolumeFileRequest, grpc.ServerStreamingServer[FileChunk]) error
+	// Erasure coding (internal/erasure). EcEncode writes all k+m shards of a
+	// read-only volume, and its EC index, next to the volume on this server;
+	// they are not mounted (not served) until EcMount.
+	EcEncode(*EcEncodeRequest, grpc.ServerStreamingServer[EcProgress]) error
+	// EcCopy makes this server pull shard files (and the EC index and delete
+	// journal, unless it has them) from source_grpc_addr, verify every block,
+	// sync them, and mount them.
+	EcCopy(*EcCopyRequest, grpc.ServerStreamingServer[EcProgress]) error
+	// EcMount serves shard files present on disk; EcUnmount stops serving
+	// shards and deletes their files (the index and journal go with the last one).
+	EcMount(context.Context, *EcShardsRequest) (*EcShardsResponse, error)
+	EcUnmount(context.Context, *EcShardsRequest) (*EcShardsResponse, error)
+	// EcRebuild reconstructs the listed shards here from k others (read from
+	// their holders), verifies, syncs and mounts them.
+	EcRebuild(*EcRebuildRequest, grpc.ServerStreamingServer[EcProgress]) error
+	// EcDecode rebuilds the original volume here from the shards (deleted
+	// needles dropped) and loads it as a normal, read-only volume.
+	EcDecode(*EcDecodeRequest, grpc.ServerStreamingServer[EcProgress]) error
+	// EcVerify reads every block of the listed local shards.
+	EcVerify(context.Context, *EcShardsRequest) (*EcShardsResponse, error)
+	// EcSyncJournal merges the delete journals of the listed holders into this
+	// server's (a holder that was down missed the deletes made meanwhile).
+	EcSyncJournal(context.Context, *EcSyncJournalRequest) (*EcSyncJournalResponse, error)
 	mustEmbedUnimplementedVolumeServerServer()
 }
 
@@ -208,6 +378,30 @@ func (UnimplementedVolumeServerServer) CopyVolume(*CopyVolumeRequest, grpc.Serve
 }
 func (UnimplementedVolumeServerServer) ReadVolumeFile(*ReadVolumeFileRequest, grpc.ServerStreamingServer[FileChunk]) error {
 	return status.Error(codes.Unimplemented, "method ReadVolumeFile not implemented")
+}
+func (UnimplementedVolumeServerServer) EcEncode(*EcEncodeRequest, grpc.ServerStreamingServer[EcProgress]) error {
+	return status.Error(codes.Unimplemented, "method EcEncode not implemented")
+}
+func (UnimplementedVolumeServerServer) EcCopy(*EcCopyRequest, grpc.ServerStreamingServer[EcProgress]) error {
+	return status.Error(codes.Unimplemented, "method EcCopy not implemented")
+}
+func (UnimplementedVolumeServerServer) EcMount(context.Context, *EcShardsRequest) (*EcShardsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EcMount not implemented")
+}
+func (UnimplementedVolumeServerServer) EcUnmount(context.Context, *EcShardsRequest) (*EcShardsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EcUnmount not implemented")
+}
+func (UnimplementedVolumeServerServer) EcRebuild(*EcRebuildRequest, grpc.ServerStreamingServer[EcProgress]) error {
+	return status.Error(codes.Unimplemented, "method EcRebuild not implemented")
+}
+func (UnimplementedVolumeServerServer) EcDecode(*EcDecodeRequest, grpc.ServerStreamingServer[EcProgress]) error {
+	return status.Error(codes.Unimplemented, "method EcDecode not implemented")
+}
+func (UnimplementedVolumeServerServer) EcVerify(context.Context, *EcShardsRequest) (*EcShardsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EcVerify not implemented")
+}
+func (UnimplementedVolumeServerServer) EcSyncJournal(context.Context, *EcSyncJournalRequest) (*EcSyncJournalResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EcSyncJournal not implemented")
 }
 func (UnimplementedVolumeServerServer) mustEmbedUnimplementedVolumeServerServer() {}
 func (UnimplementedVolumeServerServer) testEmbeddedByValue()                      {}
@@ -360,6 +554,122 @@ func _VolumeServer_ReadVolumeFile_Handler(srv interface{}, stream grpc.ServerStr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type VolumeServer_ReadVolumeFileServer = grpc.ServerStreamingServer[FileChunk]
 
+func _VolumeServer_EcEncode_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(EcEncodeRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(VolumeServerServer).EcEncode(m, &grpc.GenericServerStream[EcEncodeRequest, EcProgress]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type VolumeServer_EcEncodeServer = grpc.ServerStreamingServer[EcProgress]
+
+func _VolumeServer_EcCopy_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(EcCopyRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(VolumeServerServer).EcCopy(m, &grpc.GenericServerStream[EcCopyRequest, EcProgress]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type VolumeServer_EcCopyServer = grpc.ServerStreamingServer[EcProgress]
+
+func _VolumeServer_EcMount_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EcShardsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VolumeServerServer).EcMount(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: VolumeServer_EcMount_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VolumeServerServer).EcMount(ctx, req.(*EcShardsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _VolumeServer_EcUnmount_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EcShardsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VolumeServerServer).EcUnmount(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: VolumeServer_EcUnmount_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VolumeServerServer).EcUnmount(ctx, req.(*EcShardsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _VolumeServer_EcRebuild_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(EcRebuildRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(VolumeServerServer).EcRebuild(m, &grpc.GenericServerStream[EcRebuildRequest, EcProgress]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type VolumeServer_EcRebuildServer = grpc.ServerStreamingServer[EcProgress]
+
+func _VolumeServer_EcDecode_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(EcDecodeRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(VolumeServerServer).EcDecode(m, &grpc.GenericServerStream[EcDecodeRequest, EcProgress]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type VolumeServer_EcDecodeServer = grpc.ServerStreamingServer[EcProgress]
+
+func _VolumeServer_EcVerify_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EcShardsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VolumeServerServer).EcVerify(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: VolumeServer_EcVerify_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VolumeServerServer).EcVerify(ctx, req.(*EcShardsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _VolumeServer_EcSyncJournal_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EcSyncJournalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VolumeServerServer).EcSyncJournal(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: VolumeServer_EcSyncJournal_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VolumeServerServer).EcSyncJournal(ctx, req.(*EcSyncJournalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // VolumeServer_ServiceDesc is the grpc.ServiceDesc for VolumeServer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -391,6 +701,22 @@ var VolumeServer_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ConfigureVolume",
 			Handler:    _VolumeServer_ConfigureVolume_Handler,
 		},
+		{
+			MethodName: "EcMount",
+			Handler:    _VolumeServer_EcMount_Handler,
+		},
+		{
+			MethodName: "EcUnmount",
+			Handler:    _VolumeServer_EcUnmount_Handler,
+		},
+		{
+			MethodName: "EcVerify",
+			Handler:    _VolumeServer_EcVerify_Handler,
+		},
+		{
+			MethodName: "EcSyncJournal",
+			Handler:    _VolumeServer_EcSyncJournal_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -401,6 +727,26 @@ var VolumeServer_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "ReadVolumeFile",
 			Handler:       _VolumeServer_ReadVolumeFile_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "EcEncode",
+			Handler:       _VolumeServer_EcEncode_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "EcCopy",
+			Handler:       _VolumeServer_EcCopy_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "EcRebuild",
+			Handler:       _VolumeServer_EcRebuild_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "EcDecode",
+			Handler:       _VolumeServer_EcDecode_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -1,0 +1,116 @@
+package client
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Reads from erasure-coded volumes. Any holder of an EC volume's shards
+// answers a read of any of its needles, fetching the bytes from the holder
+// of the needle's data shard when that is another server. To spare that
+// hop, the client asks one holder once for the volume's route table
+// (GET /ec/routes: runs of keys whose records start in the same data
+// shard; about k entries) and sends each read first to a healthy holder of
+// the needle's shard. EC volumes never change their layout, so a table is
+// kept as long as the volume is erasure-coded; one that could not be had is
+// asked for again after routeRetry.
+
+const routeRetry = 30 * time.Second
+
+type ecRoutes struct {
+	keys    []uint64
+	shards  []uint8
+	expires time.Time // for a failed fetch: when to try again
+}
+
+// shardOf is the data shard holding key's record start, if known.
+func (r *ecRoutes) shardOf(key uint64) (int, bool) {
+	i := sort.Search(len(r.keys), func(i int) bool { return r.keys[i] > key })
+	if i == 0 {
+		return 0, false
+	}
+	return int(r.shards[i-1]), true
+}
+
+type routeCache struct {
+	mu sync.Mutex
+	m  map[uint32]*ecRoutes
+}
+
+// preferEC returns, for a needle of an EC volume, the holder of its data
+// shard, or "" when unknown. locs are the volume's locations.
+func (c *Client) preferEC(ctx context.Context, vol uint32, key uint64, locs []Location) string {
+	ec := false
+	for _, l := range locs {
+		ec = ec || l.EcShards != 0
+	}
+	if !ec {
+		return ""
+	}
+	r := c.routes.get(vol)
+	if r == nil || (r.keys == nil && c.now().After(r.expires)) {
+		r = c.fetchRoutes(ctx, vol, locs)
+	}
+	shard, ok := r.shardOf(key)
+	if !ok {
+		return ""
+	}
+	for _, l := range locs {
+		if l.EcShards&(1<<shard) != 0 && !c.health.suspect(l.URL) {
+			return l.URL
+		}
+	}
+	return ""
+}
+
+func (rc *routeCache) get(vol uint32) *ecRoutes {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.m[vol]
+}
+
+func (rc *routeCache) put(vol uint32, r *ecRoutes) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.m == nil {
+		rc.m = map[uint32]*ecRoutes{}
+	}
+	rc.m[vol] = r
+}
+
+// fetchRoutes asks the holders, healthiest first, for the route table.
+func (c *Client) fetchRoutes(ctx context.Context, vol uint32, locs []Location) *ecRoutes {
+	r := &ecRoutes{expires: c.now().Add(routeRetry)}
+	for _, l := range c.orderLocations(locs) {
+		if l.EcShards == 0 {
+			continue
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL(l.URL)+"/ec/routes?volume="+strconv.FormatUint(uint64(vol), 10), nil)
+		if err != nil {
+			break
+		}
+		resp, err := c.doVolume(req, c.failoverAfter)
+		if err != nil {
+			continue
+		}
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 9<<16+1))
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || len(b)%9 != 0 || len(b) > 9<<16 {
+			continue
+		}
+		r.keys, r.shards = make([]uint64, 0, len(b)/9), make([]uint8, 0, len(b)/9)
+		for p := 0; p < len(b); p += 9 {
+			r.keys = append(r.keys, binary.BigEndian.Uint64(b[p:]))
+			r.shards = append(r.shards, b[p+8])
+		}
+		break
+	}
+	c.routes.put(vol, r)
+	return r
+}

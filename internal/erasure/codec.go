@@ -1,0 +1,194 @@
+package erasure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/klauspost/reedsolomon"
+)
+
+var encoders sync.Map // Scheme -> reedsolomon.Encoder
+
+// encoder returns the (shared, concurrency-safe) coder of a scheme.
+func encoder(s Scheme) (reedsolomon.Encoder, error) {
+	if e, ok := encoders.Load(s); ok {
+		return e.(reedsolomon.Encoder), nil
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	e, err := reedsolomon.New(s.Data, s.Parity)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadScheme, err)
+	}
+	actual, _ := encoders.LoadOrStore(s, e)
+	return actual.(reedsolomon.Encoder), nil
+}
+
+// Fetcher reads shard ranges for the readers of this package.
+type Fetcher interface {
+	// Fetch reads [off, off+n) of shard i. With verify the bytes must have
+	// been checked against the shard's block checksums (off and n are then
+	// whole blocks). It returns an error wrapping ErrShardUnavailable or
+	// ErrCorrupt when the shard cannot serve the range; the reader then
+	// works around it.
+	Fetch(ctx context.Context, shard int, off, n int64, verify bool) ([]byte, error)
+}
+
+// BatchFetcher is a Fetcher that can also read the same verified range of
+// several shards in one go (one request per server holding some of them);
+// Reconstruct uses it when it has it.
+type BatchFetcher interface {
+	Fetcher
+	FetchVerified(ctx context.Context, shards []int, off, n int64) ([][]byte, []error)
+}
+
+// ReconstructionSink is a Fetcher that wants to see what ReadRange
+// reconstructed (whole verified blocks of shard at off), e.g. to cache it:
+// an EC volume never changes, so a rebuilt block stays right.
+type ReconstructionSink interface {
+	Reconstructed(shard int, off int64, b []byte)
+}
+
+// ShardPreferrer is a Fetcher that knows which shards are cheapest to read
+// (held locally, holders alive); Reconstruct asks it, only when it has to
+// reconstruct, before the caller's prefer list.
+type ShardPreferrer interface {
+	PreferShards(ctx context.Context) []int
+}
+
+// FetchFunc adapts a function to Fetcher.
+type FetchFunc func(ctx context.Context, shard int, off, n int64, verify bool) ([]byte, error)
+
+// Fetch calls f.
+func (f FetchFunc) Fetch(ctx context.Context, shard int, off, n int64, verify bool) ([]byte, error) {
+	return f(ctx, shard, off, n, verify)
+}
+
+// fetchVerified reads the same verified range of several shards, batched
+// when the fetcher can, else one goroutine per shard.
+func fetchVerified(ctx context.Context, fetch Fetcher, shards []int, off, n int64) ([][]byte, []error) {
+	if b, ok := fetch.(BatchFetcher); ok {
+		return b.FetchVerified(ctx, shards, off, n)
+	}
+	got := make([][]byte, len(shards))
+	errs := make([]error, len(shards))
+	var wg sync.WaitGroup
+	for j, idx := range shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[j], errs[j] = fetch.Fetch(ctx, idx, off, n, true)
+		}()
+	}
+	wg.Wait()
+	return got, errs
+}
+
+// Reconstruct returns the bytes [off, off+n) (whole blocks) of each shard in
+// want, computed from any k other shards read through fetch. Shards in avoid
+// are not read (known bad). Shards are tried in the order of prefer first,
+// then by index; failed reads are replaced by other shards until k are in
+// hand or none is left (ErrTooFewShards). bad reports the shards whose
+// reads failed.
+func Reconstruct(ctx context.Context, s Scheme, fetch Fetcher, off, n int64, want, avoid ShardSet, prefer []int) (out map[int][]byte, bad ShardSet, err error) {
+	enc, err := encoder(s)
+	if err != nil {
+		return nil, 0, err
+	}
+	var order []int
+	seen := want | avoid
+	if p, ok := fetch.(ShardPreferrer); ok {
+		prefer = append(p.PreferShards(ctx), prefer...)
+	}
+	for _, i := range prefer {
+		if i >= 0 && i < s.Total() && !seen.Has(i) {
+			order = append(order, i)
+			seen = seen.With(i)
+		}
+	}
+	for i := range s.Total() {
+		if !seen.Has(i) {
+			order = append(order, i)
+		}
+	}
+	shards := make([][]byte, s.Total())
+	have := 0
+	var errs []error
+	for have < s.Data {
+		need := s.Data - have
+		if len(order) < need {
+			return nil, bad, fmt.Errorf("%w: %d of %d shards readable (%v)", ErrTooFewShards, have, s.Data, errors.Join(errs...))
+		}
+		batch := order[:need]
+		order = order[need:]
+		got, gotErr := fetchVerified(ctx, fetch, batch, off, n)
+		for j, idx := range batch {
+			if gotErr[j] == nil && int64(len(got[j])) != n {
+				gotErr[j] = fmt.Errorf("%w: shard %d returned %d bytes, want %d", ErrCorrupt, idx, len(got[j]), n)
+			}
+			if gotErr[j] != nil {
+				if ctx.Err() != nil {
+					return nil, bad, ctx.Err()
+				}
+				bad = bad.With(idx)
+				errs = append(errs, fmt.Errorf("shard %d: %w", idx, gotErr[j]))
+				continue
+			}
+			shards[idx] = got[j]
+			have++
+		}
+	}
+	required := make([]bool, s.Total())
+	for _, i := range want.List() {
+		required[i] = true
+	}
+	if err := enc.ReconstructSome(shards, required); err != nil {
+		return nil, bad, fmt.Errorf("%w: reconstruct: %v", ErrCorrupt, err)
+	}
+	out = map[int][]byte{}
+	for _, i := range want.List() {
+		out[i] = shards[i]
+	}
+	return out, bad, nil
+}
+
+// ReadRange reads .dat bytes [off, off+n) through fetch: each piece from
+// its data shard (one read per shard touched, unverified: the caller checks
+// the needle's own CRC), and a piece whose shard fails, or which lies in a
+// shard of avoid, reconstructed from k other shards. bad reports the shards
+// that failed.
+func ReadRange(ctx context.Context, l Layout, fetch Fetcher, off, n int64, avoid ShardSet, prefer []int) ([]byte, ShardSet, error) {
+	exts, err := l.Locate(off, n)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]byte, 0, n)
+	var bad ShardSet
+	for _, e := range exts {
+		if !avoid.Has(e.Shard) {
+			b, err := fetch.Fetch(ctx, e.Shard, e.Off, e.Len, false)
+			if err == nil && int64(len(b)) == e.Len {
+				out = append(out, b...)
+				continue
+			}
+			if ctx.Err() != nil {
+				return nil, bad, ctx.Err()
+			}
+			bad = bad.With(e.Shard)
+		}
+		start, end := alignBlocks(e.Off, e.Len)
+		rec, more, err := Reconstruct(ctx, l.Scheme, fetch, start, end-start, SetOf(e.Shard), avoid|bad, prefer)
+		bad |= more
+		if err != nil {
+			return nil, bad, err
+		}
+		if sink, ok := fetch.(ReconstructionSink); ok {
+			sink.Reconstructed(e.Shard, start, rec[e.Shard])
+		}
+		out = append(out, rec[e.Shard][e.Off-start:e.Off-start+e.Len]...)
+	}
+	return out, bad, nil
+}

@@ -1,0 +1,261 @@
+package shell
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/client"
+	"github.com/kelpfs/kelp/internal/erasure"
+	"github.com/kelpfs/kelp/internal/fid"
+	"github.com/kelpfs/kelp/internal/needle"
+	"github.com/kelpfs/kelp/internal/testcluster"
+	"github.com/kelpfs/kelp/internal/testutil"
+)
+
+// readFrom reads a needle from one volume server, without fail-over.
+func readFrom(server string, id fid.FileID) (int, []byte, error) {
+	resp, err := http.Get("http://" + server + "/" + id.String())
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+func readAll(ctx context.Context, cl *client.Client, id fid.FileID) ([]byte, error) {
+	rc, _, err := cl.Get(ctx, id, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
+func checkFiles(t *testing.T, ctx context.Context, cl *client.Client, files map[fid.FileID][]byte, when string) {
+	t.Helper()
+	for id, want := range files {
+		got, err := readAll(ctx, cl, id)
+		if err != nil {
+			t.Fatalf("%s: read %s: %v", when, id, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: read %s: %d bytes differ from the %d written", when, id, len(got), len(want))
+		}
+	}
+}
+
+// ecShardCount sums the distinct shards of every EC volume the master shows.
+func ecShardCount(t *testing.T, ctx context.Context, sh *Shell) (volumes, shards int) {
+	t.Helper()
+	v, err := sh.fetchView(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range v.ecStates("") {
+		volumes++
+		shards += st.present.Count()
+	}
+	return volumes, shards
+}
+
+// TestClusterErasureCoding is issue 11's scenario on an in-process cluster:
+// 4 volume servers in 2 racks; small files and a few large ones; ec.encode
+// (dry run first); every file read back; a delete; one server killed and
+// every file read back degraded; ec.rebuild restores every shard; ec.decode
+// turns a volume back into a normal one.
+func TestClusterErasureCoding(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	specs := []testcluster.VolumeSpec{{DataCenter: "dc1", Rack: "r1"}, {DataCenter: "dc1", Rack: "r1"},
+		{DataCenter: "dc1", Rack: "r2"}, {DataCenter: "dc1", Rack: "r2"}}
+	c := testcluster.Start(t, testcluster.Options{Volumes: specs, PulseInterval: 300 * time.Millisecond, VolumeSizeLimit: 2 << 20})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cl, err := client.New(client.Config{Masters: c.MasterAddrs(), LookupTTL: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(11, 4))
+	files := map[fid.FileID][]byte{}
+	for i := range 300 {
+		size := 1024 + r.IntN(7*1024)
+		if i%60 == 7 {
+			size = 300<<10 + r.IntN(200<<10)
+		}
+		data := make([]byte, size)
+		for j := range data {
+			data[j] = byte(r.Uint32())
+		}
+		id, _, err := cl.PutBytes(ctx, client.AssignRequest{Collection: "ec"}, data, client.UploadOptions{})
+		if err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+		files[id] = data
+	}
+	out := &testutil.Buffer{}
+	sh, err := New(Config{Masters: c.MasterAddrs(), Out: out, Owner: "ec test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+
+	if err := run(t, sh, "lock\ncluster.configure -collection=ec -ec=4+0"); err == nil {
+		t.Fatal("cluster.configure took scheme 4+0")
+	}
+	wantLines(t, mustRun(t, sh, out, "cluster.configure -collection=ec -ec=4+2\nunlock"), `collection "ec" erasure coding: 4+2`)
+	got := mustRun(t, sh, out, "ec.encode -collection=ec -fullPercent=0 -quietFor=0s")
+	wantLines(t, got, "plan: encode", "as 4+2", "dry run")
+	if n, _ := ecShardCount(t, ctx, sh); n != 0 {
+		t.Fatalf("a dry run made %d EC volumes", n)
+	}
+	if err := run(t, sh, "ec.encode -collection=ec -fullPercent=0 -quietFor=0s -force"); err == nil {
+		t.Fatal("ec.encode -force ran without the admin lock")
+	}
+	// An encode interrupted after the shards were written (here: all on
+	// the copy's server) but before the copy was deleted.
+	var some fid.FileID
+	for id := range files {
+		some = id
+		break
+	}
+	for _, n := range c.Volume {
+		st := n.VolumeServer().Store()
+		if _, ok := st.Volume(some.Volume); ok {
+			if err := st.MarkReadOnly(some.Volume, true); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.EcEncode(ctx, some.Volume, erasure.Scheme{Data: 4, Parity: 2}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	testutil.WaitFor(t, 10*time.Second, func() bool { n, _ := ecShardCount(t, ctx, sh); return n == 1 }, "the leftover shards to show")
+	got = mustRun(t, sh, out, "lock\nec.encode -collection=ec -fullPercent=0 -quietFor=0s -force\nunlock")
+	wantLines(t, got, "done", "interrupted encode")
+	vols, shards := ecShardCount(t, ctx, sh)
+	if vols == 0 || shards != vols*6 {
+		t.Fatalf("after ec.encode: %d EC volumes with %d shards in all\n%s", vols, shards, got)
+	}
+	v, _ := sh.fetchView(ctx)
+	for id := range files {
+		if _, normal := v.copies[id.Volume]; normal {
+			t.Fatalf("volume %d still has its original copies", id.Volume)
+		}
+	}
+	checkFiles(t, ctx, cl, files, "after ec.encode")
+	wantLines(t, mustRun(t, sh, out, "volume.list"), "ec volume", "scheme 4+2")
+
+	// A delete reaches every holder's journal.
+	var gone fid.FileID
+	for id := range files {
+		gone = id
+		break
+	}
+	if err := cl.Delete(ctx, gone); err != nil {
+		t.Fatalf("delete from an EC volume: %v", err)
+	}
+	delete(files, gone)
+	if _, err := readAll(ctx, cl, gone); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("read of a deleted needle: %v", err)
+	}
+
+	// Lose one server: 1 or 2 of 6 shards.
+	victim := c.Volume[0]
+	victim.Kill()
+	checkFiles(t, ctx, cl, files, "with one of 4 servers killed")
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		v, err := sh.fetchView(ctx)
+		return err == nil && len(v.nodes) == 3
+	}, "the master to drop the killed server")
+	_, shards = ecShardCount(t, ctx, sh)
+	if shards >= vols*6 {
+		t.Fatalf("no shard lost with a server killed")
+	}
+	wantLines(t, mustRun(t, sh, out, "volume.list"), "missing shards", "run ec.rebuild")
+	got = mustRun(t, sh, out, "ec.rebuild -collection=ec")
+	wantLines(t, got, "plan: rebuild", "dry run")
+	got = mustRun(t, sh, out, "lock\nec.rebuild -collection=ec -force\nunlock")
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		_, n := ecShardCount(t, ctx, sh)
+		return n == vols*6
+	}, "every shard back")
+	checkFiles(t, ctx, cl, files, "after ec.rebuild")
+	if _, err := readAll(ctx, cl, gone); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("read of a deleted needle after rebuild: %v", err)
+	}
+	wantLines(t, mustRun(t, sh, out, "ec.rebuild -collection=ec"), "every EC volume that can be rebuilt has all its shards")
+
+	// A delete while the victim is away misses its journal; when it comes
+	// back (its old shards too), ec.rebuild -force merges the journals.
+	var gone2 fid.FileID
+	for id := range files {
+		gone2 = id
+		break
+	}
+	if err := cl.Delete(ctx, gone2); err != nil {
+		t.Fatalf("delete with a holder away: %v", err)
+	}
+	delete(files, gone2)
+	victim.Start(t)
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		v, err := sh.fetchView(ctx)
+		return err == nil && len(v.nodes) == 4
+	}, "the victim to come back")
+	got = mustRun(t, sh, out, "lock\nec.rebuild -collection=ec -force\nunlock")
+	wantLines(t, got, "delete journals merged: 1 deletes")
+	if code, _, err := readFrom(victim.VolumeServer().URL(), gone2); err != nil || code != 404 {
+		t.Fatalf("read of a needle deleted while its holder was away, from that holder: %d %v", code, err)
+	}
+
+	// Decode one volume back.
+	v, _ = sh.fetchView(ctx)
+	st := v.ecStates("ec")[0]
+	got = mustRun(t, sh, out, fmt.Sprintf("lock\nec.decode -volumeId=%d -force\nunlock", st.id))
+	wantLines(t, got, "is a normal volume")
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		v, err := sh.fetchView(ctx)
+		_, ec := v.ecShards()[st.id]
+		return err == nil && len(v.copies[st.id]) == 1 && !ec
+	}, "the decoded volume to be normal")
+	checkFiles(t, ctx, cl, files, "after ec.decode")
+	if _, err := readAll(ctx, cl, gone); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("read of a deleted needle after decode: %v", err)
+	}
+	if strings.Contains(mustRun(t, sh, out, "volume.list"), fmt.Sprintf("ec volume %d ", st.id)) {
+		t.Fatal("volume.list still shows shards of the decoded volume")
+	}
+
+	// collection.delete takes the EC volumes too.
+	wantLines(t, mustRun(t, sh, out, "lock\ncollection.delete -collection=ec -force\nunlock"), "deleted shards")
+	testutil.WaitFor(t, 10*time.Second, func() bool { n, _ := ecShardCount(t, ctx, sh); return n == 0 }, "no EC volume left")
+}
+
+// TestLostKeys: with data shards lost, exactly the needles whose records
+// touch them are lost.
+func TestLostKeys(t *testing.T) {
+	l := erasure.NewLayout(erasure.Scheme{Data: 4, Parity: 2}, 4*8192)
+	x := &erasure.Index{Layout: l, Entries: []needle.IndexEntry{
+		{Key: 1, Offset: 32, Size: 100},          // shard 0
+		{Key: 2, Offset: 8192 - 64, Size: 200},   // shards 0 and 1
+		{Key: 3, Offset: 2*8192 + 8, Size: 100},  // shard 2
+		{Key: 4, Offset: 3*8192 + 16, Size: 100}, // shard 3
+	}}
+	got := lostKeys(x, erasure.SetOf(0, 2, 3, 4, 5))
+	if len(got) != 1 || got[0] != 2 {
+		t.Fatalf("lost with shard 1 gone: %v", got)
+	}
+	got = lostKeys(x, erasure.SetOf(1, 2, 4))
+	if len(got) != 3 {
+		t.Fatalf("lost with shards 0 and 3 gone: %v", got)
+	}
+}
