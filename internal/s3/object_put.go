@@ -3,6 +3,7 @@ package s3
 import (
 	"encoding/base64"
 	"encoding/xml"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -18,6 +19,11 @@ const maxUserMeta = 2 << 10
 // metadata reads the object metadata of a PUT, copy or multipart create.
 func metadata(r *http.Request) (objectapi.Metadata, error) {
 	md := objectapi.Metadata{ContentType: r.Header.Get("Content-Type"), Headers: map[string]string{}}
+	if sc := r.Header.Get("x-amz-storage-class"); sc != "" && sc != "STANDARD" {
+		// Kelp has one storage class: another is refused, never ignored.
+		return md, &apiError{Code: "InvalidStorageClass", Status: http.StatusBadRequest,
+			Message: fmt.Sprintf("The storage class you specified is not valid: Kelp stores every object as STANDARD, not %q.", sc)}
+	}
 	for _, k := range objectapi.SystemHeaders() {
 		v := r.Header.Get(k)
 		if k == "content-encoding" {

@@ -185,6 +185,9 @@ func route(rq *request) (*operation, error) {
 	q, m := rq.q, rq.r.Method
 	switch {
 	case rq.bucket == "":
+		if m == http.MethodGet && q.Get("x-id") == "ListDirectoryBuckets" {
+			return nil, errNotImplemented // directory buckets (S3 Express) do not exist here
+		}
 		if m == http.MethodGet {
 			return &operation{name: "ListBuckets", action: "", fn: (*Server).listBuckets}, nil
 		}
@@ -231,7 +234,8 @@ func routeBucket(rq *request, m string, q url.Values) (*operation, error) {
 			return &operation{name: "GetBucketPolicyStatus", action: ActionList, fn: (*Server).getPolicyStatus}, nil
 		case has(q, "replication"), has(q, "logging"), has(q, "notification"),
 			has(q, "requestPayment"), has(q, "accelerate"), has(q, "analytics"),
-			has(q, "inventory"), has(q, "metrics"), has(q, "intelligent-tiering"):
+			has(q, "inventory"), has(q, "metrics"), has(q, "intelligent-tiering"),
+			has(q, "session"), has(q, "metadataTable"), has(q, "metadataConfiguration"), has(q, "abac"):
 			return &operation{name: "GetBucketConfiguration", action: ActionList, fn: fail(errNotImplemented)}, nil
 		case q.Get("list-type") == "2":
 			return &operation{name: "ListObjectsV2", action: ActionList, fn: (*Server).listObjectsV2}, nil
@@ -345,6 +349,10 @@ func routeObject(rq *request, m string, q url.Values) (*operation, error) {
 			return &operation{name: "PutObjectRetention", action: ActionWrite, fn: (*Server).putObjectRetention}, nil
 		case has(q, "legal-hold"):
 			return &operation{name: "PutObjectLegalHold", action: ActionWrite, fn: (*Server).putObjectLegalHold}, nil
+		case len(q) > 0 && !onlyIgnorable(q):
+			// A sub-resource Kelp does not serve (renameObject, ...): never
+			// an upload of the body to the key.
+			return &operation{name: "PutObjectConfiguration", action: ActionWrite, fn: fail(errNotImplemented)}, nil
 		case rq.r.Header.Get("x-amz-copy-source") != "":
 			return &operation{name: "CopyObject", action: ActionWrite, fn: (*Server).copyObject}, nil
 		}
