@@ -3,6 +3,7 @@ package objectapi
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/kelpfs/kelp/internal/filer"
 	"github.com/kelpfs/kelp/internal/sse"
@@ -25,9 +26,10 @@ type CopyOptions struct {
 	ChecksumAlgorithm string
 	// SourceVersionID copies that version of the source ("" the latest).
 	SourceVersionID string
-	// IfMatch and IfNoneMatch are the destination's preconditions, as in
-	// PutOptions.
+	// IfMatch, IfNoneMatch and IfUnmodifiedSince are the destination's
+	// preconditions, as in PutOptions.
 	IfMatch, IfNoneMatch string
+	IfUnmodifiedSince    time.Time
 	// Keys.Source gives the data key of an encrypted source; the copy is
 	// encrypted as Metadata.Encryption says (whatever the source was).
 	Keys Keys
@@ -86,7 +88,7 @@ func (l *Layer) CopyObject(ctx context.Context, srcBucket, srcKey, bucket, key s
 			return ObjectInfo{}, errorf(ErrInvalidRequest, "Bucket is missing Object Lock Configuration")
 		}
 		var e *filer.Entry
-		check := l.checker(bucket, key, WriteConditions{IfMatch: opts.IfMatch, IfNoneMatch: opts.IfNoneMatch})
+		check := l.checker(bucket, key, WriteConditions{IfMatch: opts.IfMatch, IfNoneMatch: opts.IfNoneMatch, IfUnmodifiedSince: opts.IfUnmodifiedSince})
 		err := l.ns.ModifyEntry(ctx, src.Path, func(ne *filer.Entry) error {
 			if check != nil {
 				if err := check(ne); err != nil {
@@ -118,7 +120,8 @@ func (l *Layer) CopyObject(ctx context.Context, srcBucket, srcKey, bucket, key s
 	if alg == "" && si.Checksum.Type != ChecksumComposite {
 		alg = si.Checksum.Algorithm
 	}
-	po := PutOptions{Metadata: md, Size: si.Size, Checksum: ChecksumSpec{Algorithm: alg}, IfMatch: opts.IfMatch, IfNoneMatch: opts.IfNoneMatch}
+	po := PutOptions{Metadata: md, Size: si.Size, Checksum: ChecksumSpec{Algorithm: alg}, IfMatch: opts.IfMatch, IfNoneMatch: opts.IfNoneMatch,
+		IfUnmodifiedSince: opts.IfUnmodifiedSince}
 	oi, err := l.PutObject(ctx, bucket, key, body, po)
 	if errors.Is(err, filer.ErrNotFound) {
 		return ObjectInfo{}, errorf(ErrNoSuchKey, "%q", srcKey)

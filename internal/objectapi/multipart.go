@@ -50,8 +50,9 @@ type CompletePart struct {
 
 // CompleteOptions tune CompleteMultipartUpload.
 type CompleteOptions struct {
-	IfNoneMatch string // as in PutOptions
-	IfMatch     string
+	IfNoneMatch       string // as in PutOptions
+	IfMatch           string
+	IfUnmodifiedSince time.Time
 	// FullChecksum is a whole-object checksum sent with the completion
 	// (x-amz-checksum-*), stored as given for a FULL_OBJECT upload.
 	FullChecksum string
@@ -445,7 +446,7 @@ func (l *Layer) completeOnce(ctx context.Context, bucket, key, id string, list [
 		v := b64(sumHash.Sum(nil)) + "-" + strconv.Itoa(len(list))
 		e.Xattrs[xaChecksum] = encodeChecksum(Checksum{Algorithm: want.Algorithm, Value: v, Type: ChecksumComposite})
 	}
-	wc := WriteConditions{IfMatch: opts.IfMatch, IfNoneMatch: opts.IfNoneMatch}
+	wc := WriteConditions{IfMatch: opts.IfMatch, IfNoneMatch: opts.IfNoneMatch, IfUnmodifiedSince: opts.IfUnmodifiedSince}
 	if err := l.precheck(ctx, p, bucket, key, wc); err != nil {
 		return ObjectInfo{}, err
 	}

@@ -86,9 +86,11 @@ type PutOptions struct {
 	Checksum   ChecksumSpec
 	// IfNoneMatch "*" fails with ErrPreconditionFailed when the key exists,
 	// a list of ETags when the current object has one of them; IfMatch
-	// requires the current object to have that ETag (WriteConditions).
-	IfNoneMatch string
-	IfMatch     string
+	// requires the current object to have that ETag; IfUnmodifiedSince
+	// as in WriteConditions.
+	IfNoneMatch       string
+	IfMatch           string
+	IfUnmodifiedSince time.Time
 }
 
 func isDirObject(e *filer.Entry) bool { return e.IsDir() && string(e.Xattrs[xaObject]) == "1" }
@@ -366,7 +368,7 @@ func (l *Layer) PutObject(ctx context.Context, bucket, key string, r io.Reader, 
 	if err := l.checkLockRequest(b, opts.Lock); err != nil {
 		return ObjectInfo{}, err
 	}
-	wc := WriteConditions{IfMatch: opts.IfMatch, IfNoneMatch: opts.IfNoneMatch}
+	wc := WriteConditions{IfMatch: opts.IfMatch, IfNoneMatch: opts.IfNoneMatch, IfUnmodifiedSince: opts.IfUnmodifiedSince}
 	if err := l.precheck(ctx, p, bucket, key, wc); err != nil {
 		return ObjectInfo{}, err
 	}

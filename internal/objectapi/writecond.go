@@ -20,6 +20,11 @@ type WriteConditions struct {
 	// IfNoneMatch is "*" (the key must have no current version) or a
 	// list of entity tags the current version must not have (RFC 9110).
 	IfNoneMatch string
+	// IfUnmodifiedSince (RFC 9110 §13.1.4), when IfMatch is absent: the
+	// current version must not have been modified after it (to the
+	// second); a key with no current version has no modification date,
+	// so the condition is ignored there, as S3 does on a GET.
+	IfUnmodifiedSince time.Time
 	// IfMatchLastModified and IfMatchSize (deletes only): the current
 	// version must have been modified at that time (to the second) and
 	// have that size; a key with no current version passes, as in S3.
@@ -28,7 +33,7 @@ type WriteConditions struct {
 }
 
 func (c WriteConditions) empty() bool {
-	return c.IfMatch == "" && c.IfNoneMatch == "" && c.IfMatchLastModified.IsZero() && c.IfMatchSize == nil
+	return c.IfMatch == "" && c.IfNoneMatch == "" && c.IfUnmodifiedSince.IsZero() && c.IfMatchLastModified.IsZero() && c.IfMatchSize == nil
 }
 
 // currentVersion is the entry e found at key's path when it is the key's
@@ -56,6 +61,8 @@ func (l *Layer) checkWrite(bucket, key string, cur *filer.Entry, c WriteConditio
 	switch {
 	case c.IfMatch != "" && !etagMatches(c.IfMatch, etag):
 		return errorf(ErrPreconditionFailed, "If-Match: %q has ETag %q", key, etag)
+	case c.IfMatch == "" && modifiedAfter(cur.Mtime, c.IfUnmodifiedSince):
+		return errorf(ErrPreconditionFailed, "If-Unmodified-Since: %q was modified at %s", key, cur.Mtime.UTC().Format(time.RFC1123))
 	case c.IfNoneMatch != "" && etagMatches(c.IfNoneMatch, etag):
 		return errorf(ErrPreconditionFailed, "If-None-Match: %q exists with ETag %q", key, etag)
 	case !c.IfMatchLastModified.IsZero() && !cur.Mtime.Truncate(time.Second).Equal(c.IfMatchLastModified.Truncate(time.Second)):
@@ -64,6 +71,12 @@ func (l *Layer) checkWrite(bucket, key string, cur *filer.Entry, c WriteConditio
 		return errorf(ErrPreconditionFailed, "x-amz-if-match-size: %q has %d bytes", key, cur.Size)
 	}
 	return nil
+}
+
+// modifiedAfter reports whether mtime is after t (when t is set), to the
+// second, as HTTP dates have no finer precision.
+func modifiedAfter(mtime, t time.Time) bool {
+	return !t.IsZero() && mtime.Truncate(time.Second).After(t.Truncate(time.Second))
 }
 
 // checker returns c as a check of the entry found in a transaction (nil

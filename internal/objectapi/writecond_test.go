@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kelpfs/kelp/internal/chunk/chunktest"
 	"github.com/kelpfs/kelp/internal/filer"
@@ -56,13 +57,35 @@ func TestWriteRefusedInTransactionLeavesNoBlobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, opts := range []PutOptions{{IfNoneMatch: "*"}, {IfMatch: `"nope"`}, {IfNoneMatch: `"` + hex.EncodeToString(sum[:]) + `"`}} {
+	for _, opts := range []PutOptions{{IfNoneMatch: "*"}, {IfMatch: `"nope"`}, {IfNoneMatch: `"` + hex.EncodeToString(sum[:]) + `"`},
+		{IfUnmodifiedSince: time.Now().Add(-time.Hour)}} {
 		opts.Size = 1000
 		if _, err := stale.PutObject(ctx, "bkt", "k", bytes.NewReader(body), opts); err == nil {
 			t.Fatalf("%+v: the write was not refused", opts)
 		}
 		if n := len(blobs.Live()); n != before {
 			t.Fatalf("%+v: %d blobs live after the refused write, %d before", opts, n, before)
+		}
+	}
+}
+
+// If-Unmodified-Since compares to the second: an object written within
+// the date's second was not modified after it.
+func TestConditionalModifiedAfter(t *testing.T) {
+	date := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		mtime, since time.Time
+		want         bool
+	}{
+		{date.Add(700 * time.Millisecond), date, false},
+		{date, date, false},
+		{date.Add(time.Second), date, true},
+		{date.Add(-time.Hour), date, false},
+		{date.Add(time.Hour), time.Time{}, false}, // absent condition
+	}
+	for _, tc := range cases {
+		if got := modifiedAfter(tc.mtime, tc.since); got != tc.want {
+			t.Errorf("modifiedAfter(%s, %s) = %v, want %v", tc.mtime, tc.since, got, tc.want)
 		}
 	}
 }

@@ -9,12 +9,20 @@ import (
 	"github.com/kelpfs/kelp/internal/objectapi"
 )
 
+// ifUnmodifiedSince reads the If-Unmodified-Since of a write or a delete
+// (RFC 9110 §13.1.4 applies it to any method). A value that is not an
+// HTTP date is ignored, as §13.1.4 requires. If-Modified-Since is never
+// read for a write or a delete: §13.1.3 says a recipient MUST ignore it
+// for methods other than GET and HEAD.
+func ifUnmodifiedSince(h http.Header) time.Time { return parseTime(h.Get("If-Unmodified-Since")) }
+
 // deleteConditions reads the preconditions of a DeleteObject: If-Match,
-// If-None-Match (RFC 9110, which S3 does not define for DELETE but which
-// is never ignored), x-amz-if-match-last-modified-time and
-// x-amz-if-match-size.
+// If-None-Match and If-Unmodified-Since (RFC 9110, which S3 does not
+// define for DELETE but which are never ignored),
+// x-amz-if-match-last-modified-time and x-amz-if-match-size.
 func deleteConditions(h http.Header) (objectapi.WriteConditions, error) {
-	c := objectapi.WriteConditions{IfMatch: h.Get("If-Match"), IfNoneMatch: h.Get("If-None-Match")}
+	c := objectapi.WriteConditions{IfMatch: h.Get("If-Match"), IfNoneMatch: h.Get("If-None-Match"),
+		IfUnmodifiedSince: ifUnmodifiedSince(h)}
 	var err error
 	if v := h.Get("x-amz-if-match-last-modified-time"); v != "" {
 		if c.IfMatchLastModified, err = parseConditionTime(v); err != nil {

@@ -2,6 +2,7 @@ package s3
 
 import (
 	"bytes"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 const wrongETag = `"0123456789abcdef0123456789abcdef"`
@@ -240,5 +242,93 @@ func TestConditionalPutConcurrent(t *testing.T) {
 	wg.Wait()
 	if wins != 1 || refused != n-1 {
 		t.Fatalf("%d writers won and %d were refused, want 1 and %d", wins, refused, n-1)
+	}
+}
+
+// withHeader sets a request header the SDK has no field for.
+func withHeader(name, value string) func(*s3.Options) {
+	return func(o *s3.Options) { o.APIOptions = append(o.APIOptions, smithyhttp.AddHeaderValue(name, value)) }
+}
+
+// If-Unmodified-Since holds a write or a delete to a current object not
+// modified after the date (RFC 9110 §13.1.4); If-Modified-Since is ignored
+// on them (§13.1.3).
+func TestConditionalUnmodifiedSince(t *testing.T) {
+	e := startEnv(t, nil)
+	e.mkBucket("cus")
+	b, k := aws.String("cus"), aws.String("k")
+	etag := e.mustPut("cus", "k", "one")
+	e.mustPut("cus", "src", "copied")
+	h, err := e.c.HeadObject(e.ctx, &s3.HeadObjectInput{Bucket: b, Key: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := aws.ToTime(h.LastModified)
+	before := withHeader("If-Unmodified-Since", mod.Add(-time.Hour).UTC().Format(http.TimeFormat))
+	put := func(body string, opts ...func(*s3.Options)) error {
+		_, err := e.c.PutObject(e.ctx, &s3.PutObjectInput{Bucket: b, Key: k, Body: strings.NewReader(body)}, opts...)
+		return err
+	}
+	e.wantCode(put("two", before), "PreconditionFailed")
+	_, err = e.c.CopyObject(e.ctx, &s3.CopyObjectInput{Bucket: b, Key: k, CopySource: aws.String("cus/src")}, before)
+	e.wantCode(err, "PreconditionFailed")
+	_, err = e.c.CopyObject(e.ctx, &s3.CopyObjectInput{Bucket: b, Key: k, CopySource: aws.String("cus/k"),
+		MetadataDirective: types.MetadataDirectiveReplace}, before)
+	e.wantCode(err, "PreconditionFailed")
+	up, err := e.c.CreateMultipartUpload(e.ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.c.UploadPart(e.ctx, &s3.UploadPartInput{Bucket: b, Key: k, UploadId: up.UploadId,
+		PartNumber: aws.Int32(1), Body: strings.NewReader("mp")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.c.CompleteMultipartUpload(e.ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: k, UploadId: up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: p.ETag}}}}, before)
+	e.wantCode(err, "PreconditionFailed")
+	_, err = e.c.DeleteObject(e.ctx, &s3.DeleteObjectInput{Bucket: b, Key: k}, before)
+	e.wantCode(err, "PreconditionFailed")
+	if got := e.body("cus", "k"); got != "one" {
+		t.Fatalf("refused requests changed the object: %q", got)
+	}
+
+	// Conditions that hold, or that RFC 9110 says to ignore.
+	held := []struct {
+		name string
+		opts []func(*s3.Options)
+	}{
+		{"If-Unmodified-Since the object's own second", []func(*s3.Options){withHeader("If-Unmodified-Since", mod.UTC().Format(http.TimeFormat))}},
+		{"If-Unmodified-Since that is not an HTTP date", []func(*s3.Options){withHeader("If-Unmodified-Since", "yesterday")}},
+		{"If-Match, which overrides If-Unmodified-Since", []func(*s3.Options){before, withHeader("If-Match", etag)}},
+		{"If-Modified-Since, which a PUT ignores", []func(*s3.Options){withHeader("If-Modified-Since", time.Now().Add(time.Hour).UTC().Format(http.TimeFormat))}},
+	}
+	for _, tc := range held {
+		if err := put("one", tc.opts...); err != nil {
+			t.Fatalf("put with %s: %v", tc.name, err)
+		}
+		h, err := e.c.HeadObject(e.ctx, &s3.HeadObjectInput{Bucket: b, Key: k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mod = aws.ToTime(h.LastModified)
+	}
+	// A key with no object has no modification date: the condition is
+	// ignored (RFC 9110 §13.1.4), as S3 does on a GET.
+	_, err = e.c.PutObject(e.ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("new"), Body: strings.NewReader("n")}, before)
+	if err != nil {
+		t.Fatalf("put of a new key with If-Unmodified-Since: %v", err)
+	}
+	_, err = e.c.DeleteObject(e.ctx, &s3.DeleteObjectInput{Bucket: b, Key: aws.String("missing")}, before)
+	if err != nil {
+		t.Fatalf("delete of a missing key with If-Unmodified-Since: %v", err)
+	}
+	_, err = e.c.DeleteObject(e.ctx, &s3.DeleteObjectInput{Bucket: b, Key: k},
+		withHeader("If-Unmodified-Since", mod.UTC().Format(http.TimeFormat)))
+	if err != nil {
+		t.Fatalf("delete whose If-Unmodified-Since holds: %v", err)
+	}
+	if _, err := e.c.HeadObject(e.ctx, &s3.HeadObjectInput{Bucket: b, Key: k}); code(err) != "NotFound" {
+		t.Fatalf("the object is still there: %v", err)
 	}
 }

@@ -48,9 +48,12 @@
 // # Conditional requests (conditional.go)
 //
 // Writes (PUT, copy, multipart completion) take If-Match and If-None-Match
-// ("*" or ETags), deletes also x-amz-if-match-last-modified-time and
-// x-amz-if-match-size (per object in DeleteObjects); objectapi checks them
-// in the transaction that writes or deletes.
+// ("*" or ETags) and If-Unmodified-Since (RFC 9110 §13.1.4: ignored under
+// If-Match, when not an HTTP date, or when the key has no current object),
+// deletes also x-amz-if-match-last-modified-time and x-amz-if-match-size
+// (per object in DeleteObjects); objectapi checks them in the transaction
+// that writes or deletes. If-Modified-Since is ignored on writes and
+// deletes, as RFC 9110 §13.1.3 requires for methods other than GET/HEAD.
 //
 // # Bucket policies (policy.go; parsed and stored by objectapi)
 //

@@ -180,7 +180,8 @@ func (s *Server) completeUpload(rq *request) error {
 		}
 	}
 	oi, err := s.layer.CompleteMultipartUpload(rq.ctx, rq.bucket, rq.key, rq.q.Get("uploadId"), parts, objectapi.CompleteOptions{
-		IfNoneMatch: rq.r.Header.Get("If-None-Match"), IfMatch: rq.r.Header.Get("If-Match"), FullChecksum: full})
+		IfNoneMatch: rq.r.Header.Get("If-None-Match"), IfMatch: rq.r.Header.Get("If-Match"),
+		IfUnmodifiedSince: ifUnmodifiedSince(rq.r.Header), FullChecksum: full})
 	if err != nil {
 		return err
 	}

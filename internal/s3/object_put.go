@@ -203,6 +203,7 @@ func (s *Server) putObject(rq *request) error {
 	oi, err := s.layer.PutObject(rq.ctx, rq.bucket, rq.key, rq.r.Body, objectapi.PutOptions{
 		Metadata: md, Size: size, ContentMD5: sum, Checksum: cs,
 		IfNoneMatch: rq.r.Header.Get("If-None-Match"), IfMatch: rq.r.Header.Get("If-Match"),
+		IfUnmodifiedSince: ifUnmodifiedSince(rq.r.Header),
 	})
 	if err != nil {
 		return err
@@ -295,7 +296,8 @@ func (s *Server) copyObject(rq *request) error {
 		return err
 	}
 	opts := objectapi.CopyOptions{SourceConditions: conditions(rq.r.Header, "x-amz-copy-source-"), SourceVersionID: sv,
-		IfMatch: rq.r.Header.Get("If-Match"), IfNoneMatch: rq.r.Header.Get("If-None-Match")}
+		IfMatch: rq.r.Header.Get("If-Match"), IfNoneMatch: rq.r.Header.Get("If-None-Match"),
+		IfUnmodifiedSince: ifUnmodifiedSince(rq.r.Header)}
 	switch d := rq.r.Header.Get("x-amz-metadata-directive"); d {
 	case "", "COPY":
 	case "REPLACE":
