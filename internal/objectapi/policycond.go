@@ -121,6 +121,27 @@ func ipIn(req, pol string) bool {
 	return err == nil && a.Unmap() == ip.Unmap()
 }
 
+// conditionKeys are the condition keys a request can carry (lower case;
+// internal/s3 sets them). A policy naming any other key is refused, as AWS
+// refuses it, rather than accepted with a condition that can never hold:
+// a Deny on such a key would silently never apply.
+var conditionKeys = map[string]bool{
+	"aws:securetransport": true, "aws:currenttime": true, "aws:epochtime": true, "aws:principaltype": true,
+	"aws:sourceip": true, "aws:referer": true, "aws:useragent": true, "aws:username": true, "aws:userid": true,
+	"s3:signatureversion": true, "s3:authtype": true, "s3:prefix": true, "s3:delimiter": true, "s3:max-keys": true,
+	"s3:versionid": true, "s3:x-amz-acl": true, "s3:x-amz-copy-source": true, "s3:x-amz-metadata-directive": true,
+	"s3:x-amz-server-side-encryption": true, "s3:x-amz-storage-class": true, "s3:x-amz-content-sha256": true,
+	"s3:requestobjecttagkeys": true, "s3:object-lock-mode": true, "s3:object-lock-retain-until-date": true,
+	"s3:object-lock-legal-hold": true, "s3:object-lock-remaining-retention-days": true,
+}
+
+// requestObjectTagPrefix starts the keys s3:RequestObjectTag/KEY.
+const requestObjectTagPrefix = "s3:requestobjecttag/"
+
+func knownConditionKey(k string) bool {
+	return conditionKeys[k] || strings.HasPrefix(k, requestObjectTagPrefix) && len(k) > len(requestObjectTagPrefix)
+}
+
 // parseConditions decodes a statement's Condition element.
 func parseConditions(raw json.RawMessage) ([]policyCondition, error) {
 	var blocks map[string]map[string]json.RawMessage
@@ -164,6 +185,9 @@ func parseConditions(raw json.RawMessage) ([]policyCondition, error) {
 			}
 			k := c
 			k.key, k.values = strings.ToLower(key), vals
+			if !knownConditionKey(k.key) {
+				return nil, fmt.Errorf("Condition %s: unknown condition key %q", name, key)
+			}
 			out = append(out, k)
 		}
 	}

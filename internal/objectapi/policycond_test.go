@@ -68,3 +68,29 @@ func TestPolicyConditions(t *testing.T) {
 		}
 	}
 }
+
+// A condition key no request carries is refused, as AWS refuses it: a
+// Deny on it would otherwise never apply (it was accepted before).
+func TestPolicyUnknownConditionKey(t *testing.T) {
+	doc := func(cond string) []byte {
+		return []byte(`{"Statement":[{"Effect":"Deny","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*","Condition":` + cond + `}]}`)
+	}
+	for _, bad := range []string{
+		`{"StringEquals": {"s3:ExistingObjectTag/class": "secret"}}`,
+		`{"StringEquals": {"aws:SourceVpc": "vpc-1"}}`,
+		`{"StringLike": {"s3:RequestObjectTag/": "x"}}`,
+	} {
+		if _, err := ParsePolicy("b", doc(bad)); err == nil {
+			t.Errorf("policy with condition %s was accepted", bad)
+		}
+	}
+	for _, good := range []string{
+		`{"StringEquals": {"s3:RequestObjectTag/class": "secret"}}`,
+		`{"StringEquals": {"S3:x-amz-server-side-encryption": "AES256"}}`,
+		`{"NumericGreaterThan": {"s3:object-lock-remaining-retention-days": "10"}}`,
+	} {
+		if _, err := ParsePolicy("b", doc(good)); err != nil {
+			t.Errorf("policy with condition %s: %v", good, err)
+		}
+	}
+}
