@@ -217,6 +217,26 @@ func TestClusterErasureCoding(t *testing.T) {
 		t.Fatalf("read of a needle deleted while its holder was away, from that holder: %d %v", code, err)
 	}
 
+	// The victim is back with room to spare: ec.balance plans moves onto
+	// it (the plan only, without -force), applies them under the lock, and
+	// afterwards has nothing left to move; no shard and no file is lost.
+	wantLines(t, mustRun(t, sh, out, "ec.balance -collection=ec"), "dry run")
+	if err := run(t, sh, "ec.balance -collection=ec -force"); err == nil {
+		t.Fatal("ec.balance -force ran without the admin lock")
+	}
+	mustRun(t, sh, out, "lock\nec.balance -collection=ec -force\nunlock")
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		_, n := ecShardCount(t, ctx, sh)
+		return n == vols*6 && strings.Contains(mustRun(t, sh, out, "ec.balance -collection=ec"), "EC shards are balanced")
+	}, "every shard kept and nothing left to move after ec.balance")
+	v, _ = sh.fetchView(ctx)
+	for _, st := range v.ecStates("ec") {
+		if _, ok := st.holders[victim.VolumeServer().URL()]; !ok {
+			t.Fatalf("ec.balance left volume %d without a shard on the returned server: %v", st.id, st.holders)
+		}
+	}
+	checkFiles(t, ctx, cl, files, "after ec.balance")
+
 	// Decode one volume back.
 	v, _ = sh.fetchView(ctx)
 	st := v.ecStates("ec")[0]
