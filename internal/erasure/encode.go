@@ -58,7 +58,7 @@ func Encode(ctx context.Context, fsys vfs.FS, dat io.ReaderAt, datSize int64, di
 	if err := writeShards(ctx, fsys, dir, base, volumeID, l, all, produce, progress); err != nil {
 		return nil, fmt.Errorf("erasure: encode volume %d: %w", volumeID, err)
 	}
-	if err := vfs.WriteFileAtomic(fsys, filepath.Join(dir, IndexName(base)), x.Marshal()); err != nil {
+	if err := vfs.WriteFileAtomic(fsys, filepath.Join(dir, IndexName(base)), x.Marshal(), 0o644); err != nil {
 		for i := range s.Total() {
 			fsys.Remove(filepath.Join(dir, ShardName(base, i)))
 		}

@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/sse"
+	"github.com/kelpfs/kelp/internal/vfs"
 )
 
 // DefaultAlias names the key used when SSE-KMS is asked for without a key.
@@ -183,42 +184,13 @@ func (s *Service) update(fn func(kf *keyFile) error) error {
 		return err
 	}
 	b, _ := json.MarshalIndent(kf, "", "  ")
-	if err := writeFileSync(s.path(), append(b, '\n')); err != nil {
+	if err := vfs.WriteFileAtomic(vfs.OS(), s.path(), append(b, '\n'), 0o600); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stamp = ""
 	return s.reloadLocked()
-}
-
-// writeFileSync replaces path with b durably.
-func writeFileSync(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 func newID() string {

@@ -185,8 +185,8 @@ func TestBrokenVolumeIsSkipped(t *testing.T) {
 	s.Allocate(1, "", replication.Code{}, ttl.TTL{})
 	s.Allocate(2, "", replication.Code{}, ttl.TTL{})
 	s.Close()
-	vfs.WriteFileAtomic(fsys, "/d2/1.dat", []byte("not a volume")) // volume 1 went to d2, the emptier disk
-	vfs.WriteFileAtomic(fsys, "/d1/notes.txt", []byte("ignored"))
+	vfs.WriteFileAtomic(fsys, "/d2/1.dat", []byte("not a volume"), 0o644) // volume 1 went to d2, the emptier disk
+	vfs.WriteFileAtomic(fsys, "/d1/notes.txt", []byte("ignored"), 0o644)
 	s = newStore(t, fsys, make(changes, 1))
 	defer s.Close()
 	n := 0

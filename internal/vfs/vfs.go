@@ -70,10 +70,10 @@ func ReadFile(fsys FS, name string) ([]byte, error) {
 
 // WriteFileAtomic replaces name with data so that after a crash the file holds
 // either the old or the new content: write a temporary file, sync it, rename
-// it over name, sync the directory.
-func WriteFileAtomic(fsys FS, name string, data []byte) error {
+// it over name, sync the directory. perm is the new file's mode.
+func WriteFileAtomic(fsys FS, name string, data []byte, perm os.FileMode) error {
 	tmp := name + ".tmp"
-	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ func conformance(t *testing.T, fsys FS, dir string) {
 	if st, err := fsys.Stat(name + "2"); err != nil || st.Size() != 5 || st.IsDir() {
 		t.Fatalf("Stat = %v %v", st, err)
 	}
-	if err := WriteFileAtomic(fsys, name, []byte("x")); err != nil {
+	if err := WriteFileAtomic(fsys, name, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	names, err := fsys.ReadDir(sub)

@@ -201,7 +201,7 @@ func TestRecoverFromDamagedIndex(t *testing.T) {
 			f.Close()
 		},
 		"checkpoint garbage": func(fsys *vfs.MemFS) {
-			vfs.WriteFileAtomic(fsys, "/data/pics_7.ckp", []byte("garbage"))
+			vfs.WriteFileAtomic(fsys, "/data/pics_7.ckp", []byte("garbage"), 0o644)
 		},
 	}
 	for name, fn := range damage {

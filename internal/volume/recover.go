@@ -126,7 +126,7 @@ func (v *Volume) checkpointLocked() error {
 		v.markBroken(err)
 		return err
 	}
-	return vfs.WriteFileAtomic(v.cfg.FS, v.base+".ckp", c.marshal())
+	return vfs.WriteFileAtomic(v.cfg.FS, v.base+".ckp", c.marshal(), 0o644)
 }
 
 // Open loads an existing volume and recovers it from any crash: the index
