@@ -78,12 +78,7 @@ func setupCollectionDelete(fs *flag.FlagSet) runFunc {
 		if *name == "" {
 			return fmt.Errorf("%w: -collection is required (the default collection cannot be deleted)", ErrUsage)
 		}
-		if *force {
-			if err := s.requireLock(); err != nil {
-				return err
-			}
-		}
-		v, err := s.fetchView(ctx)
+		v, err := s.planView(ctx, *force)
 		if err != nil {
 			return err
 		}

@@ -81,12 +81,7 @@ func setupECEncode(fs *flag.FlagSet) runFunc {
 				return fmt.Errorf("%w: %w", ErrUsage, err)
 			}
 		}
-		if *force {
-			if err := s.requireLock(); err != nil {
-				return err
-			}
-		}
-		v, err := s.fetchView(ctx)
+		v, err := s.planView(ctx, *force)
 		if err != nil {
 			return err
 		}
@@ -474,12 +469,7 @@ func setupECRebuild(fs *flag.FlagSet) runFunc {
 		if err := noArgs(args); err != nil {
 			return err
 		}
-		if *force {
-			if err := s.requireLock(); err != nil {
-				return err
-			}
-		}
-		v, err := s.fetchView(ctx)
+		v, err := s.planView(ctx, *force)
 		if err != nil {
 			return err
 		}
@@ -695,12 +685,7 @@ func setupECDecode(fs *flag.FlagSet) runFunc {
 		if *id == 0 {
 			return fmt.Errorf("%w: -volumeId is required", ErrUsage)
 		}
-		if *force {
-			if err := s.requireLock(); err != nil {
-				return err
-			}
-		}
-		v, err := s.fetchView(ctx)
+		v, err := s.planView(ctx, *force)
 		if err != nil {
 			return err
 		}
@@ -766,12 +751,7 @@ func setupECBalance(fs *flag.FlagSet) runFunc {
 		if err := noArgs(args); err != nil {
 			return err
 		}
-		if *force {
-			if err := s.requireLock(); err != nil {
-				return err
-			}
-		}
-		v, err := s.fetchView(ctx)
+		v, err := s.planView(ctx, *force)
 		if err != nil {
 			return err
 		}

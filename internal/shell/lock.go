@@ -186,6 +186,18 @@ func (s *Shell) releaseLock(ctx context.Context) bool {
 	return true
 }
 
+// planView is the cluster view a command plans on. Applying the plan
+// (force) needs the admin lock, checked before anything is read; a dry run
+// needs none.
+func (s *Shell) planView(ctx context.Context, force bool) (*view, error) {
+	if force {
+		if err := s.requireLock(); err != nil {
+			return nil, err
+		}
+	}
+	return s.fetchView(ctx)
+}
+
 // requireLock is called by every command before it changes the cluster, and
 // between the steps of long ones.
 func (s *Shell) requireLock() error {

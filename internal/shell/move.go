@@ -27,12 +27,7 @@ func setupFixReplication(fs *flag.FlagSet) runFunc {
 		if err := noArgs(args); err != nil {
 			return err
 		}
-		if *force {
-			if err := s.requireLock(); err != nil {
-				return err
-			}
-		}
-		v, err := s.fetchView(ctx)
+		v, err := s.planView(ctx, *force)
 		if err != nil {
 			return err
 		}
@@ -66,12 +61,7 @@ func setupBalance(fs *flag.FlagSet) runFunc {
 		if err := noArgs(args); err != nil {
 			return err
 		}
-		if *force {
-			if err := s.requireLock(); err != nil {
-				return err
-			}
-		}
-		v, err := s.fetchView(ctx)
+		v, err := s.planView(ctx, *force)
 		if err != nil {
 			return err
 		}
