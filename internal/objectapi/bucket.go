@@ -23,6 +23,9 @@ type Bucket struct {
 	Grants            []Grant
 	Ownership         string
 	PublicAccessBlock *PublicAccessBlock
+	// Encryption is the stored default encryption (nil: none);
+	// DecodeBucketEncryption reads it.
+	Encryption []byte
 }
 
 // Canned ACLs the gateway understands.
@@ -59,6 +62,9 @@ func bucketOf(e *filer.Entry) Bucket {
 	readBucketAccess(e, &b)
 	if p := e.Xattrs[xaPolicy]; len(p) > 0 {
 		b.Policy = slices.Clone(p)
+	}
+	if x := e.Xattrs[xaEncryption]; len(x) > 0 {
+		b.Encryption = slices.Clone(x)
 	}
 	return b
 }

@@ -32,8 +32,17 @@ func (l *Layer) PutBucketEncryption(ctx context.Context, bucket string, enc Buck
 // has none.
 func (l *Layer) GetBucketEncryption(ctx context.Context, bucket string) (*BucketEncryption, error) {
 	v, err := l.bucketXattr(ctx, bucket, xaEncryption)
-	if err != nil || len(v) == 0 {
+	if err != nil {
 		return nil, err
+	}
+	return DecodeBucketEncryption(v)
+}
+
+// DecodeBucketEncryption reads a bucket's stored default encryption
+// (Bucket.Encryption), nil when there is none.
+func DecodeBucketEncryption(v []byte) (*BucketEncryption, error) {
+	if len(v) == 0 {
+		return nil, nil
 	}
 	var enc BucketEncryption
 	if err := json.Unmarshal(v, &enc); err != nil {

@@ -148,6 +148,9 @@ type bucketAccess struct {
 	pab       *objectapi.PublicAccessBlock
 	policy    *objectapi.Policy // nil: none
 	broken    bool              // a stored policy that no longer parses
+	// encryption is the bucket's stored default encryption, read here
+	// with the rest so that a write does not read the bucket again.
+	encryption []byte
 }
 
 // parsedPolicy is a bucket's policy document and its parse.

@@ -176,7 +176,7 @@ func (s *Server) encryptionFor(rq *request, bucket, key string, h http.Header) (
 		return nil, err
 	}
 	if req.kind == "" {
-		def, err := s.layer.GetBucketEncryption(rq.ctx, bucket)
+		def, err := objectapi.DecodeBucketEncryption(s.loadAccess(rq, bucket).encryption)
 		if err != nil || def == nil {
 			return nil, err
 		}
