@@ -58,6 +58,7 @@ func newRootCommand() *cobra.Command {
 		newKMSCommand(),
 		newMountCommand(g),
 		newWebDAVCommand(g),
+		newFilerSyncCommand(g),
 		newBenchmarkCommand(g),
 		newShellCommand(g),
 		newHealthCommand(),
