@@ -1,0 +1,173 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/filerserver"
+	"github.com/kelpfs/kelp/internal/filersync"
+	"github.com/kelpfs/kelp/internal/pb/filerpb"
+	"github.com/kelpfs/kelp/internal/testcluster"
+)
+
+func startSite(t testing.TB) *filerserver.Server {
+	t.Helper()
+	c := testcluster.Start(t, testcluster.Options{Volumes: []testcluster.VolumeSpec{{MaxVolumes: 20}}})
+	s, err := filerserver.New(filerserver.Config{Masters: c.MasterAddrs(), Dir: t.TempDir(), ChunkSize: 64 << 10,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return s
+}
+
+func fileURL(s *filerserver.Server, p string) string {
+	return "http://" + s.Addr() + (&url.URL{Path: p}).EscapedPath()
+}
+
+func send(t testing.TB, method, u string, body []byte) {
+	t.Helper()
+	for try := 0; ; try++ {
+		req, _ := http.NewRequest(method, u, bytes.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode/100 == 2 {
+				return
+			}
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		if try > 50 {
+			t.Fatalf("%s %s: %v", method, u, err)
+		}
+		time.Sleep(100 * time.Millisecond) // volume servers still registering
+	}
+}
+
+// tree: path under root -> "d" or "size md5 mode mtime" of the content read
+// through the filer's HTTP API.
+func tree(t testing.TB, s *filerserver.Server, root string) map[string]string {
+	t.Helper()
+	site, err := filersync.OpenSite(context.Background(), "x", s.GRPCAddr(), 10*time.Second, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer site.Close()
+	out := map[string]string{}
+	err = site.Walk(context.Background(), root, func(e *filerpb.Entry) error {
+		rel := strings.TrimPrefix(e.Path, root)
+		if e.IsDir {
+			out[rel] = "d"
+			return nil
+		}
+		resp, err := http.Get(fileURL(s, e.Path))
+		if err != nil {
+			return err
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		out[rel] = fmt.Sprintf("%d %x %o %d", len(b), md5.Sum(b), os.FileMode(e.Mode).Perm(), e.MtimeNs)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func diff(a, b map[string]string) string {
+	var d []string
+	for k, v := range a {
+		if b[k] != v {
+			d = append(d, fmt.Sprintf("%s: %q vs %q", k, v, b[k]))
+		}
+	}
+	for k, v := range b {
+		if _, ok := a[k]; !ok {
+			d = append(d, fmt.Sprintf("%s: missing vs %q", k, v))
+		}
+	}
+	return strings.Join(d, "\n")
+}
+
+func data(name string, n int) []byte {
+	return bytes.Repeat([]byte(name+"|"), n/(len(name)+1)+1)[:n]
+}
+
+func TestBackupIncrementalRestore(t *testing.T) {
+	src := startSite(t)
+	for i := range 30 {
+		send(t, http.MethodPut, fileURL(src, fmt.Sprintf("/p/d%d/f%d", i%4, i)), data(fmt.Sprint(i), 97*i))
+	}
+	send(t, http.MethodPut, fileURL(src, "/p/big"), data("big", 300<<10))
+	send(t, http.MethodPut, fileURL(src, "/outside"), []byte("not backed up"))
+	dir := t.TempDir()
+	dest, err := OpenDest(context.Background(), dir, S3Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Filer: src.GRPCAddr(), Path: "/p", Dest: dest, Once: true}
+	st, err := Backup(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Copied.Load() != 31 || st.FullScans.Load() != 1 {
+		t.Fatalf("first backup copied %d files in %d full scans, want 31 in 1", st.Copied.Load(), st.FullScans.Load())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "outside")); err == nil {
+		t.Fatal("a file outside --path was backed up")
+	}
+
+	// Changes: new, overwritten, deleted, renamed file and directory.
+	send(t, http.MethodPut, fileURL(src, "/p/new"), []byte("new"))
+	send(t, http.MethodPut, fileURL(src, "/p/d1/f1"), []byte("overwritten"))
+	send(t, http.MethodDelete, fileURL(src, "/p/d2/f2"), nil)
+	send(t, http.MethodPost, fileURL(src, "/p/d0/moved")+"?op=rename&from=/p/d0/f4", nil)
+	send(t, http.MethodPost, fileURL(src, "/p/d3-moved")+"?op=rename&from=/p/d3", nil)
+	send(t, http.MethodPost, fileURL(src, "/p/big")+"?op=append", []byte("tail"))
+	st, err = Backup(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Copied.Load() != 3 || st.FullScans.Load() != 0 {
+		t.Errorf("incremental backup copied %d files (want 3: new, overwritten, appended), %d full scans", st.Copied.Load(), st.FullScans.Load())
+	}
+	// Nothing new: nothing copied.
+	if st, err = Backup(context.Background(), cfg); err != nil || st.Copied.Load() != 0 {
+		t.Fatalf("backup with nothing new: %v, copied %d", err, st.Copied.Load())
+	}
+
+	dst := startSite(t)
+	rst, err := Restore(context.Background(), Config{Filer: dst.GRPCAddr(), Path: "/restored", Dest: dest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(tree(t, src, "/p"), tree(t, dst, "/restored")); d != "" {
+		t.Fatalf("restored tree differs:\n%s", d)
+	}
+	// A second restore finds everything in place.
+	rst, err = Restore(context.Background(), Config{Filer: dst.GRPCAddr(), Path: "/restored", Dest: dest})
+	if err != nil || rst.Copied.Load() != 0 {
+		t.Fatalf("second restore: %v, copied %d", err, rst.Copied.Load())
+	}
+	// A backup of another cluster into the same destination is refused.
+	if _, err := Backup(context.Background(), Config{Filer: dst.GRPCAddr(), Path: "/p", Dest: dest, Once: true}); err == nil {
+		t.Fatal("backup of another cluster into the same destination was accepted")
+	}
+}
