@@ -59,6 +59,8 @@ func newRootCommand() *cobra.Command {
 		newMountCommand(g),
 		newWebDAVCommand(g),
 		newFilerSyncCommand(g),
+		newFilerBackupCommand(g),
+		newFilerRestoreCommand(g),
 		newBenchmarkCommand(g),
 		newShellCommand(g),
 		newHealthCommand(),
