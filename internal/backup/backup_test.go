@@ -15,9 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/kelpfs/kelp/internal/filerserver"
 	"github.com/kelpfs/kelp/internal/filersync"
 	"github.com/kelpfs/kelp/internal/pb/filerpb"
+	kelps3 "github.com/kelpfs/kelp/internal/s3"
 	"github.com/kelpfs/kelp/internal/testcluster"
 )
 
@@ -111,17 +115,53 @@ func data(name string, n int) []byte {
 }
 
 func TestBackupIncrementalRestore(t *testing.T) {
+	dir := t.TempDir()
+	dest, err := OpenDest(context.Background(), dir, S3Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	backupScenario(t, dest)
+	if _, err := os.Stat(filepath.Join(dir, "data", "outside")); err == nil {
+		t.Fatal("a file outside --path was backed up")
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "data", "d0", "moved")); err != nil || string(b) != string(data("4", 97*4)) {
+		t.Fatalf("renamed file in the backup directory: %q, %v", b, err)
+	}
+}
+
+// TestBackupS3 backs up into Kelp's own S3 gateway (of a third cluster).
+func TestBackupS3(t *testing.T) {
+	fs := startSite(t)
+	gw, err := kelps3.New(kelps3.Config{Namespace: fs.Filer(), Logger: slog.New(slog.DiscardHandler),
+		Identities: []kelps3.Identity{{Name: "admin", Credentials: []kelps3.Credential{{AccessKey: "AKIDBACKUP", SecretKey: "backup-secret-0123"}}, Actions: []string{"Admin"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- gw.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	cfg := S3Config{Endpoint: gw.URL(), AccessKey: "AKIDBACKUP", SecretKey: "backup-secret-0123"}
+	if err := createBucket(cfg, "backups"); err != nil {
+		t.Fatal(err)
+	}
+	dest, err := OpenDest(context.Background(), "s3://backups/site1/projects", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backupScenario(t, dest)
+	if _, err := OpenDest(context.Background(), "s3://no-such-bucket/x", cfg); err == nil {
+		t.Fatal("a missing bucket was accepted")
+	}
+}
+
+func backupScenario(t *testing.T, dest Dest) {
 	src := startSite(t)
 	for i := range 30 {
 		send(t, http.MethodPut, fileURL(src, fmt.Sprintf("/p/d%d/f%d", i%4, i)), data(fmt.Sprint(i), 97*i))
 	}
 	send(t, http.MethodPut, fileURL(src, "/p/big"), data("big", 300<<10))
 	send(t, http.MethodPut, fileURL(src, "/outside"), []byte("not backed up"))
-	dir := t.TempDir()
-	dest, err := OpenDest(context.Background(), dir, S3Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := Config{Filer: src.GRPCAddr(), Path: "/p", Dest: dest, Once: true}
 	st, err := Backup(context.Background(), cfg)
 	if err != nil {
@@ -129,9 +169,6 @@ func TestBackupIncrementalRestore(t *testing.T) {
 	}
 	if st.Copied.Load() != 31 || st.FullScans.Load() != 1 {
 		t.Fatalf("first backup copied %d files in %d full scans, want 31 in 1", st.Copied.Load(), st.FullScans.Load())
-	}
-	if _, err := os.Stat(filepath.Join(dir, "data", "outside")); err == nil {
-		t.Fatal("a file outside --path was backed up")
 	}
 
 	// Changes: new, overwritten, deleted, renamed file and directory.
@@ -170,4 +207,9 @@ func TestBackupIncrementalRestore(t *testing.T) {
 	if _, err := Backup(context.Background(), Config{Filer: dst.GRPCAddr(), Path: "/p", Dest: dest, Once: true}); err == nil {
 		t.Fatal("backup of another cluster into the same destination was accepted")
 	}
+}
+
+func createBucket(cfg S3Config, bucket string) error {
+	_, err := newS3Client(cfg).CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(bucket)})
+	return err
 }
