@@ -236,6 +236,10 @@ func (d *direction) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			break
 		}
+		if err == nil { // the position was re-established (tree comparison): follow from there
+			backoff = 200 * time.Millisecond
+			continue
+		}
 		d.setErr(err)
 		d.log.Warn("filer.sync: retrying", "err", err, "after", backoff)
 		select {

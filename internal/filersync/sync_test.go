@@ -332,3 +332,32 @@ func TestSyncMany(t *testing.T) {
 		t.Errorf("restart copied %d files again", got)
 	}
 }
+
+// TestSyncTrimmedLog: while the sync is stopped, B's events (including
+// those after the stored position) are deleted by retention; the restarted
+// sync compares the trees instead of missing the changes.
+func TestSyncTrimmedLog(t *testing.T) {
+	a, b := startSite(t), startSite(t)
+	put(t, a, "/t/one", []byte("one"))
+	r := startSync(t, a, b, 2)
+	waitConverged(t, r, a, b, time.Minute)
+	r.stop()
+	put(t, b, "/t/two", []byte("two, written on b while the sync was stopped"))
+	put(t, b, "/t/one", []byte("one, changed on b"))
+	if _, err := b.Filer().TrimEvents(context.Background(), time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	put(t, b, "/t/three", []byte("three, after the trim"))
+	r = startSync(t, a, b, 2)
+	waitConverged(t, r, a, b, time.Minute)
+	var full int64
+	for _, st := range r.s.Status(context.Background()) {
+		full += st.FullSyncs
+	}
+	if full != 1 {
+		t.Errorf("%d tree comparisons, want 1 (b to a)", full)
+	}
+	if got := string(get(t, a, "/t/one")); got != "one, changed on b" {
+		t.Errorf("/t/one on a = %q", got)
+	}
+}
