@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/erasure"
 	"github.com/kelpfs/kelp/internal/fid"
 	"github.com/kelpfs/kelp/internal/needle"
@@ -38,6 +39,7 @@ func (s *Server) handleECRead(w http.ResponseWriter, r *http.Request, id fid.Fil
 		return
 	}
 	h := w.Header()
+	h.Set(client.HeaderEC, "1") // a client with stale locations looks the volume up again
 	h.Set("ETag", fmt.Sprintf(`"%08x"`, rec.DataCRC))
 	h.Set("Accept-Ranges", "bytes")
 	ctype := rec.Meta.Mime
