@@ -29,48 +29,60 @@ const ecShardTimeout = 5 * time.Second
 // index, read from its data shard (here, or one range read from the holder),
 // reconstructed from k other shards when that fails.
 func (s *Server) handleECRead(w http.ResponseWriter, r *http.Request, id fid.FileID, ev *erasure.Volume) {
-	rec, bad, err := ev.Read(r.Context(), id.Key, id.Cookie, s.ecFetch(ev, nil), nil, time.Now())
-	if bad != 0 {
-		s.log.Warn("EC shards failed a read; the needle was reconstructed from others",
-			"volume", id.Volume, "shards", bad.String(), "needle", id.String(), "err", err)
+	// A large needle is streamed (erasure.Object): bounded memory per read,
+	// and a range read fetches only the blocks it needs.
+	obj, err := ev.Open(r.Context(), id.Key, id.Cookie, s.ecFetch(ev, nil), nil, time.Now())
+	logBad := func(err error) {
+		if obj != nil && obj.Bad != 0 {
+			s.log.Warn("EC shards failed a read; the needle was reconstructed from others",
+				"volume", id.Volume, "shards", obj.Bad.String(), "needle", id.String(), "err", err)
+		}
 	}
 	if err != nil {
+		logBad(err)
 		s.writeDomainError(w, r, err)
 		return
 	}
 	h := w.Header()
 	h.Set(client.HeaderEC, "1") // a client with stale locations looks the volume up again
-	h.Set("ETag", fmt.Sprintf(`"%08x"`, rec.DataCRC))
+	h.Set("ETag", fmt.Sprintf(`"%08x"`, obj.DataCRC))
 	h.Set("Accept-Ranges", "bytes")
-	ctype := rec.Meta.Mime
+	ctype := obj.Meta.Mime
 	if ctype == "" {
-		ctype = mime.TypeByExtension(filepath.Ext(rec.Meta.Name))
+		ctype = mime.TypeByExtension(filepath.Ext(obj.Meta.Name))
 	}
 	if ctype == "" {
 		ctype = "application/octet-stream"
 	}
 	h.Set("Content-Type", ctype)
-	if rec.Meta.Name != "" {
+	if obj.Meta.Name != "" {
 		disposition := "inline"
 		if dl, _ := strconv.ParseBool(r.URL.Query().Get("dl")); dl {
 			disposition = "attachment"
 		}
-		h.Set("Content-Disposition", mime.FormatMediaType(disposition, map[string]string{"filename": rec.Meta.Name}))
+		h.Set("Content-Disposition", mime.FormatMediaType(disposition, map[string]string{"filename": obj.Meta.Name}))
 	}
-	mod := time.Unix(0, rec.Meta.AppendedAtNs)
-	if rec.Meta.LastModified != 0 {
-		mod = time.Unix(rec.Meta.LastModified, 0)
+	mod := time.Unix(0, obj.Meta.AppendedAtNs)
+	if obj.Meta.LastModified != 0 {
+		mod = time.Unix(obj.Meta.LastModified, 0)
 	}
 	if isPlainRead(r) {
 		h.Set("Last-Modified", mod.UTC().Format(http.TimeFormat))
-		h.Set("Content-Length", strconv.Itoa(len(rec.Data)))
+		h.Set("Content-Length", strconv.FormatInt(obj.Size, 10))
 		w.WriteHeader(http.StatusOK)
 		if r.Method == http.MethodGet {
-			w.Write(rec.Data)
+			if data := obj.Bytes(); data != nil {
+				w.Write(data)
+			} else if _, err := io.Copy(w, obj); err != nil {
+				// Too late for an error status: the client sees a short body.
+				s.log.Error("EC read failed mid-stream", "needle", id.String(), "err", err)
+			}
 		}
+		logBad(nil)
 		return
 	}
-	http.ServeContent(w, r, "", mod, bytes.NewReader(rec.Data))
+	http.ServeContent(w, r, "", mod, obj)
+	logBad(nil)
 }
 
 // ecHolders maps each shard of an EC volume to a server holding it.
