@@ -32,8 +32,11 @@ import (
 // producer (reused).
 
 // stripeSize is how many bytes of each shard one stripe of the pipeline
-// holds (a multiple of BlockSize).
-const stripeSize = 1 << 20
+// holds (a multiple of BlockSize). Small enough that the buffers of a
+// stripe stay in the CPU caches between the read, the coding and the
+// checksums (256 KiB beat 1 MiB by ~1.5x in MB per CPU second, and 4 MiB
+// was 2x slower still).
+const stripeSize = 256 << 10
 
 // syncEvery is how many bytes a shard writer writes between two background
 // syncs.
