@@ -158,6 +158,13 @@ func (v *Volume) Shards() ShardSet {
 	return s
 }
 
+// HasShard reports whether shard i is held here.
+func (v *Volume) HasShard(i int) bool {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.shards[i] != nil
+}
+
 // ShardBytes is the disk space of the shard files held here.
 func (v *Volume) ShardBytes() int64 {
 	return int64(v.Shards().Count()) * ShardFileSize(v.Index.Layout)

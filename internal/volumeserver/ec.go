@@ -129,7 +129,7 @@ func (e *ecSource) vol() *erasure.Volume {
 
 func (e *ecSource) local(shard int) bool {
 	v := e.vol()
-	return v != nil && v.Shards().Has(shard)
+	return v != nil && v.HasShard(shard)
 }
 
 // remote returns the holder to ask for shard, or why there is none.
