@@ -87,7 +87,10 @@ func BuildIndex(dat io.ReaderAt, datSize int64) (*Index, error) {
 		return nil, err
 	}
 	live := map[uint64]needle.IndexEntry{}
-	r := bufio.NewReaderSize(io.NewSectionReader(dat, 0, datSize), 1<<20)
+	// A small buffer, and a jump over records much larger than it: the
+	// scan reads about the headers only of a volume of large needles.
+	const scanBuf = 64 << 10
+	r := bufio.NewReaderSize(io.NewSectionReader(dat, 0, datSize), scanBuf)
 	if _, err := r.Discard(needle.SuperblockSize); err != nil {
 		return nil, err
 	}
@@ -110,7 +113,9 @@ func BuildIndex(dat io.ReaderAt, datSize int64) (*Index, error) {
 		} else {
 			live[h.Key] = needle.IndexEntry{Key: h.Key, Offset: pos, Size: h.BodySize}
 		}
-		if _, err := r.Discard(int(rec - needle.HeaderSize)); err != nil {
+		if skip := rec - needle.HeaderSize; skip > int64(r.Buffered())+scanBuf {
+			r.Reset(io.NewSectionReader(dat, pos+rec, datSize-(pos+rec)))
+		} else if _, err := r.Discard(int(skip)); err != nil {
 			return nil, fmt.Errorf("erasure: scan volume at %d: %w", pos, err)
 		}
 		pos += rec
