@@ -214,7 +214,7 @@ func ReadRange(ctx context.Context, l Layout, fetch Fetcher, off, n int64, avoid
 			}
 			bad = bad.With(e.Shard)
 		}
-		start, end := alignBlocks(e.Off, e.Len)
+		start, end := reconstructWindow(l, e.Off, e.Len)
 		rec, more, err := Reconstruct(ctx, l.Scheme, fetch, start, end-start, SetOf(e.Shard), avoid|bad, prefer)
 		bad |= more
 		if err != nil {
@@ -226,4 +226,21 @@ func ReadRange(ctx context.Context, l Layout, fetch Fetcher, off, n int64, avoid
 		out = append(out, rec[e.Shard][e.Off-start:e.Off-start+e.Len]...)
 	}
 	return out, bad, nil
+}
+
+// ReconstructWindow is the least a reconstruction of a lost shard's range
+// rebuilds: the aligned window of this many bytes around it. Neighbouring
+// small needles share it, so with a ReconstructionSink that caches (the
+// volume server does) the first degraded read of a window pays for the k
+// range reads and the next reads of files in it cost none; a window of 16
+// KiB moves k × 16 KiB instead of k × 4-8 KiB for that first read.
+const ReconstructWindow = 16 << 10
+
+// reconstructWindow widens [off, off+n) of a shard to whole blocks and at
+// least the ReconstructWindow-aligned window around its start, within the
+// shard.
+func reconstructWindow(l Layout, off, n int64) (start, end int64) {
+	start, end = alignBlocks(off, n)
+	w := start / ReconstructWindow * ReconstructWindow
+	return w, min(max(end, w+ReconstructWindow), l.ShardSize)
 }

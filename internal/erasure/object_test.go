@@ -30,7 +30,7 @@ func (b *boundedFetch) Fetch(ctx context.Context, shard int, off, n int64, verif
 }
 
 // TestOpenStreamsLargeNeedles: a needle of several MiB is read from an EC
-// volume in ranges of at most streamChunk (plus block alignment), whole or
+// volume in ranges of at most streamChunk (plus alignment), whole or
 // from an offset, healthy and with its data shards lost (reconstructed).
 func TestOpenStreamsLargeNeedles(t *testing.T) {
 	fsys := vfs.NewMem()
@@ -75,7 +75,7 @@ func TestOpenStreamsLargeNeedles(t *testing.T) {
 				if o.Bytes() != nil {
 					t.Fatalf("needle %d of %d bytes was read whole", key, len(want))
 				}
-				if bf.most > streamChunk+2*BlockSize {
+				if bf.most > streamChunk+ReconstructWindow+BlockSize {
 					t.Fatalf("needle %d: a range read of %d bytes", key, bf.most)
 				}
 				off := int64(len(want)/2 + 17)
@@ -93,4 +93,41 @@ func TestOpenStreamsLargeNeedles(t *testing.T) {
 	if _, err := ev.Open(context.Background(), 2, 6, localFetch(ev, 0), nil, time.Now()); err == nil {
 		t.Fatal("opened a large needle with the wrong cookie")
 	}
+}
+
+// sinkFetch records what ReadRange reconstructed.
+type sinkFetch struct {
+	Fetcher
+	got map[int][2]int64 // shard -> off, len
+}
+
+func (s *sinkFetch) Reconstructed(shard int, off int64, b []byte) {
+	s.got[shard] = [2]int64{off, int64(len(b))}
+}
+
+// TestDegradedReadRebuildsWindow: a small needle of a lost shard is
+// reconstructed with the ReconstructWindow around it (for the server's
+// cache of rebuilt blocks), not just its own blocks.
+func TestDegradedReadRebuildsWindow(t *testing.T) {
+	tv := makeVolume(t, 300, 4)
+	ev := tv.encode(t, Scheme{Data: 4, Parity: 2})
+	l := ev.Layout()
+	for key := range tv.files {
+		e, _ := ev.Locate(key)
+		x, _ := l.Locate(e.Offset, needle.RecordSize(e.Size))
+		if len(x) != 1 || x[0].Len > BlockSize/2 {
+			continue
+		}
+		sf := &sinkFetch{Fetcher: localFetch(ev, SetOf(x[0].Shard)), got: map[int][2]int64{}}
+		if _, _, err := ev.Read(context.Background(), key, uint32(key*3), sf, nil, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		g, ok := sf.got[x[0].Shard]
+		wantOff := x[0].Off / ReconstructWindow * ReconstructWindow
+		if !ok || g[0] != wantOff || g[1] != min(ReconstructWindow, l.ShardSize-wantOff) {
+			t.Fatalf("needle at shard %d offset %d: reconstructed %v, want %d+%d", x[0].Shard, x[0].Off, g, wantOff, ReconstructWindow)
+		}
+		return
+	}
+	t.Fatal("no small needle found")
 }
