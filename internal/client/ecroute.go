@@ -60,6 +60,12 @@ func (c *Client) noteEC(vol uint32, loc Location) {
 	if loc.EcShards != 0 {
 		return
 	}
+	c.refreshEC(vol)
+}
+
+// refreshEC drops volume vol's cached locations, at most once per
+// ecRefreshEvery.
+func (c *Client) refreshEC(vol uint32) {
 	now := c.now()
 	rc := &c.routes
 	rc.mu.Lock()
@@ -94,10 +100,21 @@ func (c *Client) preferEC(ctx context.Context, vol uint32, key uint64, locs []Lo
 	if !ok {
 		return ""
 	}
+	held := false
 	for _, l := range locs {
-		if l.EcShards&(1<<shard) != 0 && !c.health.suspect(l.URL) {
-			return l.URL
+		if l.EcShards&(1<<shard) != 0 {
+			held = true
+			if !c.health.suspect(l.URL) {
+				return l.URL
+			}
 		}
+	}
+	if !held {
+		// Locations looked up while the shards were still being placed
+		// (or moved since): ask again, now and then, rather than send
+		// every read of this shard through another holder for the
+		// lookup TTL.
+		c.refreshEC(vol)
 	}
 	return ""
 }
