@@ -23,6 +23,15 @@ import (
 
 const routeRetry = 30 * time.Second
 
+// HeaderEC marks a volume server's answer to a read of an erasure-coded
+// volume. A client whose cached locations of the volume say it is a normal
+// one (they were looked up before ec.encode) asks the master again, at most
+// once per ecRefreshEvery per volume: the server it reached still answers,
+// but may have to fetch the needle from another holder first.
+const HeaderEC = "X-Kelp-Ec"
+
+const ecRefreshEvery = 5 * time.Second
+
 type ecRoutes struct {
 	keys    []uint64
 	shards  []uint8
@@ -39,8 +48,38 @@ func (r *ecRoutes) shardOf(key uint64) (int, bool) {
 }
 
 type routeCache struct {
-	mu sync.Mutex
-	m  map[uint32]*ecRoutes
+	mu        sync.Mutex
+	m         map[uint32]*ecRoutes
+	refreshed map[uint32]time.Time // noteEC: when the locations were last dropped
+}
+
+// noteEC is called after a read of volume vol from loc answered with
+// HeaderEC: stale locations (no shard bits) are dropped, so that the next
+// read looks the volume up again.
+func (c *Client) noteEC(vol uint32, loc Location) {
+	if loc.EcShards != 0 {
+		return
+	}
+	c.refreshEC(vol)
+}
+
+// refreshEC drops volume vol's cached locations, at most once per
+// ecRefreshEvery.
+func (c *Client) refreshEC(vol uint32) {
+	now := c.now()
+	rc := &c.routes
+	rc.mu.Lock()
+	if rc.refreshed == nil {
+		rc.refreshed = map[uint32]time.Time{}
+	}
+	last, ok := rc.refreshed[vol]
+	if ok && now.Sub(last) < ecRefreshEvery {
+		rc.mu.Unlock()
+		return
+	}
+	rc.refreshed[vol] = now
+	rc.mu.Unlock()
+	c.Invalidate(vol)
 }
 
 // preferEC returns, for a needle of an EC volume, the holder of its data
@@ -61,10 +100,21 @@ func (c *Client) preferEC(ctx context.Context, vol uint32, key uint64, locs []Lo
 	if !ok {
 		return ""
 	}
+	held := false
 	for _, l := range locs {
-		if l.EcShards&(1<<shard) != 0 && !c.health.suspect(l.URL) {
-			return l.URL
+		if l.EcShards&(1<<shard) != 0 {
+			held = true
+			if !c.health.suspect(l.URL) {
+				return l.URL
+			}
 		}
+	}
+	if !held {
+		// Locations looked up while the shards were still being placed
+		// (or moved since): ask again, now and then, rather than send
+		// every read of this shard through another holder for the
+		// lookup TTL.
+		c.refreshEC(vol)
 	}
 	return ""
 }

@@ -213,6 +213,9 @@ func (c *Client) Get(ctx context.Context, id fid.FileID, rng *Range) (io.ReadClo
 		}
 		r, err := c.get(ctx, loc.URL, id, rng, within)
 		resp = r
+		if err == nil && r.Header.Get(HeaderEC) != "" {
+			c.noteEC(id.Volume, loc)
+		}
 		return err
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"github.com/kelpfs/kelp/internal/needle"
 	"github.com/kelpfs/kelp/internal/vfs"
@@ -30,32 +31,37 @@ func Encode(ctx context.Context, fsys vfs.FS, dat io.ReaderAt, datSize int64, di
 	l := NewLayout(s, datSize)
 	x.Layout = l
 	all := ShardSet(1<<s.Total() - 1)
-	produce := func(ctx context.Context, off, n int64) (map[int][]byte, error) {
-		shards := make([][]byte, s.Total())
+	// The data shards' buffers are read straight from the .dat (each a
+	// sequential stream through its piece), the parity ones computed from them.
+	produce := func(ctx context.Context, off, n int64, shards, _ [][]byte) error {
+		var wg sync.WaitGroup
+		errs := make([]error, s.Data)
 		for j := range s.Data {
-			buf := make([]byte, n)
+			buf := shards[j]
 			start := int64(j)*l.ShardSize + off
-			if start < datSize {
-				m := min(n, datSize-start)
-				if _, err := dat.ReadAt(buf[:m], start); err != nil && !errors.Is(err, io.EOF) {
-					return nil, fmt.Errorf("erasure: read volume: %w", err)
-				}
+			m := max(min(n, datSize-start), 0)
+			clear(buf[m:])
+			if m == 0 {
+				continue
 			}
-			shards[j] = buf
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := dat.ReadAt(buf[:m], start); err != nil && !errors.Is(err, io.EOF) {
+					errs[j] = fmt.Errorf("erasure: read volume: %w", err)
+				}
+			}()
 		}
-		for j := s.Data; j < s.Total(); j++ {
-			shards[j] = make([]byte, n)
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
 		}
 		if err := enc.Encode(shards); err != nil {
-			return nil, fmt.Errorf("erasure: encode: %w", err)
+			return fmt.Errorf("erasure: encode: %w", err)
 		}
-		out := make(map[int][]byte, len(shards))
-		for j, b := range shards {
-			out[j] = b
-		}
-		return out, nil
+		return nil
 	}
-	if err := writeShards(ctx, fsys, dir, base, volumeID, l, all, produce, progress); err != nil {
+	if err := writeShards(ctx, fsys, dir, base, volumeID, l, all, encodeParallel, produce, progress); err != nil {
 		return nil, fmt.Errorf("erasure: encode volume %d: %w", volumeID, err)
 	}
 	if err := vfs.WriteFileAtomic(fsys, filepath.Join(dir, IndexName(base)), x.Marshal(), 0o644); err != nil {
@@ -81,7 +87,10 @@ func BuildIndex(dat io.ReaderAt, datSize int64) (*Index, error) {
 		return nil, err
 	}
 	live := map[uint64]needle.IndexEntry{}
-	r := bufio.NewReaderSize(io.NewSectionReader(dat, 0, datSize), 1<<20)
+	// A small buffer, and a jump over records much larger than it: the
+	// scan reads about the headers only of a volume of large needles.
+	const scanBuf = 64 << 10
+	r := bufio.NewReaderSize(io.NewSectionReader(dat, 0, datSize), scanBuf)
 	if _, err := r.Discard(needle.SuperblockSize); err != nil {
 		return nil, err
 	}
@@ -104,7 +113,9 @@ func BuildIndex(dat io.ReaderAt, datSize int64) (*Index, error) {
 		} else {
 			live[h.Key] = needle.IndexEntry{Key: h.Key, Offset: pos, Size: h.BodySize}
 		}
-		if _, err := r.Discard(int(rec - needle.HeaderSize)); err != nil {
+		if skip := rec - needle.HeaderSize; skip > int64(r.Buffered())+scanBuf {
+			r.Reset(io.NewSectionReader(dat, pos+rec, datSize-(pos+rec)))
+		} else if _, err := r.Discard(int(skip)); err != nil {
 			return nil, fmt.Errorf("erasure: scan volume at %d: %w", pos, err)
 		}
 		pos += rec
@@ -117,15 +128,23 @@ func BuildIndex(dat io.ReaderAt, datSize int64) (*Index, error) {
 	return x, nil
 }
 
+// encodeParallel and rebuildParallel are how many stripes encode and
+// rebuild produce at once: encode is CPU and local reads (two cores here),
+// rebuild mostly waits for range reads from other servers.
+const (
+	encodeParallel  = 2
+	rebuildParallel = 4
+)
+
 // Rebuild writes the shards in missing into dir, reconstructed chunk by
 // chunk from k other shards read through fetch (see Reconstruct), then
 // syncs them. On error nothing is left behind.
 func Rebuild(ctx context.Context, fsys vfs.FS, dir, base string, volumeID uint32, l Layout, fetch Fetcher, missing ShardSet, prefer []int, progress func(done, total int64)) error {
-	produce := func(ctx context.Context, off, n int64) (map[int][]byte, error) {
-		out, _, err := Reconstruct(ctx, l.Scheme, fetch, off, n, missing, 0, prefer)
-		return out, err
+	produce := func(ctx context.Context, off, n int64, dst, scratch [][]byte) error {
+		_, _, err := reconstructInto(ctx, l.Scheme, fetch, off, n, missing, 0, prefer, dst, scratch)
+		return err
 	}
-	if err := writeShards(ctx, fsys, dir, base, volumeID, l, missing, produce, progress); err != nil {
+	if err := writeShards(ctx, fsys, dir, base, volumeID, l, missing, rebuildParallel, produce, progress); err != nil {
 		return fmt.Errorf("erasure: rebuild shards %v of volume %d: %w", missing, volumeID, err)
 	}
 	return nil

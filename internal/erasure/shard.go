@@ -1,12 +1,10 @@
 package erasure
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -94,32 +92,45 @@ func loadShard(f vfs.File) (*Shard, error) {
 // ReadAt reads [off, off+n) of the shard's data. With verify, off and n
 // must be whole blocks, and each block is checked against its checksum.
 func (s *Shard) ReadAt(off, n int64, verify bool) ([]byte, error) {
-	if off < 0 || n < 0 || off+n > s.Footer.Layout.ShardSize {
+	if n < 0 {
 		return nil, fmt.Errorf("%w: %d+%d outside shard of %d bytes", ErrRange, off, n, s.Footer.Layout.ShardSize)
 	}
-	if verify && (off%BlockSize != 0 || n%BlockSize != 0) {
-		return nil, fmt.Errorf("%w: verified read of %d+%d is not whole %d-byte blocks", ErrRange, off, n, BlockSize)
-	}
 	b := make([]byte, n)
+	if err := s.ReadInto(b, off, verify); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// ReadInto is ReadAt into b (n = len(b)), for callers that reuse buffers.
+func (s *Shard) ReadInto(b []byte, off int64, verify bool) error {
+	n := int64(len(b))
+	if off < 0 || off+n > s.Footer.Layout.ShardSize {
+		return fmt.Errorf("%w: %d+%d outside shard of %d bytes", ErrRange, off, n, s.Footer.Layout.ShardSize)
+	}
+	if verify && (off%BlockSize != 0 || n%BlockSize != 0) {
+		return fmt.Errorf("%w: verified read of %d+%d is not whole %d-byte blocks", ErrRange, off, n, BlockSize)
+	}
 	if _, err := s.f.ReadAt(b, off); err != nil && !(errors.Is(err, io.EOF) && n == 0) {
-		return nil, fmt.Errorf("%w: shard %d: %v", ErrShardUnavailable, s.Footer.Shard, err)
+		return fmt.Errorf("%w: shard %d: %v", ErrShardUnavailable, s.Footer.Shard, err)
 	}
 	if verify {
 		for p := int64(0); p < n; p += BlockSize {
 			blk := (off + p) / BlockSize
 			if needle.CRC(b[p:p+BlockSize]) != s.table[blk] {
-				return nil, fmt.Errorf("%w: shard %d block %d checksum", ErrCorrupt, s.Footer.Shard, blk)
+				return fmt.Errorf("%w: shard %d block %d checksum", ErrCorrupt, s.Footer.Shard, blk)
 			}
 		}
 	}
-	return b, nil
+	return nil
 }
 
 // Verify reads the whole shard and checks every block.
 func (s *Shard) Verify() error {
+	buf := make([]byte, min(chunkSize, s.Footer.Layout.ShardSize))
 	for off := int64(0); off < s.Footer.Layout.ShardSize; off += chunkSize {
 		n := min(chunkSize, s.Footer.Layout.ShardSize-off)
-		if _, err := s.ReadAt(off, n, true); err != nil {
+		if err := s.ReadInto(buf[:n], off, true); err != nil {
 			return err
 		}
 	}
@@ -128,104 +139,3 @@ func (s *Shard) Verify() error {
 
 // Close closes the file.
 func (s *Shard) Close() error { return s.f.Close() }
-
-// shardWriter writes one shard file under a temporary name.
-type shardWriter struct {
-	fsys  vfs.FS
-	path  string
-	f     vfs.File
-	off   int64
-	table []byte
-}
-
-func newShardWriter(fsys vfs.FS, path string) (*shardWriter, error) {
-	f, err := fsys.OpenFile(path+".tmp", os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	return &shardWriter{fsys: fsys, path: path, f: f}, nil
-}
-
-func (w *shardWriter) write(b []byte) error {
-	for p := 0; p < len(b); p += BlockSize {
-		w.table = binary.BigEndian.AppendUint32(w.table, needle.CRC(b[p:min(p+BlockSize, len(b))]))
-	}
-	if _, err := w.f.WriteAt(b, w.off); err != nil {
-		return err
-	}
-	w.off += int64(len(b))
-	return nil
-}
-
-// finish appends the table and footer, syncs, and renames the file into place.
-func (w *shardWriter) finish(footer ShardFooter) error {
-	footer.TableCRC = needle.CRC(w.table)
-	tail := append(w.table, footer.marshal()...)
-	if _, err := w.f.WriteAt(tail, w.off); err != nil {
-		return err
-	}
-	if err := w.f.Sync(); err != nil {
-		return err
-	}
-	if err := w.f.Close(); err != nil {
-		return err
-	}
-	w.f = nil
-	return w.fsys.Rename(w.path+".tmp", w.path)
-}
-
-func (w *shardWriter) abort() {
-	if w.f != nil {
-		w.f.Close()
-	}
-	w.fsys.Remove(w.path + ".tmp")
-}
-
-// produceFunc returns, for shard bytes [off, off+n), the content of each
-// shard being written.
-type produceFunc func(ctx context.Context, off, n int64) (map[int][]byte, error)
-
-// writeShards writes the shards in which, chunk by chunk, then syncs them and
-// their directory. On error no shard file of which is left behind.
-func writeShards(ctx context.Context, fsys vfs.FS, dir, base string, volumeID uint32, l Layout, which ShardSet, produce produceFunc, progress func(done, total int64)) (err error) {
-	ws := map[int]*shardWriter{}
-	defer func() {
-		if err != nil {
-			for i, w := range ws {
-				w.abort()
-				fsys.Remove(filepath.Join(dir, ShardName(base, i)))
-			}
-		}
-	}()
-	for _, i := range which.List() {
-		w, err := newShardWriter(fsys, filepath.Join(dir, ShardName(base, i)))
-		if err != nil {
-			return err
-		}
-		ws[i] = w
-	}
-	for off := int64(0); off < l.ShardSize; off += chunkSize {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		n := min(chunkSize, l.ShardSize-off)
-		chunk, err := produce(ctx, off, n)
-		if err != nil {
-			return err
-		}
-		for i, w := range ws {
-			if err := w.write(chunk[i]); err != nil {
-				return err
-			}
-		}
-		if progress != nil {
-			progress(off+n, l.ShardSize)
-		}
-	}
-	for i, w := range ws {
-		if err := w.finish(ShardFooter{Shard: i, Scheme: l.Scheme, Layout: l, VolumeID: volumeID}); err != nil {
-			return err
-		}
-	}
-	return fsys.SyncDir(dir)
-}

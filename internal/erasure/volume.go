@@ -158,6 +158,13 @@ func (v *Volume) Shards() ShardSet {
 	return s
 }
 
+// HasShard reports whether shard i is held here.
+func (v *Volume) HasShard(i int) bool {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.shards[i] != nil
+}
+
 // ShardBytes is the disk space of the shard files held here.
 func (v *Volume) ShardBytes() int64 {
 	return int64(v.Shards().Count()) * ShardFileSize(v.Index.Layout)
@@ -205,6 +212,34 @@ func (v *Volume) ReadLocal(shard int, off, n int64, verify bool) ([]byte, error)
 		return nil, fmt.Errorf("%w: shard %d of volume %d not here", ErrShardUnavailable, shard, v.ID)
 	}
 	return s.ReadAt(off, n, verify)
+}
+
+// ReadLocalInto is ReadLocal into b (see Shard.ReadInto).
+func (v *Volume) ReadLocalInto(shard int, b []byte, off int64, verify bool) error {
+	v.mu.RLock()
+	s := v.shards[shard]
+	v.mu.RUnlock()
+	if s == nil {
+		return fmt.Errorf("%w: shard %d of volume %d not here", ErrShardUnavailable, shard, v.ID)
+	}
+	return s.ReadInto(b, off, verify)
+}
+
+// LocalFetcher reads the shards held here (and no other).
+func (v *Volume) LocalFetcher() Fetcher { return localFetcher{v} }
+
+type localFetcher struct{ v *Volume }
+
+func (l localFetcher) Fetch(ctx context.Context, shard int, off, n int64, verify bool) ([]byte, error) {
+	return l.v.ReadLocal(shard, off, n, verify)
+}
+
+func (l localFetcher) FetchVerifiedInto(ctx context.Context, shards []int, off int64, dst [][]byte) []error {
+	errs := make([]error, len(shards))
+	for j, i := range shards {
+		errs[j] = l.v.ReadLocalInto(i, dst[j], off, true)
+	}
+	return errs
 }
 
 // VerifyShards reads every block of the shards in set held here.

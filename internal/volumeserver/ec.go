@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/erasure"
 	"github.com/kelpfs/kelp/internal/fid"
 	"github.com/kelpfs/kelp/internal/needle"
@@ -28,47 +29,60 @@ const ecShardTimeout = 5 * time.Second
 // index, read from its data shard (here, or one range read from the holder),
 // reconstructed from k other shards when that fails.
 func (s *Server) handleECRead(w http.ResponseWriter, r *http.Request, id fid.FileID, ev *erasure.Volume) {
-	rec, bad, err := ev.Read(r.Context(), id.Key, id.Cookie, s.ecFetch(ev, nil), nil, time.Now())
-	if bad != 0 {
-		s.log.Warn("EC shards failed a read; the needle was reconstructed from others",
-			"volume", id.Volume, "shards", bad.String(), "needle", id.String(), "err", err)
+	// A large needle is streamed (erasure.Object): bounded memory per read,
+	// and a range read fetches only the blocks it needs.
+	obj, err := ev.Open(r.Context(), id.Key, id.Cookie, s.ecFetch(ev, nil), nil, time.Now())
+	logBad := func(err error) {
+		if obj != nil && obj.Bad != 0 {
+			s.log.Warn("EC shards failed a read; the needle was reconstructed from others",
+				"volume", id.Volume, "shards", obj.Bad.String(), "needle", id.String(), "err", err)
+		}
 	}
 	if err != nil {
+		logBad(err)
 		s.writeDomainError(w, r, err)
 		return
 	}
 	h := w.Header()
-	h.Set("ETag", fmt.Sprintf(`"%08x"`, rec.DataCRC))
+	h.Set(client.HeaderEC, "1") // a client with stale locations looks the volume up again
+	h.Set("ETag", fmt.Sprintf(`"%08x"`, obj.DataCRC))
 	h.Set("Accept-Ranges", "bytes")
-	ctype := rec.Meta.Mime
+	ctype := obj.Meta.Mime
 	if ctype == "" {
-		ctype = mime.TypeByExtension(filepath.Ext(rec.Meta.Name))
+		ctype = mime.TypeByExtension(filepath.Ext(obj.Meta.Name))
 	}
 	if ctype == "" {
 		ctype = "application/octet-stream"
 	}
 	h.Set("Content-Type", ctype)
-	if rec.Meta.Name != "" {
+	if obj.Meta.Name != "" {
 		disposition := "inline"
 		if dl, _ := strconv.ParseBool(r.URL.Query().Get("dl")); dl {
 			disposition = "attachment"
 		}
-		h.Set("Content-Disposition", mime.FormatMediaType(disposition, map[string]string{"filename": rec.Meta.Name}))
+		h.Set("Content-Disposition", mime.FormatMediaType(disposition, map[string]string{"filename": obj.Meta.Name}))
 	}
-	mod := time.Unix(0, rec.Meta.AppendedAtNs)
-	if rec.Meta.LastModified != 0 {
-		mod = time.Unix(rec.Meta.LastModified, 0)
+	mod := time.Unix(0, obj.Meta.AppendedAtNs)
+	if obj.Meta.LastModified != 0 {
+		mod = time.Unix(obj.Meta.LastModified, 0)
 	}
 	if isPlainRead(r) {
 		h.Set("Last-Modified", mod.UTC().Format(http.TimeFormat))
-		h.Set("Content-Length", strconv.Itoa(len(rec.Data)))
+		h.Set("Content-Length", strconv.FormatInt(obj.Size, 10))
 		w.WriteHeader(http.StatusOK)
 		if r.Method == http.MethodGet {
-			w.Write(rec.Data)
+			if data := obj.Bytes(); data != nil {
+				w.Write(data)
+			} else if _, err := io.Copy(w, obj); err != nil {
+				// Too late for an error status: the client sees a short body.
+				s.log.Error("EC read failed mid-stream", "needle", id.String(), "err", err)
+			}
 		}
+		logBad(nil)
 		return
 	}
-	http.ServeContent(w, r, "", mod, bytes.NewReader(rec.Data))
+	http.ServeContent(w, r, "", mod, obj)
+	logBad(nil)
 }
 
 // ecHolders maps each shard of an EC volume to a server holding it.
@@ -115,7 +129,7 @@ func (e *ecSource) vol() *erasure.Volume {
 
 func (e *ecSource) local(shard int) bool {
 	v := e.vol()
-	return v != nil && v.Shards().Has(shard)
+	return v != nil && v.HasShard(shard)
 }
 
 // remote returns the holder to ask for shard, or why there is none.
@@ -210,11 +224,25 @@ func (e *ecSource) Fetch(ctx context.Context, shard int, off, n int64, verify bo
 // here, the others with one request per holder, all at once.
 func (e *ecSource) FetchVerified(ctx context.Context, shards []int, off, n int64) ([][]byte, []error) {
 	got := make([][]byte, len(shards))
+	for i := range got {
+		got[i] = make([]byte, n)
+	}
+	return got, e.FetchVerifiedInto(ctx, shards, off, got)
+}
+
+// FetchVerifiedInto implements erasure.IntoFetcher: FetchVerified into the
+// caller's buffers (dst[i] for shards[i], all of the range's length), the
+// answers of other holders streamed straight into them.
+func (e *ecSource) FetchVerifiedInto(ctx context.Context, shards []int, off int64, dst [][]byte) []error {
 	errs := make([]error, len(shards))
+	if len(shards) == 0 {
+		return errs
+	}
+	n := int64(len(dst[0]))
 	byURL := map[string][]int{} // holder -> indexes into shards
 	for i, sh := range shards {
 		if e.local(sh) {
-			got[i], errs[i] = e.vol().ReadLocal(sh, off, n, true)
+			errs[i] = e.vol().ReadLocalInto(sh, dst[i], off, true)
 			if errs[i] == nil || !errors.Is(errs[i], erasure.ErrShardUnavailable) {
 				continue
 			}
@@ -237,40 +265,38 @@ func (e *ecSource) FetchVerified(ctx context.Context, shards []int, off, n int64
 				list[j] = strconv.Itoa(shards[i])
 			}
 			q := fmt.Sprintf("http://%s/ec/shards?volume=%d&shards=%s&offset=%d&size=%d", url, e.vid, strings.Join(list, ","), off, n)
-			body, err := e.s.getShardBytes(ctx, url, q, -1)
-			if err == nil && int64(len(body)) < int64(len(idx)) {
-				err = fmt.Errorf("%w: short answer from %s", erasure.ErrShardUnavailable, url)
-			}
+			err := e.s.getShards(ctx, url, q, func(body io.Reader) error {
+				// Per shard: a status byte (0 ok, 1 not here, 2 corrupt), then n bytes when ok.
+				var st [1]byte
+				for _, i := range idx {
+					if _, err := io.ReadFull(body, st[:]); err != nil {
+						return fmt.Errorf("%w: short answer from %s", erasure.ErrShardUnavailable, url)
+					}
+					switch st[0] {
+					case 0:
+						if _, err := io.ReadFull(body, dst[i]); err != nil {
+							return fmt.Errorf("%w: short answer from %s", erasure.ErrShardUnavailable, url)
+						}
+					case 2:
+						errs[i] = fmt.Errorf("%w: shard %d on %s", erasure.ErrCorrupt, shards[i], url)
+					default:
+						errs[i] = fmt.Errorf("%w: shard %d on %s", erasure.ErrShardUnavailable, shards[i], url)
+					}
+				}
+				return nil
+			})
 			if err != nil {
 				e.noteFailure(ctx, url, err)
 				for _, i := range idx {
-					errs[i] = err
-				}
-				return
-			}
-			// Per shard: a status byte (0 ok, 1 not here, 2 corrupt), then n bytes when ok.
-			p := int64(0)
-			for _, i := range idx {
-				if p >= int64(len(body)) {
-					errs[i] = fmt.Errorf("%w: short answer from %s", erasure.ErrShardUnavailable, url)
-					continue
-				}
-				st := body[p]
-				p++
-				switch {
-				case st == 0 && p+n <= int64(len(body)):
-					got[i] = body[p : p+n]
-					p += n
-				case st == 2:
-					errs[i] = fmt.Errorf("%w: shard %d on %s", erasure.ErrCorrupt, shards[i], url)
-				default:
-					errs[i] = fmt.Errorf("%w: shard %d on %s", erasure.ErrShardUnavailable, shards[i], url)
+					if errs[i] == nil {
+						errs[i] = err
+					}
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	return got, errs
+	return errs
 }
 
 // ecSuspectFor is how long a shard holder that failed a read is skipped.
@@ -301,18 +327,30 @@ func (s *Server) lookupHolders(ctx context.Context, vid uint32) (ecHolders, erro
 	return h, nil
 }
 
-// getShardBytes GETs a shard read from another holder: n bytes, or the
-// whole body when n < 0.
+// getShardBytes GETs a shard read of n bytes from another holder.
 func (s *Server) getShardBytes(ctx context.Context, url, q string, n int64) ([]byte, error) {
+	var b []byte
+	err := s.getShards(ctx, url, q, func(body io.Reader) error {
+		b = make([]byte, n)
+		if _, err := io.ReadFull(body, b); err != nil {
+			return fmt.Errorf("%w: %s: %v", erasure.ErrShardUnavailable, url, err)
+		}
+		return nil
+	})
+	return b, err
+}
+
+// getShards GETs a shard read from another holder and hands read its body.
+func (s *Server) getShards(ctx context.Context, url, q string, read func(io.Reader) error) error {
 	ctx, cancel := context.WithTimeout(ctx, ecShardTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, q, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	resp, err := s.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", erasure.ErrShardUnavailable, url, err)
+		return fmt.Errorf("%w: %s: %v", erasure.ErrShardUnavailable, url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -320,24 +358,19 @@ func (s *Server) getShardBytes(ctx context.Context, url, q string, n int64) ([]b
 		text := fmt.Sprintf("%s: %s %s", url, resp.Status, bytes.TrimSpace(msg))
 		switch resp.StatusCode {
 		case http.StatusUnprocessableEntity:
-			return nil, fmt.Errorf("%w: %s", erasure.ErrCorrupt, text)
+			return fmt.Errorf("%w: %s", erasure.ErrCorrupt, text)
 		case http.StatusNotFound:
-			return nil, &errShardMoved{"erasure: shard unavailable: " + text}
+			return &errShardMoved{"erasure: shard unavailable: " + text}
 		}
-		return nil, fmt.Errorf("%w: %s", erasure.ErrShardUnavailable, text)
+		return fmt.Errorf("%w: %s", erasure.ErrShardUnavailable, text)
 	}
-	if n < 0 {
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", erasure.ErrShardUnavailable, url, err)
+	if err := read(resp.Body); err != nil {
+		if errors.Is(err, erasure.ErrShardUnavailable) || errors.Is(err, erasure.ErrCorrupt) {
+			return err
 		}
-		return b, nil
+		return fmt.Errorf("%w: %s: %v", erasure.ErrShardUnavailable, url, err)
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(resp.Body, b); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", erasure.ErrShardUnavailable, url, err)
-	}
-	return b, nil
+	return nil
 }
 
 // handleShardsRead serves GET /ec/shards?volume=V&shards=1,5,9&offset=O&size=N:
