@@ -464,6 +464,7 @@ func (s *Shell) holderList(v *view, st ecState) []*volumepb.EcShardHolder {
 
 func setupECRebuild(fs *flag.FlagSet) runFunc {
 	collection := fs.String("collection", "", "only volumes of this collection")
+	id := fs.Uint("volumeId", 0, "only this volume")
 	force := fs.Bool("force", false, "apply the plan; without it only print it")
 	return func(ctx context.Context, s *Shell, args []string) error {
 		if err := noArgs(args); err != nil {
@@ -480,7 +481,14 @@ func setupECRebuild(fs *flag.FlagSet) runFunc {
 		}
 		var jobs []job
 		var lost []string
-		states := s.probeECHolders(ctx, v, v.ecStates(*collection))
+		states := v.ecStates(*collection)
+		if *id != 0 {
+			states = slices.DeleteFunc(states, func(st ecState) bool { return st.id != uint32(*id) })
+			if len(states) == 0 {
+				return fmt.Errorf("%w: no EC volume %d on a live server", ErrNotFound, *id)
+			}
+		}
+		states = s.probeECHolders(ctx, v, states)
 		dead := map[string]bool{}
 		for _, st := range states {
 			for _, url := range st.down {
@@ -851,4 +859,16 @@ func (s *Shell) moveShard(ctx context.Context, v *view, vid uint32, collection s
 		return fmt.Errorf("shell: shard %d of volume %d is on %s now, but removing it from %s failed: %w", shard, vid, to, from, err)
 	}
 	return nil
+}
+
+// RunScriptOn runs script in a new shell against the master at addr, as
+// owner, output to out: the master's automatic EC rebuild
+// (master.Config.RunShell) runs `ec.rebuild` through it.
+func RunScriptOn(ctx context.Context, addr, owner string, out io.Writer, script string) error {
+	sh, err := New(Config{Masters: []string{addr}, Out: out, Owner: owner})
+	if err != nil {
+		return err
+	}
+	defer sh.Close()
+	return sh.RunScript(ctx, strings.NewReader(script))
 }

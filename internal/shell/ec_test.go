@@ -3,6 +3,7 @@ package shell
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -283,11 +284,12 @@ func TestLostKeys(t *testing.T) {
 
 // ecCluster starts 4 volume servers in 2 racks, writes n files (a few
 // large) into collection "ec" and erasure-codes them 4+2 with the shell.
-func ecCluster(t *testing.T, n int, pulse time.Duration) (*testcluster.Cluster, *client.Client, *Shell, *testutil.Buffer, map[fid.FileID][]byte) {
+func ecCluster(t *testing.T, n int, pulse, rebuildAfter time.Duration) (*testcluster.Cluster, *client.Client, *Shell, *testutil.Buffer, map[fid.FileID][]byte) {
 	t.Helper()
 	specs := []testcluster.VolumeSpec{{DataCenter: "dc1", Rack: "r1"}, {DataCenter: "dc1", Rack: "r1"},
 		{DataCenter: "dc1", Rack: "r2"}, {DataCenter: "dc1", Rack: "r2"}}
-	c := testcluster.Start(t, testcluster.Options{Volumes: specs, PulseInterval: pulse, VolumeSizeLimit: 2 << 20})
+	c := testcluster.Start(t, testcluster.Options{Volumes: specs, PulseInterval: pulse, VolumeSizeLimit: 2 << 20,
+		EcRebuildAfter: rebuildAfter, RunShell: RunScriptOn})
 	ctx := context.Background()
 	cl, err := client.New(client.Config{Masters: c.MasterAddrs(), LookupTTL: 500 * time.Millisecond})
 	if err != nil {
@@ -334,7 +336,7 @@ func TestECDeleteWithHolderDown(t *testing.T) {
 		t.Skip("starts a cluster")
 	}
 	// A long pulse: the master keeps listing the killed server for a while.
-	c, cl, _, _, files := ecCluster(t, 60, 2*time.Second)
+	c, cl, _, _, files := ecCluster(t, 60, 2*time.Second, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	victim := c.Volume[0]
@@ -386,4 +388,49 @@ func TestECDeleteWithHolderDown(t *testing.T) {
 		}
 	}
 	checkFiles(t, ctx, cl, files, "after the holder returned")
+}
+
+// TestECAutoRebuild: with --ec.rebuild-after, the leader rebuilds the
+// shards of a killed server by itself once they have been missing that
+// long, and /cluster/status shows it waiting, then done.
+func TestECAutoRebuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	c, cl, sh, _, files := ecCluster(t, 60, 300*time.Millisecond, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	vols, all := ecShardCount(t, ctx, sh)
+	c.Volume[0].Kill()
+	testutil.WaitFor(t, 10*time.Second, func() bool { _, n := ecShardCount(t, ctx, sh); return n < all }, "the master to see shards missing")
+	var st struct {
+		EcRepair *struct {
+			RebuildAfter string `json:"rebuildAfter"`
+			Waiting      []struct {
+				Volume uint32 `json:"volume"`
+			} `json:"waiting"`
+			Last string `json:"last"`
+		} `json:"ecRepair"`
+	}
+	status := func() {
+		resp, err := http.Get("http://" + c.Leader().Addr + "/cluster/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		st.EcRepair = nil
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool { status(); return st.EcRepair != nil && len(st.EcRepair.Waiting) > 0 }, "/cluster/status to show a rebuild waiting")
+	if st.EcRepair.RebuildAfter != "2s" {
+		t.Fatalf("rebuildAfter %q", st.EcRepair.RebuildAfter)
+	}
+	testutil.WaitFor(t, 40*time.Second, func() bool { _, n := ecShardCount(t, ctx, sh); return n == all }, "the leader to rebuild every shard")
+	testutil.WaitFor(t, 5*time.Second, func() bool { status(); return strings.Contains(st.EcRepair.Last, "rebuilt") }, "/cluster/status to show the rebuild done")
+	if v, n := ecShardCount(t, ctx, sh); v != vols || n != vols*6 {
+		t.Fatalf("after the automatic rebuild: %d volumes, %d shards", v, n)
+	}
+	checkFiles(t, ctx, cl, files, "after the automatic rebuild")
 }
