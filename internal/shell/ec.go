@@ -700,17 +700,36 @@ func setupECDecode(fs *flag.FlagSet) runFunc {
 		var st *ecState
 		for _, x := range v.ecStates("") {
 			if x.id == uint32(*id) {
+				// A holder the master still lists but that does not
+				// answer (killed moments ago) is left out.
+				x = s.probeECHolders(ctx, v, []ecState{x})[0]
 				st = &x
 			}
 		}
 		if st == nil {
 			return fmt.Errorf("%w: no EC volume %d on a live server", ErrNotFound, *id)
 		}
-		if st.present.Count() < st.scheme.Data {
-			return fmt.Errorf("shell: EC volume %d has only shards %s of %s: fewer than %d, it cannot be decoded", st.id, st.present, st.scheme, st.scheme.Data)
+		for _, url := range st.down {
+			fmt.Fprintf(s.out, "holder %s does not answer: its shards are left out (and stay on it: once it is back, ec.decode -volumeId=%d -force removes them)\n", url, st.id)
 		}
 		if _, exists := v.copies[st.id]; exists {
-			return fmt.Errorf("shell: volume %d also exists as a normal volume on %s: delete one or the other first", st.id, strings.Join(v.holders(st.id), ", "))
+			// Shards a decode could not remove (their holder was down), or
+			// of an encode interrupted before it deleted the copies: the
+			// normal volume is complete, the shards are leftovers.
+			fmt.Fprintf(s.out, "plan: volume %d is a normal volume on %s; remove the EC shards left on %s\n", st.id,
+				strings.Join(v.holders(st.id), ", "), strings.Join(slices.Sorted(maps.Keys(st.holders)), ", "))
+			if !*force {
+				fmt.Fprintln(s.out, "dry run: run again with -force to apply")
+				return nil
+			}
+			if err := s.removeShards(ctx, v, st.id, slices.Sorted(maps.Keys(st.holders))); err != nil {
+				return err
+			}
+			fmt.Fprintf(s.out, "volume %d: leftover shards removed\n", st.id)
+			return nil
+		}
+		if st.present.Count() < st.scheme.Data {
+			return fmt.Errorf("shell: EC volume %d has only shards %s of %s: fewer than %d, it cannot be decoded", st.id, st.present, st.scheme, st.scheme.Data)
 		}
 		target := ""
 		for _, url := range slices.Sorted(maps.Keys(st.holders)) {
