@@ -29,6 +29,7 @@ func ecCommands() []command {
 		{name: "ec.rebuild", summary: "rebuild missing shards of EC volumes from the remaining ones (dry run without -force)", setup: setupECRebuild},
 		{name: "ec.balance", summary: "spread EC shards evenly over data centers, racks and servers (dry run without -force)", setup: setupECBalance},
 		{name: "ec.decode", summary: "turn an EC volume back into a normal volume (dry run without -force)", setup: setupECDecode},
+		{name: "ec.vacuum", summary: "compact EC volumes with enough deleted needles: decode, vacuum, encode again (dry run without -force)", setup: setupECVacuum},
 	}
 }
 
@@ -743,32 +744,38 @@ func setupECDecode(fs *flag.FlagSet) runFunc {
 			fmt.Fprintln(s.out, "dry run: run again with -force to apply")
 			return nil
 		}
-		vc, err := s.volumeClient(v, target)
-		if err != nil {
-			return err
-		}
-		stream, err := vc.EcDecode(ctx, &volumepb.EcDecodeRequest{VolumeId: st.id, Collection: st.collection, Holders: s.holderList(v, *st)})
-		if err == nil {
-			err = s.followEC(stream.Recv, fmt.Sprintf("decode volume %d on %s", st.id, target))
-		}
-		if err != nil {
-			return fmt.Errorf("shell: decode volume %d on %s: %w", st.id, target, err)
-		}
-		var errs []error
-		for _, url := range slices.Sorted(maps.Keys(st.holders)) {
-			hc, err := s.volumeClient(v, url)
-			if err == nil {
-				_, err = hc.EcUnmount(ctx, &volumepb.EcShardsRequest{VolumeId: st.id, Collection: st.collection, ShardIds: allShards(st.scheme)})
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("shell: volume %d is decoded on %s, but removing its shards from %s failed: %w", st.id, target, url, err))
-			}
-		}
-		if len(errs) == 0 {
-			fmt.Fprintf(s.out, "volume %d is a normal volume on %s again\n", st.id, target)
-		}
-		return errors.Join(errs...)
+		return s.decodeVolume(ctx, v, *st, target)
 	}
+}
+
+// decodeVolume turns EC volume st into a normal volume on target, then
+// removes its shards from every holder.
+func (s *Shell) decodeVolume(ctx context.Context, v *view, st ecState, target string) error {
+	vc, err := s.volumeClient(v, target)
+	if err != nil {
+		return err
+	}
+	stream, err := vc.EcDecode(ctx, &volumepb.EcDecodeRequest{VolumeId: st.id, Collection: st.collection, Holders: s.holderList(v, st)})
+	if err == nil {
+		err = s.followEC(stream.Recv, fmt.Sprintf("decode volume %d on %s", st.id, target))
+	}
+	if err != nil {
+		return fmt.Errorf("shell: decode volume %d on %s: %w", st.id, target, err)
+	}
+	var errs []error
+	for _, url := range slices.Sorted(maps.Keys(st.holders)) {
+		hc, err := s.volumeClient(v, url)
+		if err == nil {
+			_, err = hc.EcUnmount(ctx, &volumepb.EcShardsRequest{VolumeId: st.id, Collection: st.collection, ShardIds: allShards(st.scheme)})
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("shell: volume %d is decoded on %s, but removing its shards from %s failed: %w", st.id, target, url, err))
+		}
+	}
+	if len(errs) == 0 {
+		fmt.Fprintf(s.out, "volume %d is a normal volume on %s again\n", st.id, target)
+	}
+	return errors.Join(errs...)
 }
 
 func setupECBalance(fs *flag.FlagSet) runFunc {

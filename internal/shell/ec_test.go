@@ -434,3 +434,67 @@ func TestECAutoRebuild(t *testing.T) {
 	}
 	checkFiles(t, ctx, cl, files, "after the automatic rebuild")
 }
+
+// TestECVacuum: after deleting most files of an EC volume, ec.vacuum plans
+// its compaction (dry run), then shrinks its shards; every live file reads,
+// every deleted one is 404.
+func TestECVacuum(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	_, cl, sh, out, files := ecCluster(t, 120, 300*time.Millisecond, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	v, _ := sh.fetchView(ctx)
+	st := v.ecStates("ec")[0]
+	size := func() (n int64) {
+		v, err := sh.fetchView(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range v.ecShards()[st.id] {
+			n += int64(erasure.ShardSet(e.GetShards()).Count()) * int64(e.GetShardSize())
+		}
+		return n
+	}
+	before := size()
+	var deleted []fid.FileID
+	i := 0
+	for id := range files {
+		if id.Volume == st.id && i%4 != 0 {
+			if err := cl.Delete(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			deleted = append(deleted, id)
+			delete(files, id)
+		}
+		i++
+	}
+	got := mustRun(t, sh, out, "ec.vacuum -collection=ec")
+	wantLines(t, got, fmt.Sprintf("volume %d: %d of", st.id, len(deleted)), "plan: vacuum 1 EC volumes", "dry run")
+	if err := run(t, sh, "ec.vacuum -collection=ec -force"); err == nil {
+		t.Fatal("ec.vacuum -force ran without the admin lock")
+	}
+	got = mustRun(t, sh, out, "lock\nec.vacuum -collection=ec -force\nunlock")
+	wantLines(t, got, "compacted", "done")
+	vols, shards := ecShardCount(t, ctx, sh)
+	if shards != vols*6 {
+		t.Fatalf("after ec.vacuum: %d volumes, %d shards\n%s", vols, shards, got)
+	}
+	if after := size(); after >= before*3/4 {
+		t.Fatalf("ec.vacuum left the shards at %d bytes (from %d)\n%s", after, before, got)
+	}
+	checkFiles(t, ctx, cl, files, "after ec.vacuum")
+	for _, id := range deleted {
+		if _, err := readAll(ctx, cl, id); !errors.Is(err, client.ErrNotFound) {
+			t.Fatalf("read of %s, deleted before ec.vacuum: %v", id, err)
+		}
+	}
+	live := 0
+	for id := range files {
+		if id.Volume == st.id {
+			live++
+		}
+	}
+	wantLines(t, mustRun(t, sh, out, "ec.vacuum -collection=ec"), fmt.Sprintf("volume %d: 0 of %d files deleted", st.id, live), "no EC volume to vacuum")
+}
