@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kelpfs/kelp/internal/master"
+	"github.com/kelpfs/kelp/internal/shell"
 )
 
 // masterFlags are the flags of `kelp master`; `kelp server` embeds them with a
@@ -21,6 +22,7 @@ type masterFlags struct {
 	volumeSizeLimitMB  int64
 	defaultReplication string
 	raftTimeout        time.Duration
+	ecRebuildAfter     time.Duration
 }
 
 // addFlags registers the flags under prefix ("" or "master.").
@@ -29,6 +31,8 @@ func (f *masterFlags) addFlags(fl *pflag.FlagSet, prefix string) {
 	fl.StringVar(&f.peers, prefix+"peers", "", "all masters of the Raft group, host:port,... (empty: a single master)")
 	fl.Int64Var(&f.volumeSizeLimitMB, prefix+"volume-size-limit-mb", 30*1024, "a volume is full at this size, in MiB")
 	fl.StringVar(&f.defaultReplication, prefix+"default-replication", "000", "replication code XYZ for new volumes unless a request says otherwise (initial value; change it at run time with cluster.configure)")
+	// Not prefixed: `kelp server --ec.rebuild-after` as `kelp master --ec.rebuild-after`.
+	fl.DurationVar(&f.ecRebuildAfter, "ec.rebuild-after", 0, "the leader rebuilds an EC volume's missing shards by itself once they have been missing this long, e.g. 15m (0: manual only, ec.rebuild)")
 	fl.DurationVar(&f.raftTimeout, prefix+"raft-timeout", 400*time.Millisecond, "Raft heartbeat and election timeout: a dead leader is replaced within about 2-3 of these (raft port is the HTTP port + 20000)")
 }
 
@@ -44,6 +48,8 @@ func (f *masterFlags) config(log *slog.Logger) (master.Config, error) {
 		DefaultReplication:   f.defaultReplication,
 		RaftHeartbeatTimeout: f.raftTimeout,
 		PulseInterval:        5 * time.Second,
+		EcRebuildAfter:       f.ecRebuildAfter,
+		RunShell:             shell.RunScriptOn,
 		Logger:               log,
 	}, err
 }

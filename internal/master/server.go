@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -54,7 +55,16 @@ type Config struct {
 	// AdminLockLease is the admin lock's lease when a request names none;
 	// 0 means 30s.
 	AdminLockLease time.Duration
-	Logger         *slog.Logger
+	// EcRebuildAfter: the leader rebuilds an EC volume's missing shards by
+	// itself once they have been missing this long (ecrepair.go); 0 means
+	// manual only (ec.rebuild).
+	EcRebuildAfter time.Duration
+	// RunShell runs an admin shell script against the master at addr
+	// ("host:httpPort.grpcPort") as owner, output to out: the automatic
+	// EC rebuild's way to reuse the shell's ec.rebuild (wired by the CLI;
+	// the master cannot import the shell, whose tests start masters).
+	RunShell func(ctx context.Context, addr, owner string, out io.Writer, script string) error
+	Logger   *slog.Logger
 }
 
 // Server is a master. Create with New, start with Run, stop with Close (or by
@@ -81,6 +91,7 @@ type Server struct {
 	growLocks     map[string]*sync.Mutex // per layout and data center (growName)
 	growthBackoff growthBackoff          // pauses growth after failures (growth.go)
 	abandoned     abandonedCopies        // rolled-back copies whose delete failed
+	ecRepair      ecRepair               // automatic EC rebuild (ecrepair.go)
 
 	volumeClients volumeClients
 	masterClients masterClients // gRPC connections to the other masters
@@ -229,7 +240,8 @@ func (s *Server) Run(ctx context.Context) error {
 	errc := make(chan error, 2)
 	go func() { errc <- s.httpSrv.Serve(s.httpLn) }()
 	go func() { errc <- s.grpcSrv.Serve(s.grpcLn) }()
-	s.wg.Add(4)
+	s.wg.Add(5)
+	go s.ecRepairLoop()
 	go s.probeLoop()
 	go s.expireLoop()
 	go s.leadershipLoop()

@@ -35,6 +35,8 @@ type ClusterStatus struct {
 	// EcVolumes are the erasure-coded volumes: scheme, shards present and
 	// missing (docs/erasure-coding.md).
 	EcVolumes []topology.EcVolumeStatus `json:"ecVolumes,omitempty"`
+	// EcRepair is the automatic EC rebuild (--ec.rebuild-after), when on.
+	EcRepair *EcRepairStatus `json:"ecRepair,omitempty"`
 }
 
 // AdminLockStatus shows who holds the admin lock (never its token).
@@ -82,7 +84,7 @@ func (s *Server) clusterStatus(ctx context.Context) ClusterStatus {
 		CollectionRepl: set.CollectionReplication,
 		MaxVolumeID:    st.MaxVolumeID, PulseSeconds: s.cfg.PulseInterval.Seconds(),
 		VolumeServers: s.topo.Nodes(false), UnwritableVolumes: s.topo.Failures(),
-		AbandonedCopies: s.abandoned.list(), EcVolumes: s.topo.EcStatus(),
+		AbandonedCopies: s.abandoned.list(), EcVolumes: s.topo.EcStatus(), EcRepair: s.ecRepairStatus(),
 	}
 	if st.Lock.Owner != "" && time.Now().Before(st.Lock.ExpiresAt) {
 		cs.AdminLock = &AdminLockStatus{Owner: st.Lock.Owner, ExpiresAt: st.Lock.ExpiresAt.UTC()}

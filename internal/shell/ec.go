@@ -29,6 +29,7 @@ func ecCommands() []command {
 		{name: "ec.rebuild", summary: "rebuild missing shards of EC volumes from the remaining ones (dry run without -force)", setup: setupECRebuild},
 		{name: "ec.balance", summary: "spread EC shards evenly over data centers, racks and servers (dry run without -force)", setup: setupECBalance},
 		{name: "ec.decode", summary: "turn an EC volume back into a normal volume (dry run without -force)", setup: setupECDecode},
+		{name: "ec.vacuum", summary: "compact EC volumes with enough deleted needles: decode, vacuum, encode again (dry run without -force)", setup: setupECVacuum},
 	}
 }
 
@@ -464,6 +465,7 @@ func (s *Shell) holderList(v *view, st ecState) []*volumepb.EcShardHolder {
 
 func setupECRebuild(fs *flag.FlagSet) runFunc {
 	collection := fs.String("collection", "", "only volumes of this collection")
+	id := fs.Uint("volumeId", 0, "only this volume")
 	force := fs.Bool("force", false, "apply the plan; without it only print it")
 	return func(ctx context.Context, s *Shell, args []string) error {
 		if err := noArgs(args); err != nil {
@@ -480,7 +482,14 @@ func setupECRebuild(fs *flag.FlagSet) runFunc {
 		}
 		var jobs []job
 		var lost []string
-		states := s.probeECHolders(ctx, v, v.ecStates(*collection))
+		states := v.ecStates(*collection)
+		if *id != 0 {
+			states = slices.DeleteFunc(states, func(st ecState) bool { return st.id != uint32(*id) })
+			if len(states) == 0 {
+				return fmt.Errorf("%w: no EC volume %d on a live server", ErrNotFound, *id)
+			}
+		}
+		states = s.probeECHolders(ctx, v, states)
 		dead := map[string]bool{}
 		for _, st := range states {
 			for _, url := range st.down {
@@ -692,17 +701,36 @@ func setupECDecode(fs *flag.FlagSet) runFunc {
 		var st *ecState
 		for _, x := range v.ecStates("") {
 			if x.id == uint32(*id) {
+				// A holder the master still lists but that does not
+				// answer (killed moments ago) is left out.
+				x = s.probeECHolders(ctx, v, []ecState{x})[0]
 				st = &x
 			}
 		}
 		if st == nil {
 			return fmt.Errorf("%w: no EC volume %d on a live server", ErrNotFound, *id)
 		}
-		if st.present.Count() < st.scheme.Data {
-			return fmt.Errorf("shell: EC volume %d has only shards %s of %s: fewer than %d, it cannot be decoded", st.id, st.present, st.scheme, st.scheme.Data)
+		for _, url := range st.down {
+			fmt.Fprintf(s.out, "holder %s does not answer: its shards are left out (and stay on it: once it is back, ec.decode -volumeId=%d -force removes them)\n", url, st.id)
 		}
 		if _, exists := v.copies[st.id]; exists {
-			return fmt.Errorf("shell: volume %d also exists as a normal volume on %s: delete one or the other first", st.id, strings.Join(v.holders(st.id), ", "))
+			// Shards a decode could not remove (their holder was down), or
+			// of an encode interrupted before it deleted the copies: the
+			// normal volume is complete, the shards are leftovers.
+			fmt.Fprintf(s.out, "plan: volume %d is a normal volume on %s; remove the EC shards left on %s\n", st.id,
+				strings.Join(v.holders(st.id), ", "), strings.Join(slices.Sorted(maps.Keys(st.holders)), ", "))
+			if !*force {
+				fmt.Fprintln(s.out, "dry run: run again with -force to apply")
+				return nil
+			}
+			if err := s.removeShards(ctx, v, st.id, slices.Sorted(maps.Keys(st.holders))); err != nil {
+				return err
+			}
+			fmt.Fprintf(s.out, "volume %d: leftover shards removed\n", st.id)
+			return nil
+		}
+		if st.present.Count() < st.scheme.Data {
+			return fmt.Errorf("shell: EC volume %d has only shards %s of %s: fewer than %d, it cannot be decoded", st.id, st.present, st.scheme, st.scheme.Data)
 		}
 		target := ""
 		for _, url := range slices.Sorted(maps.Keys(st.holders)) {
@@ -716,32 +744,38 @@ func setupECDecode(fs *flag.FlagSet) runFunc {
 			fmt.Fprintln(s.out, "dry run: run again with -force to apply")
 			return nil
 		}
-		vc, err := s.volumeClient(v, target)
-		if err != nil {
-			return err
-		}
-		stream, err := vc.EcDecode(ctx, &volumepb.EcDecodeRequest{VolumeId: st.id, Collection: st.collection, Holders: s.holderList(v, *st)})
-		if err == nil {
-			err = s.followEC(stream.Recv, fmt.Sprintf("decode volume %d on %s", st.id, target))
-		}
-		if err != nil {
-			return fmt.Errorf("shell: decode volume %d on %s: %w", st.id, target, err)
-		}
-		var errs []error
-		for _, url := range slices.Sorted(maps.Keys(st.holders)) {
-			hc, err := s.volumeClient(v, url)
-			if err == nil {
-				_, err = hc.EcUnmount(ctx, &volumepb.EcShardsRequest{VolumeId: st.id, Collection: st.collection, ShardIds: allShards(st.scheme)})
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("shell: volume %d is decoded on %s, but removing its shards from %s failed: %w", st.id, target, url, err))
-			}
-		}
-		if len(errs) == 0 {
-			fmt.Fprintf(s.out, "volume %d is a normal volume on %s again\n", st.id, target)
-		}
-		return errors.Join(errs...)
+		return s.decodeVolume(ctx, v, *st, target)
 	}
+}
+
+// decodeVolume turns EC volume st into a normal volume on target, then
+// removes its shards from every holder.
+func (s *Shell) decodeVolume(ctx context.Context, v *view, st ecState, target string) error {
+	vc, err := s.volumeClient(v, target)
+	if err != nil {
+		return err
+	}
+	stream, err := vc.EcDecode(ctx, &volumepb.EcDecodeRequest{VolumeId: st.id, Collection: st.collection, Holders: s.holderList(v, st)})
+	if err == nil {
+		err = s.followEC(stream.Recv, fmt.Sprintf("decode volume %d on %s", st.id, target))
+	}
+	if err != nil {
+		return fmt.Errorf("shell: decode volume %d on %s: %w", st.id, target, err)
+	}
+	var errs []error
+	for _, url := range slices.Sorted(maps.Keys(st.holders)) {
+		hc, err := s.volumeClient(v, url)
+		if err == nil {
+			_, err = hc.EcUnmount(ctx, &volumepb.EcShardsRequest{VolumeId: st.id, Collection: st.collection, ShardIds: allShards(st.scheme)})
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("shell: volume %d is decoded on %s, but removing its shards from %s failed: %w", st.id, target, url, err))
+		}
+	}
+	if len(errs) == 0 {
+		fmt.Fprintf(s.out, "volume %d is a normal volume on %s again\n", st.id, target)
+	}
+	return errors.Join(errs...)
 }
 
 func setupECBalance(fs *flag.FlagSet) runFunc {
@@ -851,4 +885,16 @@ func (s *Shell) moveShard(ctx context.Context, v *view, vid uint32, collection s
 		return fmt.Errorf("shell: shard %d of volume %d is on %s now, but removing it from %s failed: %w", shard, vid, to, from, err)
 	}
 	return nil
+}
+
+// RunScriptOn runs script in a new shell against the master at addr, as
+// owner, output to out: the master's automatic EC rebuild
+// (master.Config.RunShell) runs `ec.rebuild` through it.
+func RunScriptOn(ctx context.Context, addr, owner string, out io.Writer, script string) error {
+	sh, err := New(Config{Masters: []string{addr}, Out: out, Owner: owner})
+	if err != nil {
+		return err
+	}
+	defer sh.Close()
+	return sh.RunScript(ctx, strings.NewReader(script))
 }

@@ -315,44 +315,39 @@ func (s *Store) EcRebuild(ctx context.Context, id uint32, collection string, sha
 }
 
 // EcDecode rebuilds the original volume id here from the shards (read
-// through fetch), drops the needles deleted since encoding, and loads it
+// through fetch), with a tombstone for each needle deleted since encoding
+// appended before the volume file is renamed into place (so that a crash
+// never leaves a decoded volume that serves a deleted needle), and loads it
 // as a normal volume. The EC parts here are left for the caller to remove.
 func (s *Store) EcDecode(ctx context.Context, id uint32, collection string, fetch erasure.Fetcher) error {
 	v, ok := s.EcVolume(id)
 	if !ok {
 		return fmt.Errorf("store: EC decode %d: no part of the volume here: %w", id, ErrNotFound)
 	}
-	err := s.Import(ctx, id, collection, func(w io.Writer) error {
-		return erasure.Decode(ctx, v.Layout(), fetch, w, v.Shards().List())
-	})
-	if err != nil {
-		return err
-	}
-	nv, _ := s.Volume(id)
-	dat, _, release, err := nv.OpenData()
-	if err != nil {
-		return err
-	}
-	defer release()
+	// A tombstone names the needle's cookie: the first bytes of its record.
+	var tombs []byte
 	for _, key := range v.Deleted() {
 		e, ok := v.Index.Find(key)
 		if !ok {
 			continue
 		}
-		// A delete must name the needle's cookie: the first 4 bytes of its record.
-		var hdr [needle.HeaderSize]byte
-		if _, err := dat.ReadAt(hdr[:], e.Offset); err != nil {
-			return fmt.Errorf("store: EC decode %d: %w", id, err)
+		head, _, err := erasure.ReadRange(ctx, v.Layout(), fetch, e.Offset, needle.HeaderSize, 0, v.Shards().List())
+		if err != nil {
+			return fmt.Errorf("store: EC decode %d: needle %x: %w", id, key, err)
 		}
-		h, err := needle.ParseHeader(hdr[:])
+		h, err := needle.ParseHeader(head)
 		if err != nil || h.Key != key {
 			return fmt.Errorf("store: EC decode %d: needle %x: %w", id, key, needle.ErrCorrupt)
 		}
-		if _, err := nv.Delete(ctx, key, h.Cookie); err != nil && !errors.Is(err, volume.ErrDeleted) && !errors.Is(err, volume.ErrNotFound) {
-			return fmt.Errorf("store: EC decode %d: delete %x: %w", id, key, err)
-		}
+		tombs = needle.AppendTombstone(tombs, key, h.Cookie)
 	}
-	return nil
+	return s.Import(ctx, id, collection, func(w io.Writer) error {
+		if err := erasure.Decode(ctx, v.Layout(), fetch, w, v.Shards().List()); err != nil {
+			return err
+		}
+		_, err := w.Write(tombs)
+		return err
+	})
 }
 
 // EcMount serves shard files of EC volume id already on this server's disk.

@@ -59,7 +59,11 @@ type Options struct {
 	// RaftHeartbeatTimeout is the masters' raft timeout; 0 means the master's
 	// default (400ms).
 	RaftHeartbeatTimeout time.Duration
-	Logger               *slog.Logger
+	// EcRebuildAfter and RunShell: the masters' automatic EC rebuild
+	// (master.Config); tests of package shell pass their shell.
+	EcRebuildAfter time.Duration
+	RunShell       func(ctx context.Context, addr, owner string, out io.Writer, script string) error
+	Logger         *slog.Logger
 }
 
 // Cluster is a running in-process cluster.
@@ -193,6 +197,8 @@ func (c *Cluster) masterNode(i, port int, peers []string) *Node {
 		DefaultReplication:   c.opts.DefaultReplication,
 		PulseInterval:        c.opts.PulseInterval,
 		RaftHeartbeatTimeout: c.opts.RaftHeartbeatTimeout,
+		EcRebuildAfter:       c.opts.EcRebuildAfter,
+		RunShell:             c.opts.RunShell,
 		Logger:               c.log.With("node", fmt.Sprintf("master%d", i)),
 	}
 	return &Node{Addr: addr(port), start: func() (runner, error) { return master.New(mcfg) }}

@@ -33,6 +33,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /ec/shard", s.handleShardRead)
 	mux.HandleFunc("GET /ec/routes", s.handleRoutes)
 	mux.HandleFunc("GET /ec/shards", s.handleShardsRead)
+	mux.HandleFunc("GET /ec/journal", s.handleJournalRead)
 	mux.HandleFunc("/", s.handleFile)
 	return mux
 }

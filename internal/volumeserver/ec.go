@@ -29,6 +29,10 @@ const ecShardTimeout = 5 * time.Second
 // index, read from its data shard (here, or one range read from the holder),
 // reconstructed from k other shards when that fails.
 func (s *Server) handleECRead(w http.ResponseWriter, r *http.Request, id fid.FileID, ev *erasure.Volume) {
+	if !s.ecReady(r.Context(), id.Volume) {
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("EC volume %d on %s is catching up on deletes made while it was away", id.Volume, s.URL()))
+		return
+	}
 	// A large needle is streamed (erasure.Object): bounded memory per read,
 	// and a range read fetches only the blocks it needs.
 	obj, err := ev.Open(r.Context(), id.Key, id.Cookie, s.ecFetch(ev, nil), nil, time.Now())
@@ -506,7 +510,7 @@ func (s *Server) handleECDelete(w http.ResponseWriter, r *http.Request, id fid.F
 			s.writeDomainError(w, r, fmt.Errorf("ec volume %d: delete %x: %w", id.Volume, id.Key, volume.ErrCookieMismatch))
 			return
 		}
-		if err := s.forwardECDelete(r.Context(), id); err != nil {
+		if err := s.forwardECDelete(r.Context(), id, ev); err != nil {
 			s.writeDomainError(w, r, err)
 			return
 		}
@@ -520,12 +524,18 @@ func (s *Server) handleECDelete(w http.ResponseWriter, r *http.Request, id fid.F
 }
 
 // forwardECDelete sends a delete to every other holder of the volume the
-// master knows. A holder that fails may be one the master has dropped
-// since the locations were cached: the locations are then asked for again
-// once, and only the holders still listed must succeed.
-func (s *Server) forwardECDelete(ctx context.Context, id fid.FileID) error {
-	done := map[string]bool{}
+// master knows. The delete stands once every holder that answers has
+// journaled it and those holders (this one included) hold at least k
+// distinct shards: a holder that cannot be reached (down, not yet dropped by
+// the master) is skipped, and catches up from the others' journals before it
+// serves reads again (ecjournal.go). A holder that answers with an error
+// fails the delete. A holder that fails may also be one the master has
+// dropped since the locations were cached: the locations are then asked for
+// again once.
+func (s *Server) forwardECDelete(ctx context.Context, id fid.FileID, ev *erasure.Volume) error {
+	done := map[string]erasure.ShardSet{}
 	var lastErr error
+	var down []string
 	for attempt := 0; attempt < 2; attempt++ {
 		locs, err := s.client.Lookup(ctx, id.Volume)
 		if err != nil {
@@ -534,7 +544,7 @@ func (s *Server) forwardECDelete(ctx context.Context, id fid.FileID) error {
 		var wg sync.WaitGroup
 		errs := make([]error, len(locs))
 		for i, l := range locs {
-			if l.URL == s.URL() || l.EcShards == 0 || done[l.URL] {
+			if l.URL == s.URL() || l.EcShards == 0 || done[l.URL] != 0 {
 				continue
 			}
 			wg.Add(1)
@@ -546,15 +556,51 @@ func (s *Server) forwardECDelete(ctx context.Context, id fid.FileID) error {
 			}()
 		}
 		wg.Wait()
+		down = down[:0]
+		answered := true
 		for i, l := range locs {
-			if errs[i] == nil {
-				done[l.URL] = true
+			switch re, _ := errs[i].(*errReplica); {
+			case errs[i] == nil && l.EcShards != 0 && l.URL != s.URL():
+				done[l.URL] = erasure.ShardSet(l.EcShards)
+			case re != nil && re.unreachable():
+				down = append(down, l.URL)
+			case errs[i] != nil:
+				answered = false
 			}
 		}
 		if lastErr = errors.Join(errs...); lastErr == nil {
 			return nil
 		}
+		if !answered {
+			break // a holder refused: no retry makes that a success
+		}
 		s.client.Invalidate(id.Volume)
 	}
-	return lastErr
+	if lastErr == nil {
+		return nil
+	}
+	for _, err := range multiErrs(lastErr) {
+		if re, ok := err.(*errReplica); !ok || !re.unreachable() {
+			return lastErr
+		}
+	}
+	have := ev.Shards()
+	for _, sh := range done {
+		have |= sh
+	}
+	k := ev.Layout().Scheme.Data
+	if have.Count() < k {
+		return fmt.Errorf("%w: the holders that journaled the delete hold only shards %s, fewer than %d: %w",
+			erasure.ErrTooFewShards, have, k, lastErr)
+	}
+	s.log.Warn("EC delete journaled without unreachable holders; they catch up when they return",
+		"volume", id.Volume, "needle", id.String(), "unreachable", down, "journaled shards", have.String())
+	return nil
+}
+
+func multiErrs(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }

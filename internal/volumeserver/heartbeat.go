@@ -33,6 +33,7 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 			continue
 		case err != nil:
 			s.log.Warn("heartbeat to master failed", "master", target, "err", err)
+			s.hbLost.Store(true)
 		}
 		next = (next + 1) % len(s.cfg.Masters)
 		target = s.cfg.Masters[next]
@@ -107,6 +108,11 @@ func (s *Server) heartbeatTo(ctx context.Context, master string) (leader string,
 				return "", err
 			case resp := <-replies:
 				lastReply = time.Now()
+				if s.hbLost.Swap(false) {
+					// Back after a break: deletes may have been made without
+					// this server (ecjournal.go).
+					s.markECStale()
+				}
 				if resp.VolumeSizeLimit > 0 {
 					s.store.SetVolumeSizeLimit(int64(resp.VolumeSizeLimit))
 				}

@@ -70,6 +70,11 @@ type Server struct {
 	// the time stored (ec.go).
 	ecSuspects sync.Map
 	ecCache    *blockCache // reconstructed EC blocks (eccache.go)
+	// ecStale: EC volumes (id -> *sync.Mutex) that may miss deletes made
+	// while this server was away (ecjournal.go).
+	ecStale sync.Map
+	// hbLost: the heartbeat stream broke; the next one marks EC volumes stale.
+	hbLost atomic.Bool
 
 	mu        sync.Mutex
 	master    string // master currently holding the heartbeat stream
@@ -122,6 +127,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("volumeserver: %w", err)
 	}
 	s.store = st
+	s.markECStale() // this server may have been down: see ecjournal.go
 	if err := s.listen(); err != nil {
 		st.Close()
 		return nil, err
@@ -172,6 +178,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { errc <- s.grpcSrv.Serve(s.grpcLn) }()
 	hbDone := make(chan struct{})
 	go func() { defer close(hbDone); s.heartbeatLoop(ctx) }()
+	go s.ecCatchUpLoop(ctx)
 	s.log.Info("volume server listening", "http", s.URL(), "grpc", s.GRPCAddr(), "masters", s.cfg.Masters)
 	var err error
 	select {
