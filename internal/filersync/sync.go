@@ -49,19 +49,21 @@ type Syncer struct {
 
 // DirStatus is one direction's progress.
 type DirStatus struct {
-	From, To     string // "a" or "b"
-	Seq          uint64 // last source event applied
-	SourceSeq    uint64 // the source's newest event when last asked
-	LagEvents    uint64 // SourceSeq - Seq
-	LagSeconds   float64
-	Copies       int64 // files whose data was copied
-	Bytes        int64
-	Deletes      int64
-	Renames      int64
-	Skipped      int64 // events that needed nothing (echoes, already equal, older)
-	FullSyncs    int64 // tree comparisons (first run, truncated log)
-	CaughtUp     bool
-	LastError    string
+	From       string  `json:"from"` // "a" or "b"
+	To         string  `json:"to"`
+	Seq        uint64  `json:"seq"`       // last source event applied
+	SourceSeq  uint64  `json:"sourceSeq"` // the source's newest event when last asked
+	LagEvents  uint64  `json:"lagEvents"` // SourceSeq - Seq
+	LagSeconds float64 `json:"lagSeconds"`
+	Copies     int64   `json:"copies"` // files whose data was copied
+	Bytes      int64   `json:"bytes"`
+	Deletes    int64   `json:"deletes"`
+	Renames    int64   `json:"renames"`
+	Skipped    int64   `json:"skipped"`   // events that needed nothing (echoes, already equal, older)
+	FullSyncs  int64   `json:"fullSyncs"` // tree comparisons (first run, trimmed log)
+	CaughtUp   bool    `json:"caughtUp"`
+	LastError  string  `json:"lastError,omitempty"`
+
 	lastEventNs  int64
 	sourceSeqSet bool
 }
