@@ -50,6 +50,10 @@ type file struct {
 
 	refs     int
 	unlinked bool // removed from the namespace: delete at the last release
+	// queued: released by its last handle with its commit still to come
+	// (releaseLater); changes of attributes then join that commit.
+	queued  bool
+	lateErr error // a background commit failed: told to the next flush
 }
 
 // block is the dirty part of one chunk-sized, chunk-aligned block.
@@ -104,6 +108,88 @@ func (fs *FS) acquireEntry(ctx context.Context, cp string, e *filerpb.Entry) (*f
 	f := &file{fs: fs, path: cp, entry: e, size: e.Size, mtime: timeOf(e.MtimeNs), blocks: map[int64]*block{}, refs: 1}
 	fs.files[cp] = f
 	return f, nil
+}
+
+// releaseLater drops one user of f; after the last one, f is committed in
+// the background and then forgotten. Until then f stays open here, so that
+// this view reads what was written (and an fsync, a rename, an unlink or a
+// Sync commits it at once). At most cap(fs.commits) commits run at a time;
+// more wait here.
+func (fs *FS) releaseLater(f *file) {
+	fs.mu.Lock()
+	f.refs--
+	last := f.refs == 0
+	fs.mu.Unlock()
+	if !last {
+		return
+	}
+	f.mu.Lock()
+	f.queued = true
+	f.mu.Unlock()
+	fs.commits <- struct{}{}
+	go func() {
+		defer func() { <-fs.commits }()
+		fs.finish(f)
+	}()
+}
+
+// finish commits f, queued by releaseLater, and forgets it unless it was
+// opened again meanwhile.
+func (fs *FS) finish(f *file) {
+	ctx := context.Background()
+	for {
+		err := f.flush(ctx)
+		if err != nil {
+			fs.log.Warn("fsview: background commit failed; the data written is lost", "path", f.currentPath(), "err", err)
+			f.mu.Lock()
+			f.lateErr = err
+			f.mu.Unlock()
+		}
+		fs.mu.Lock()
+		f.mu.Lock()
+		if f.refs > 0 { // opened again: its last release queues it again
+			f.queued = false
+			f.mu.Unlock()
+			fs.mu.Unlock()
+			return
+		}
+		if (f.dirty || len(f.blocks) > 0 || len(f.pending) > 0) && err == nil {
+			f.mu.Unlock() // changed while committing: once more
+			fs.mu.Unlock()
+			continue
+		}
+		f.queued = false
+		if fs.files[f.path] == f {
+			delete(fs.files, f.path)
+		}
+		unlinked, p := f.unlinked, f.path
+		f.mu.Unlock()
+		fs.mu.Unlock()
+		if unlinked {
+			if err := fs.delete(ctx, p, false); err != nil && !isNotFound(err) {
+				fs.log.Warn("fsview: removing an unlinked file", "path", p, "err", err)
+			}
+		}
+		return
+	}
+}
+
+// Sync commits every file written here, those closed and waiting for
+// their background commit included (syncfs, unmount).
+func (fs *FS) Sync(ctx context.Context) error {
+	fs.mu.Lock()
+	files := make([]*file, 0, len(fs.files))
+	for _, f := range fs.files {
+		files = append(files, f)
+	}
+	fs.mu.Unlock()
+	var first error
+	for _, f := range files {
+		if err := f.flush(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // release drops one user of f; the last one commits and forgets it.
@@ -290,7 +376,7 @@ func (f *file) readCommitted(ctx context.Context, p []byte, off int64) error {
 
 func (f *file) fetch(ctx context.Context, buf []byte, off int64) error {
 	if f.resolved == nil {
-		cs, err := chunk.Resolve(ctx, f.fs.blobs, chunksOf(f.entry), 0, -1)
+		cs, err := chunk.Resolve(ctx, f.fs.reader, chunksOf(f.entry), 0, -1)
 		if err != nil {
 			return err
 		}
@@ -299,7 +385,7 @@ func (f *file) fetch(ctx context.Context, buf []byte, off int64) error {
 			f.resolved = []chunk.Chunk{}
 		}
 	}
-	r := chunk.NewReader(ctx, f.fs.blobs, f.resolved, f.entry.Size)
+	r := chunk.NewReader(ctx, f.fs.reader, f.resolved, f.entry.Size)
 	n, err := r.ReadAt(buf, off)
 	if err == io.EOF && n == len(buf) {
 		err = nil
@@ -321,7 +407,18 @@ func chunksOf(e *filerpb.Entry) []chunk.Chunk {
 func (f *file) flush(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.lateErr; err != nil {
+		f.lateErr = nil
+		return err
+	}
 	return f.commitLocked(ctx)
+}
+
+// startFlush starts the upload of every dirty block without waiting.
+func (f *file) startFlush(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.uploadBlocks(ctx)
 }
 
 func (f *file) commitLocked(ctx context.Context) error {
@@ -399,6 +496,20 @@ func (f *file) uploadBlocks(ctx context.Context) error {
 func (f *file) modify(ctx context.Context, fn func(e *filerpb.Entry) error) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.queued {
+		// Closed, its commit to come: the change joins it (tar sets the
+		// mode and times of each file it wrote after closing it).
+		e := cloneEntry(f.entry)
+		if err := fn(e); err != nil {
+			return err
+		}
+		if e.MtimeNs != f.entry.MtimeNs {
+			f.mtime = timeOf(e.MtimeNs)
+		}
+		f.entry = e
+		f.dirty = true
+		return nil
+	}
 	if err := f.commitLocked(ctx); err != nil {
 		return err
 	}
