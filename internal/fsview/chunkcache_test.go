@@ -100,3 +100,37 @@ func TestChunkCacheServesRereadsWithoutTheVolumeServerAndStaysUnderItsSize(t *te
 		t.Fatalf("after a restart with 100 KiB the cache holds %d bytes on disk", n)
 	}
 }
+
+// A long write commits its finished uploads as it goes (more than
+// maxPending chunks) and reads back whole, overwrites included.
+func TestLongWriteCommitsAsItGoes(t *testing.T) {
+	s := startFiler(t)
+	fs := newView(t, s)
+	ctx := context.Background()
+	rng := rand.New(rand.NewSource(5))
+	model := make([]byte, 20*(64<<10)+12345)
+	rng.Read(model)
+	h, err := fs.Create(ctx, "/long", os.O_RDWR|os.O_CREATE, 0o644, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := 0; off < len(model); off += 16 << 10 {
+		end := min(off+16<<10, len(model))
+		if _, err := h.WriteAt(ctx, model[off:end], int64(off)); err != nil {
+			t.Fatal(err)
+		}
+		if off > 200<<10 && rng.Intn(8) == 0 { // rewrite something written before
+			o := rng.Intn(off - 1000)
+			rng.Read(model[o : o+1000])
+			if _, err := h.WriteAt(ctx, model[o:o+1000], int64(o)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, newView(t, s), "/long"); !bytes.Equal(got, model) {
+		t.Fatalf("long write reads back %d bytes, differing from the %d written", len(got), len(model))
+	}
+}

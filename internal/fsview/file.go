@@ -273,11 +273,50 @@ func (f *file) write(ctx context.Context, p []byte, off int64) (int, error) {
 	f.dirty = true
 	f.ra = nil
 	if len(f.pending) >= maxPending {
-		if err := f.commitLocked(ctx); err != nil {
+		if err := f.commitUploaded(ctx); err != nil {
 			return n, err
 		}
 	}
 	return n, nil
+}
+
+// commitUploaded commits the uploads at the head of the queue that are
+// done (waiting for the first one only), so that a long write keeps its
+// other uploads in flight while its memory stays bounded. The committed
+// size covers the chunks committed; the rest stays buffered.
+func (f *file) commitUploaded(ctx context.Context) error {
+	<-f.pending[0].done
+	k := 1
+	for k < len(f.pending) {
+		select {
+		case <-f.pending[k].done:
+			k++
+			continue
+		default:
+		}
+		break
+	}
+	for _, u := range f.pending[:k] {
+		if u.err != nil {
+			return f.commitLocked(ctx) // reports the failure as a flush does
+		}
+	}
+	e := cloneEntry(f.entry)
+	for _, u := range f.pending[:k] {
+		e.Chunks = append(e.Chunks, &filerpb.Chunk{Fid: u.fid, Offset: u.off, Size: int64(len(u.data)), MtimeNs: u.at})
+		e.Size = max(e.Size, u.off+int64(len(u.data)))
+	}
+	e.MtimeNs = f.mtime.UnixNano()
+	e.Md5 = nil
+	e.Etag = ""
+	if err := f.fs.update(ctx, e); err != nil {
+		return err
+	}
+	f.entry = e
+	f.pending = slices.Delete(f.pending, 0, k)
+	f.resolved = nil
+	f.ra = nil
+	return nil
 }
 
 // addIval merges v into the sorted disjoint list s.

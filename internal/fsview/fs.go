@@ -100,7 +100,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		return nil, fmt.Errorf("fsview: filer %s: %w", cfg.Filer, err)
 	}
 	fs := &FS{cfg: cfg, log: cfg.Logger, conn: conn, filer: filerpb.NewFilerClient(conn),
-		uploads: make(chan struct{}, 4), commits: make(chan struct{}, maxBackgroundCommits), files: map[string]*file{}, cache: newMetaCache()}
+		uploads: make(chan struct{}, 8), commits: make(chan struct{}, maxBackgroundCommits), files: map[string]*file{}, cache: newMetaCache()}
 	if err := fs.connect(ctx); err != nil {
 		if fs.stopFollow != nil {
 			fs.stopFollow()
