@@ -134,3 +134,45 @@ func TestLongWriteCommitsAsItGoes(t *testing.T) {
 		t.Fatalf("long write reads back %d bytes, differing from the %d written", len(got), len(model))
 	}
 }
+
+// A sequential read of a file larger than the read-ahead runs on
+// prefetches; a write in the middle of the reading is seen.
+func TestSequentialReadWithPrefetchAndAWriteMeanwhile(t *testing.T) {
+	s := startFiler(t)
+	fs := newView(t, s)
+	ctx := context.Background()
+	rng := rand.New(rand.NewSource(6))
+	model := make([]byte, 9<<20+777)
+	rng.Read(model)
+	writeFile(t, fs, "/big", model)
+	r := newView(t, s)
+	if got := readFile(t, r, "/big"); !bytes.Equal(got, model) {
+		t.Fatal("a sequential read differs")
+	}
+	h, err := r.Open(ctx, "/big", os.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release(ctx)
+	buf := make([]byte, 100_000)
+	var got []byte
+	for off := int64(0); off < int64(len(model)); {
+		if off > 3<<20 && off < 3<<20+100_000 { // ahead of the reader, inside the prefetched range
+			w := []byte("written while reading")
+			at := off + 2<<20
+			copy(model[at:], w)
+			if _, err := h.WriteAt(ctx, w, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n, err := h.ReadAt(ctx, buf, off)
+		got = append(got, buf[:n]...)
+		off += int64(n)
+		if err != nil {
+			break
+		}
+	}
+	if !bytes.Equal(got, model) {
+		t.Fatal("the read with a write meanwhile differs")
+	}
+}

@@ -44,7 +44,8 @@ type file struct {
 	pending []*upload        // in write order
 	err     error            // a failed upload, reported by the next flush
 
-	ra      []byte // read-ahead buffer of committed content at raOff
+	ra      []byte    // read-ahead buffer of committed content at raOff
+	next    *prefetch // the read-ahead after ra, on its way
 	raOff   int64
 	lastEnd int64 // end of the last read, to see sequential reads
 
@@ -271,7 +272,7 @@ func (f *file) write(ctx context.Context, p []byte, off int64) (int, error) {
 	f.size = max(f.size, off+int64(len(p)))
 	f.mtime = time.Now()
 	f.dirty = true
-	f.ra = nil
+	f.ra, f.next = nil, nil
 	if len(f.pending) >= maxPending {
 		if err := f.commitUploaded(ctx); err != nil {
 			return n, err
@@ -315,7 +316,7 @@ func (f *file) commitUploaded(ctx context.Context) error {
 	f.entry = e
 	f.pending = slices.Delete(f.pending, 0, k)
 	f.resolved = nil
-	f.ra = nil
+	f.ra, f.next = nil, nil
 	return nil
 }
 
@@ -395,12 +396,26 @@ func (f *file) readCommitted(ctx context.Context, p []byte, off int64) error {
 		return nil
 	}
 	end := min(off+int64(len(p)), csize)
+	seq := off == f.lastEnd && off > 0
+	if f.ra == nil || off < f.raOff || end > f.raOff+int64(len(f.ra)) {
+		if n := f.next; n != nil && off >= n.off && off < n.end {
+			// The prefetch started by an earlier read: wait for it.
+			f.next = nil
+			<-n.done
+			if n.err == nil {
+				f.ra, f.raOff = n.buf, n.off
+			}
+		}
+	}
 	if f.ra != nil && off >= f.raOff && end <= f.raOff+int64(len(f.ra)) {
 		copy(p, f.ra[off-f.raOff:end-f.raOff])
+		if seq {
+			f.prefetchAfter(end, csize)
+		}
 		return nil
 	}
 	want := int64(minRead)
-	if off == f.lastEnd && off > 0 {
+	if seq {
 		want = readAhead // sequential: fetch ahead
 	}
 	fetchEnd := min(max(end, off+want), csize)
@@ -410,7 +425,40 @@ func (f *file) readCommitted(ctx context.Context, p []byte, off int64) error {
 	}
 	f.ra, f.raOff = buf, off
 	copy(p, buf[:end-off])
+	if seq {
+		f.prefetchAfter(end, csize)
+	}
 	return nil
+}
+
+// prefetch is a read-ahead fetched in the background.
+type prefetch struct {
+	off, end int64
+	buf      []byte
+	err      error
+	done     chan struct{}
+}
+
+// prefetchAfter starts fetching the readAhead bytes after the read-ahead
+// buffer once a sequential reader (now at end) is past half of it, so
+// that the next fetch overlaps the reading of this one.
+func (f *file) prefetchAfter(end, csize int64) {
+	raEnd := f.raOff + int64(len(f.ra))
+	if f.next != nil || f.resolved == nil || raEnd >= csize || raEnd-end > readAhead/2 {
+		return
+	}
+	n := &prefetch{off: raEnd, end: min(raEnd+readAhead, csize), done: make(chan struct{})}
+	n.buf = make([]byte, n.end-n.off)
+	f.next = n
+	r := chunk.NewReader(context.Background(), f.fs.reader, f.resolved, csize)
+	go func() {
+		defer close(n.done)
+		m, err := r.ReadAt(n.buf, n.off)
+		if err == io.EOF && m == len(n.buf) {
+			err = nil
+		}
+		n.err = err
+	}()
 }
 
 func (f *file) fetch(ctx context.Context, buf []byte, off int64) error {
@@ -503,7 +551,7 @@ func (f *file) setCommitted(e *filerpb.Entry) {
 	f.dirty = false
 	f.size = e.Size
 	f.resolved = nil
-	f.ra = nil
+	f.ra, f.next = nil, nil
 }
 
 // uploadBlocks starts the upload of every dirty block: its dirty span as
