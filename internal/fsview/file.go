@@ -231,6 +231,13 @@ func (f *file) sizeAndMtime() (int64, time.Time) {
 	return f.size, f.mtime
 }
 
+// attrs is what attrOf takes from an open file.
+func (f *file) attrs() (mode, uid, gid uint32, size int64, mtime time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.entry.Mode, f.entry.Uid, f.entry.Gid, f.size, f.mtime
+}
+
 func (f *file) entrySnapshot() *filerpb.Entry {
 	f.mu.Lock()
 	defer f.mu.Unlock()
