@@ -5,7 +5,8 @@
 #
 #   scripts/bench-mount.sh                 # the full targets: 1024 x 1 MiB, 1 GiB dd, 10,000 x 4 KiB, ls -l
 #   N1M=256 BIGMB=256 NSMALL=2000 scripts/bench-mount.sh     # a quicker run
-#   PROFILE=1 scripts/bench-mount.sh       # also writes the mount's CPU profile (go tool pprof)
+#   PROFILE=1 scripts/bench-mount.sh       # also writes the mount's CPU profile to $PROFILE_OUT
+#                                          # (default /tmp/kelp-mount.pprof; go tool pprof)
 #   MOUNT_ARGS="--cache.dir=/tmp/c --cache.size=2048" scripts/bench-mount.sh
 #   KELP_BIN=/path/to/kelp                 # use a built binary instead of building HEAD
 set -u
@@ -40,7 +41,7 @@ done
 curl -s -o /dev/null -X DELETE "http://127.0.0.1:$FP/.probe"
 mkdir -p "$W/m" "$W/local" "$W/src1m"
 prof=()
-[ -n "${PROFILE:-}" ] && prof=(--cpuprofile="${PROFILE_OUT:-$W/mount.pprof}")
+[ -n "${PROFILE:-}" ] && prof=(--cpuprofile="${PROFILE_OUT:-/tmp/kelp-mount.pprof}")
 "$KELP" "${prof[@]}" mount --filer=127.0.0.1:"$FP" --dir="$W/m" $MOUNT_ARGS >"$W/mount.log" 2>&1 &
 MOUNT_PID=$!
 PIDS+=($MOUNT_PID)
@@ -102,6 +103,5 @@ print("%-28s %8.3f s      %8.3f s      %6.2fx  < 1 s" % ("ls -l of %d entries (c
 PY
 if [ -n "${PROFILE:-}" ]; then
   fusermount3 -u "$W/m"; wait "$MOUNT_PID"
-  cp "${PROFILE_OUT:-$W/mount.pprof}" "$ROOT/mount.pprof" 2>/dev/null
-  echo "CPU profile of the mount: ${PROFILE_OUT:-$ROOT/mount.pprof}"
+  echo "CPU profile of the mount: ${PROFILE_OUT:-/tmp/kelp-mount.pprof} (go tool pprof KELP_BINARY PROFILE)"
 fi
