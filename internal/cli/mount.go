@@ -20,6 +20,8 @@ type viewFlags struct {
 	filerPath   string
 	collection  string
 	replication string
+	cacheDir    string // kelp mount only
+	cacheSizeMB int
 }
 
 func (f *viewFlags) addFlags(fl *pflag.FlagSet) {
@@ -41,7 +43,8 @@ func (f *viewFlags) open(ctx context.Context, g *globalFlags) (*fsview.FS, error
 		return nil, fmt.Errorf("--filer: %w", err)
 	}
 	return fsview.New(ctx, fsview.Config{Filer: addr, Root: f.filerPath, Collection: f.collection,
-		Replication: f.replication, ConnectTimeout: 10 * time.Second, Logger: log})
+		Replication: f.replication, ConnectTimeout: 10 * time.Second, Logger: log,
+		CacheDir: f.cacheDir, CacheSize: int64(f.cacheSizeMB) << 20})
 }
 
 // newMountCommand is `kelp mount`: the filer as a local file system, in
@@ -49,9 +52,7 @@ func (f *viewFlags) open(ctx context.Context, g *globalFlags) (*fsview.FS, error
 func newMountCommand(g *globalFlags) *cobra.Command {
 	var vf viewFlags
 	var dir string
-	var allowOther, readOnly, debug bool
-	var cacheDir string
-	var cacheSize int
+	var allowOther, readOnly, debug, syncClose bool
 	var mountOpts string
 	cmd := &cobra.Command{
 		Use:   "mount [SOURCE DIR [-o opts]]",
@@ -67,8 +68,11 @@ system is mounted, leaving the mount running in the background.`,
 			if len(args) > 0 {
 				return mountHelper(cmd, args, mountOpts)
 			}
-			if cacheDir != "" || cacheSize != 0 {
-				return errors.New("--cache.dir, --cache.size: the local chunk cache is not implemented yet")
+			if vf.cacheDir == "" && cmd.Flags().Changed("cache.size") {
+				return errors.New("--cache.size: give --cache.dir too")
+			}
+			if vf.cacheSizeMB <= 0 {
+				return errors.New("--cache.size: must be a positive number of MB")
 			}
 			if dir == "" {
 				return errors.New("--dir: give the mount point")
@@ -82,7 +86,7 @@ system is mounted, leaving the mount running in the background.`,
 			defer v.Close()
 			log, _ := g.logger()
 			opts := fuse.Options{Dir: dir, FsName: "kelp:" + vf.filer + vf.filerPath, AllowOther: allowOther,
-				ReadOnly: readOnly, Debug: debug, Logger: log}
+				ReadOnly: readOnly, Debug: debug, Logger: log, SyncClose: syncClose}
 			fmt.Fprintf(cmd.OutOrStdout(), "mounting %s%s on %s\n", vf.filer, vf.filerPath, dir)
 			return fuse.ServeUntil(ctx, v, opts)
 		},
@@ -92,9 +96,10 @@ system is mounted, leaving the mount running in the background.`,
 	fl.StringVar(&dir, "dir", "", "mount point (an existing directory)")
 	fl.BoolVar(&allowOther, "allow-other", false, "let other users than the one mounting use the mount (needs user_allow_other in /etc/fuse.conf unless root)")
 	fl.BoolVar(&readOnly, "read-only", false, "mount read-only")
+	fl.BoolVar(&syncClose, "sync-close", false, "close(2) commits the file before returning (strict close-to-open with other mounts; slower)")
 	fl.BoolVar(&debug, "fuse.debug", false, "log every FUSE request")
 	fl.StringVarP(&mountOpts, "options", "o", "", "mount(8) options, with SOURCE DIR (see above)")
-	fl.StringVar(&cacheDir, "cache.dir", "", "local chunk cache directory (not implemented yet)")
-	fl.IntVar(&cacheSize, "cache.size", 0, "local chunk cache size in MB (not implemented yet)")
+	fl.StringVar(&vf.cacheDir, "cache.dir", "", "local chunk cache directory: chunks read are kept there (and reused after a restart)")
+	fl.IntVar(&vf.cacheSizeMB, "cache.size", 1024, "local chunk cache size in MB (with --cache.dir)")
 	return cmd
 }

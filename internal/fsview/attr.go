@@ -95,7 +95,11 @@ func attrOf(n *node, f *file) Attr {
 		a.Size = int64(len(a.Target))
 	}
 	if f != nil {
-		a.Size, a.Mtime = f.sizeAndMtime()
+		// Open here: its entry holds attribute changes not committed yet
+		// (they join a background commit, see file.modify).
+		var mode uint32
+		mode, a.UID, a.GID, a.Size, a.Mtime = f.attrs()
+		a.Mode = os.FileMode(mode)
 	}
 	if a.Ctime.Before(a.Mtime) {
 		a.Ctime = a.Mtime

@@ -13,14 +13,29 @@
 // All handles of one file in one view share a file (file.go): the entry as
 // last committed plus a write buffer. Writes land in chunk-sized,
 // chunk-aligned blocks; a block written whole is uploaded in the background
-// at once, at most 4 uploads at a time. Flush (close(2), fsync(2)) uploads
+// at once, at most 8 uploads at a time. Flush (close(2), fsync(2)) uploads
 // what is left (the dirty span of each block as one chunk, the gaps read
 // from what is there) and commits the new chunks, size and mtime in one
 // UpdateEntry: data is durable on the volume servers and the entry in the
 // filer's store when Flush returns. Chunks appended later shadow earlier ones
 // (package chunk), so a random write never rewrites what it does not touch.
-// A file with more than 8 uploaded, uncommitted chunks commits them while
-// it is written, which bounds its memory.
+// A file with more than 8 uploaded, uncommitted chunks commits those done
+// (the oldest first, the others staying in flight) while it is written,
+// which bounds its memory.
+//
+// A caller may instead close a handle with StartFlush and ReleaseLater (the
+// FUSE mount does): the uploads start, and after the last release the file
+// is committed in the background, at most 64 files at a time, while it stays
+// open in the view (reads, stat and a new open see the buffer; attribute
+// changes join the commit). Sync (FSYNCDIR, unmount), a handle's Flush, and
+// a rename, unlink or link of the file commit it at once.
+//
+// # Chunk cache
+//
+// With Config.CacheDir, reads go through an on-disk cache of whole chunks
+// (chunkcache.go), least recently used evicted first to stay under
+// Config.CacheSize; chunks never change, so nothing is invalidated, and
+// what is in the directory at start is used.
 //
 // Reads see the committed content with the buffer laid over it. A read
 // that continues the previous one fetches 4 MiB ahead; others fetch at

@@ -44,12 +44,17 @@ type file struct {
 	pending []*upload        // in write order
 	err     error            // a failed upload, reported by the next flush
 
-	ra      []byte // read-ahead buffer of committed content at raOff
+	ra      []byte    // read-ahead buffer of committed content at raOff
+	next    *prefetch // the read-ahead after ra, on its way
 	raOff   int64
 	lastEnd int64 // end of the last read, to see sequential reads
 
 	refs     int
 	unlinked bool // removed from the namespace: delete at the last release
+	// queued: released by its last handle with its commit still to come
+	// (releaseLater); changes of attributes then join that commit.
+	queued  bool
+	lateErr error // a background commit failed: told to the next flush
 }
 
 // block is the dirty part of one chunk-sized, chunk-aligned block.
@@ -106,6 +111,88 @@ func (fs *FS) acquireEntry(ctx context.Context, cp string, e *filerpb.Entry) (*f
 	return f, nil
 }
 
+// releaseLater drops one user of f; after the last one, f is committed in
+// the background and then forgotten. Until then f stays open here, so that
+// this view reads what was written (and an fsync, a rename, an unlink or a
+// Sync commits it at once). At most cap(fs.commits) commits run at a time;
+// more wait here.
+func (fs *FS) releaseLater(f *file) {
+	fs.mu.Lock()
+	f.refs--
+	last := f.refs == 0
+	fs.mu.Unlock()
+	if !last {
+		return
+	}
+	f.mu.Lock()
+	f.queued = true
+	f.mu.Unlock()
+	fs.commits <- struct{}{}
+	go func() {
+		defer func() { <-fs.commits }()
+		fs.finish(f)
+	}()
+}
+
+// finish commits f, queued by releaseLater, and forgets it unless it was
+// opened again meanwhile.
+func (fs *FS) finish(f *file) {
+	ctx := context.Background()
+	for {
+		err := f.flush(ctx)
+		if err != nil {
+			fs.log.Warn("fsview: background commit failed; the data written is lost", "path", f.currentPath(), "err", err)
+			f.mu.Lock()
+			f.lateErr = err
+			f.mu.Unlock()
+		}
+		fs.mu.Lock()
+		f.mu.Lock()
+		if f.refs > 0 { // opened again: its last release queues it again
+			f.queued = false
+			f.mu.Unlock()
+			fs.mu.Unlock()
+			return
+		}
+		if (f.dirty || len(f.blocks) > 0 || len(f.pending) > 0) && err == nil {
+			f.mu.Unlock() // changed while committing: once more
+			fs.mu.Unlock()
+			continue
+		}
+		f.queued = false
+		if fs.files[f.path] == f {
+			delete(fs.files, f.path)
+		}
+		unlinked, p := f.unlinked, f.path
+		f.mu.Unlock()
+		fs.mu.Unlock()
+		if unlinked {
+			if err := fs.delete(ctx, p, false); err != nil && !isNotFound(err) {
+				fs.log.Warn("fsview: removing an unlinked file", "path", p, "err", err)
+			}
+		}
+		return
+	}
+}
+
+// Sync commits every file written here, those closed and waiting for
+// their background commit included (syncfs, unmount).
+func (fs *FS) Sync(ctx context.Context) error {
+	fs.mu.Lock()
+	files := make([]*file, 0, len(fs.files))
+	for _, f := range fs.files {
+		files = append(files, f)
+	}
+	fs.mu.Unlock()
+	var first error
+	for _, f := range files {
+		if err := f.flush(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // release drops one user of f; the last one commits and forgets it.
 func (fs *FS) release(ctx context.Context, f *file) error {
 	err := f.flush(ctx)
@@ -142,6 +229,13 @@ func (f *file) sizeAndMtime() (int64, time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.size, f.mtime
+}
+
+// attrs is what attrOf takes from an open file.
+func (f *file) attrs() (mode, uid, gid uint32, size int64, mtime time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.entry.Mode, f.entry.Uid, f.entry.Gid, f.size, f.mtime
 }
 
 func (f *file) entrySnapshot() *filerpb.Entry {
@@ -185,13 +279,52 @@ func (f *file) write(ctx context.Context, p []byte, off int64) (int, error) {
 	f.size = max(f.size, off+int64(len(p)))
 	f.mtime = time.Now()
 	f.dirty = true
-	f.ra = nil
+	f.ra, f.next = nil, nil
 	if len(f.pending) >= maxPending {
-		if err := f.commitLocked(ctx); err != nil {
+		if err := f.commitUploaded(ctx); err != nil {
 			return n, err
 		}
 	}
 	return n, nil
+}
+
+// commitUploaded commits the uploads at the head of the queue that are
+// done (waiting for the first one only), so that a long write keeps its
+// other uploads in flight while its memory stays bounded. The committed
+// size covers the chunks committed; the rest stays buffered.
+func (f *file) commitUploaded(ctx context.Context) error {
+	<-f.pending[0].done
+	k := 1
+	for k < len(f.pending) {
+		select {
+		case <-f.pending[k].done:
+			k++
+			continue
+		default:
+		}
+		break
+	}
+	for _, u := range f.pending[:k] {
+		if u.err != nil {
+			return f.commitLocked(ctx) // reports the failure as a flush does
+		}
+	}
+	e := cloneEntry(f.entry)
+	for _, u := range f.pending[:k] {
+		e.Chunks = append(e.Chunks, &filerpb.Chunk{Fid: u.fid, Offset: u.off, Size: int64(len(u.data)), MtimeNs: u.at})
+		e.Size = max(e.Size, u.off+int64(len(u.data)))
+	}
+	e.MtimeNs = f.mtime.UnixNano()
+	e.Md5 = nil
+	e.Etag = ""
+	if err := f.fs.update(ctx, e); err != nil {
+		return err
+	}
+	f.entry = e
+	f.pending = slices.Delete(f.pending, 0, k)
+	f.resolved = nil
+	f.ra, f.next = nil, nil
+	return nil
 }
 
 // addIval merges v into the sorted disjoint list s.
@@ -270,12 +403,26 @@ func (f *file) readCommitted(ctx context.Context, p []byte, off int64) error {
 		return nil
 	}
 	end := min(off+int64(len(p)), csize)
+	seq := off == f.lastEnd && off > 0
+	if f.ra == nil || off < f.raOff || end > f.raOff+int64(len(f.ra)) {
+		if n := f.next; n != nil && off >= n.off && off < n.end {
+			// The prefetch started by an earlier read: wait for it.
+			f.next = nil
+			<-n.done
+			if n.err == nil {
+				f.ra, f.raOff = n.buf, n.off
+			}
+		}
+	}
 	if f.ra != nil && off >= f.raOff && end <= f.raOff+int64(len(f.ra)) {
 		copy(p, f.ra[off-f.raOff:end-f.raOff])
+		if seq {
+			f.prefetchAfter(end, csize)
+		}
 		return nil
 	}
 	want := int64(minRead)
-	if off == f.lastEnd && off > 0 {
+	if seq {
 		want = readAhead // sequential: fetch ahead
 	}
 	fetchEnd := min(max(end, off+want), csize)
@@ -285,12 +432,45 @@ func (f *file) readCommitted(ctx context.Context, p []byte, off int64) error {
 	}
 	f.ra, f.raOff = buf, off
 	copy(p, buf[:end-off])
+	if seq {
+		f.prefetchAfter(end, csize)
+	}
 	return nil
+}
+
+// prefetch is a read-ahead fetched in the background.
+type prefetch struct {
+	off, end int64
+	buf      []byte
+	err      error
+	done     chan struct{}
+}
+
+// prefetchAfter starts fetching the readAhead bytes after the read-ahead
+// buffer once a sequential reader (now at end) is past half of it, so
+// that the next fetch overlaps the reading of this one.
+func (f *file) prefetchAfter(end, csize int64) {
+	raEnd := f.raOff + int64(len(f.ra))
+	if f.next != nil || f.resolved == nil || raEnd >= csize || raEnd-end > readAhead/2 {
+		return
+	}
+	n := &prefetch{off: raEnd, end: min(raEnd+readAhead, csize), done: make(chan struct{})}
+	n.buf = make([]byte, n.end-n.off)
+	f.next = n
+	r := chunk.NewReader(context.Background(), f.fs.reader, f.resolved, csize)
+	go func() {
+		defer close(n.done)
+		m, err := r.ReadAt(n.buf, n.off)
+		if err == io.EOF && m == len(n.buf) {
+			err = nil
+		}
+		n.err = err
+	}()
 }
 
 func (f *file) fetch(ctx context.Context, buf []byte, off int64) error {
 	if f.resolved == nil {
-		cs, err := chunk.Resolve(ctx, f.fs.blobs, chunksOf(f.entry), 0, -1)
+		cs, err := chunk.Resolve(ctx, f.fs.reader, chunksOf(f.entry), 0, -1)
 		if err != nil {
 			return err
 		}
@@ -299,7 +479,7 @@ func (f *file) fetch(ctx context.Context, buf []byte, off int64) error {
 			f.resolved = []chunk.Chunk{}
 		}
 	}
-	r := chunk.NewReader(ctx, f.fs.blobs, f.resolved, f.entry.Size)
+	r := chunk.NewReader(ctx, f.fs.reader, f.resolved, f.entry.Size)
 	n, err := r.ReadAt(buf, off)
 	if err == io.EOF && n == len(buf) {
 		err = nil
@@ -321,7 +501,18 @@ func chunksOf(e *filerpb.Entry) []chunk.Chunk {
 func (f *file) flush(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.lateErr; err != nil {
+		f.lateErr = nil
+		return err
+	}
 	return f.commitLocked(ctx)
+}
+
+// startFlush starts the upload of every dirty block without waiting.
+func (f *file) startFlush(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.uploadBlocks(ctx)
 }
 
 func (f *file) commitLocked(ctx context.Context) error {
@@ -367,7 +558,7 @@ func (f *file) setCommitted(e *filerpb.Entry) {
 	f.dirty = false
 	f.size = e.Size
 	f.resolved = nil
-	f.ra = nil
+	f.ra, f.next = nil, nil
 }
 
 // uploadBlocks starts the upload of every dirty block: its dirty span as
@@ -399,6 +590,20 @@ func (f *file) uploadBlocks(ctx context.Context) error {
 func (f *file) modify(ctx context.Context, fn func(e *filerpb.Entry) error) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.queued {
+		// Closed, its commit to come: the change joins it (tar sets the
+		// mode and times of each file it wrote after closing it).
+		e := cloneEntry(f.entry)
+		if err := fn(e); err != nil {
+			return err
+		}
+		if e.MtimeNs != f.entry.MtimeNs {
+			f.mtime = timeOf(e.MtimeNs)
+		}
+		f.entry = e
+		f.dirty = true
+		return nil
+	}
 	if err := f.commitLocked(ctx); err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/kelpfs/kelp/internal/chunk"
 	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/filerpb"
@@ -36,6 +37,11 @@ type Config struct {
 	// HTTPClient carries chunk reads and writes to the volume servers.
 	HTTPClient *http.Client
 	Logger     *slog.Logger
+	// CacheDir, if set, keeps the chunks read in files there, at most
+	// CacheSize bytes of them (least recently used evicted first); what is
+	// there from an earlier run is used.
+	CacheDir  string
+	CacheSize int64
 }
 
 // FS is a POSIX view of a filer directory. All paths given to it are
@@ -46,8 +52,11 @@ type FS struct {
 	conn      *grpc.ClientConn
 	filer     filerpb.FilerClient
 	blobs     *clusterBlobs
+	reader    chunk.Opener // blobs, or through the chunk cache
+	chunks    *chunkCache  // nil: no local chunk cache
 	chunkSize int
 	uploads   chan struct{} // bounds concurrent chunk uploads
+	commits   chan struct{} // bounds background commits (releaseLater)
 
 	mu    sync.Mutex
 	files map[string]*file // open files by content path (filer path)
@@ -56,6 +65,10 @@ type FS struct {
 	stopFollow context.CancelFunc
 	followDone chan struct{}
 }
+
+// maxBackgroundCommits bounds the files closed and committing in the
+// background at once (their buffers stay in memory until committed).
+const maxBackgroundCommits = 64
 
 // Names longer than this fail with ENAMETOOLONG, as on local file systems.
 const maxNameLen = 255
@@ -87,7 +100,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		return nil, fmt.Errorf("fsview: filer %s: %w", cfg.Filer, err)
 	}
 	fs := &FS{cfg: cfg, log: cfg.Logger, conn: conn, filer: filerpb.NewFilerClient(conn),
-		uploads: make(chan struct{}, 4), files: map[string]*file{}, cache: newMetaCache()}
+		uploads: make(chan struct{}, 8), commits: make(chan struct{}, maxBackgroundCommits), files: map[string]*file{}, cache: newMetaCache()}
 	if err := fs.connect(ctx); err != nil {
 		if fs.stopFollow != nil {
 			fs.stopFollow()
@@ -128,6 +141,15 @@ func (fs *FS) connect(ctx context.Context) error {
 		req.Replication = fs.cfg.Replication
 	}
 	fs.blobs = &clusterBlobs{c: c, req: req}
+	fs.reader = fs.blobs
+	if fs.cfg.CacheDir != "" {
+		cc, err := openChunkCache(fs.cfg.CacheDir, fs.cfg.CacheSize)
+		if err != nil {
+			return err
+		}
+		fs.chunks = cc
+		fs.reader = &cachedBlobs{inner: fs.blobs, c: cc}
+	}
 	fs.chunkSize = fs.cfg.ChunkSize
 	if fs.chunkSize <= 0 {
 		fs.chunkSize = int(conf.ChunkSize)
@@ -158,6 +180,12 @@ func (fs *FS) Close() error {
 		if err := f.flush(context.Background()); err != nil && first == nil {
 			first = err
 		}
+	}
+	for range cap(fs.commits) { // the background commits have ended
+		fs.commits <- struct{}{}
+	}
+	for range cap(fs.commits) {
+		<-fs.commits
 	}
 	if fs.stopFollow != nil {
 		fs.stopFollow()

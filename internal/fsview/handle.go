@@ -87,6 +87,16 @@ func (h *Handle) Flush(ctx context.Context) error { return h.f.flush(ctx) }
 // Release closes the handle; the last one of a file commits and forgets it.
 func (h *Handle) Release(ctx context.Context) error { return h.fs.release(ctx, h.f) }
 
+// StartFlush starts uploading what is buffered, without waiting or
+// committing (close(2) of a mount that commits in the background).
+func (h *Handle) StartFlush(ctx context.Context) error { return h.f.startFlush(ctx) }
+
+// ReleaseLater closes the handle; after the last one of a file, the file is
+// committed in the background (Sync, or Flush of a handle opened later,
+// waits for it). A failed background commit is logged, and returned by the
+// next Flush of the file if it is opened again before it is forgotten.
+func (h *Handle) ReleaseLater() { h.fs.releaseLater(h.f) }
+
 // Attr is the file's attributes as seen through the handle.
 func (h *Handle) Attr(ctx context.Context) (Attr, error) {
 	n := *h.node

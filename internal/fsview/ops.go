@@ -178,6 +178,11 @@ func (fs *FS) hideOpen(ctx context.Context, f *file) error {
 	dst := hiddenDir + "/unlinked/" + newID()
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
+	if f.refs == 0 {
+		// Closed, only waiting for (or done with) its background commit,
+		// which the flush above has made: no handle needs the content.
+		return fs.delete(ctx, f.path, false)
+	}
 	if err := fs.mkdirAll(ctx, path.Dir(dst)); err != nil {
 		return err
 	}

@@ -13,7 +13,12 @@ import (
 )
 
 // handle is one open file of the mount.
-type handle struct{ h *fsview.Handle }
+type handle struct {
+	h *fsview.Handle
+	// syncClose: close(2) commits (Options.SyncClose); otherwise it only
+	// starts the uploads and the last release commits in the background.
+	syncClose bool
+}
 
 var (
 	_ gofs.FileReader   = (*handle)(nil)
@@ -39,14 +44,25 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	return uint32(n), 0
 }
 
-// Flush runs at every close(2) of a descriptor: close-to-open consistency
-// needs the data committed there.
-func (h *handle) Flush(ctx context.Context) syscall.Errno { return fsview.Errno(h.h.Flush(ctx)) }
+// Flush runs at every close(2) of a descriptor. close(2) is no durability
+// point in POSIX (fsync is): unless syncClose, it starts the uploads of
+// what is buffered and returns; the file is committed after its last
+// release, in the background, while this mount reads it as written.
+func (h *handle) Flush(ctx context.Context) syscall.Errno {
+	if h.syncClose {
+		return fsview.Errno(h.h.Flush(ctx))
+	}
+	return fsview.Errno(h.h.StartFlush(ctx))
+}
 
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	return fsview.Errno(h.h.Flush(ctx))
 }
 
 func (h *handle) Release(ctx context.Context) syscall.Errno {
-	return fsview.Errno(h.h.Release(context.WithoutCancel(ctx)))
+	if h.syncClose {
+		return fsview.Errno(h.h.Release(context.WithoutCancel(ctx)))
+	}
+	h.h.ReleaseLater()
+	return 0
 }

@@ -24,6 +24,12 @@ type Options struct {
 	CacheTimeout time.Duration
 	Debug        bool
 	Logger       *slog.Logger
+	// SyncClose makes close(2) commit the file before it returns (strict
+	// close-to-open consistency with other mounts, at the cost of a filer
+	// commit and a volume write per file on the closing thread). Without
+	// it, close starts the uploads and the file is committed in the
+	// background after its last release (see docs/mount.md).
+	SyncClose bool
 }
 
 // Mount is a mounted view.
@@ -48,6 +54,9 @@ func New(v *fsview.FS, opts Options) (*Mount, error) {
 		Name:         "kelp",
 		MaxWrite:     1 << 20,
 		MaxReadAhead: 1 << 20,
+		// Releases (each one a background commit) and async reads are
+		// background requests: let many be in flight.
+		MaxBackground: 64,
 		// The kernel checks permissions against the mode bits, as on a
 		// local file system.
 		Options: []string{"default_permissions"},
@@ -56,7 +65,7 @@ func New(v *fsview.FS, opts Options) (*Mount, error) {
 	if opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
 	}
-	root := &node{v: v, readOnly: opts.ReadOnly, links: &linkTable{m: map[string]*gofs.Inode{}}}
+	root := &node{v: v, readOnly: opts.ReadOnly, syncClose: opts.SyncClose, links: &linkTable{m: map[string]*gofs.Inode{}}}
 	srv, err := gofs.Mount(opts.Dir, root, &gofs.Options{
 		MountOptions:    mo,
 		EntryTimeout:    &opts.CacheTimeout,

@@ -19,9 +19,10 @@ import (
 // go-fuse's tree, so a rename moves it without any bookkeeping here.
 type node struct {
 	gofs.Inode
-	v        *fsview.FS
-	readOnly bool
-	links    *linkTable
+	v         *fsview.FS
+	readOnly  bool
+	syncClose bool
+	links     *linkTable
 	// linkID is set once the file has hard links: its content and
 	// attributes are then addressed by the link group, not by a path, since
 	// the kernel's one inode has several names and any may be renamed over.
@@ -100,7 +101,7 @@ func (n *node) newChild(ctx context.Context, a fsview.Attr, out *gofuse.EntryOut
 			return in
 		}
 	}
-	ch := &node{v: n.v, readOnly: n.readOnly, links: n.links}
+	ch := &node{v: n.v, readOnly: n.readOnly, syncClose: n.syncClose, links: n.links}
 	ch.setLink(a.LinkID)
 	in := n.NewInode(ctx, ch, gofs.StableAttr{Mode: unixMode(a.Mode) & syscall.S_IFMT, Ino: a.Ino})
 	if existing, ok := in.Operations().(*node); ok {
@@ -252,7 +253,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		h.Release(ctx)
 		return nil, nil, 0, fsview.Errno(err)
 	}
-	return n.newChild(ctx, a, out), &handle{h: h}, 0, 0
+	return n.newChild(ctx, a, out), &handle{h: h, syncClose: n.syncClose}, 0, 0
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
@@ -265,7 +266,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if err != nil {
 		return nil, 0, fsview.Errno(err)
 	}
-	return &handle{h: h}, 0, 0
+	return &handle{h: h, syncClose: n.syncClose}, 0, 0
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.EntryOut) (*gofs.Inode, syscall.Errno) {
@@ -309,7 +310,7 @@ func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	// The new name is the same inode to the kernel as the old one.
 	a.Ino = old.StableAttr().Ino
 	fillAttr(&out.Attr, a)
-	return n.NewInode(ctx, &node{v: n.v, readOnly: n.readOnly, links: n.links}, old.StableAttr()), 0
+	return n.NewInode(ctx, &node{v: n.v, readOnly: n.readOnly, syncClose: n.syncClose, links: n.links}, old.StableAttr()), 0
 }
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
@@ -422,14 +423,16 @@ func goMode(u uint32) os.FileMode {
 
 var _ = time.Second
 
-// Fsync of a directory (FSYNCDIR) has nothing to do: every namespace change
-// returned only after the filer committed it durably. A file's FSYNC goes to
-// its handle (handle.Fsync).
+// Fsync of a directory (FSYNCDIR) commits the files closed here whose
+// background commit has not run yet (every namespace change itself returned
+// only after the filer committed it durably), so that fsync of a directory
+// after writing files into it makes them durable, as on a local disk. A
+// file's FSYNC goes to its handle (handle.Fsync).
 func (n *node) Fsync(ctx context.Context, f gofs.FileHandle, flags uint32) syscall.Errno {
 	if h, ok := f.(*handle); ok {
 		return h.Fsync(ctx, flags)
 	}
-	return 0
+	return fsview.Errno(n.v.Sync(ctx))
 }
 
 // Mknod makes FIFOs (the kernel runs the pipe itself) and regular files.
