@@ -81,6 +81,7 @@ type Server struct {
 	growLocks     map[string]*sync.Mutex // per layout and data center (growName)
 	growthBackoff growthBackoff          // pauses growth after failures (growth.go)
 	abandoned     abandonedCopies        // rolled-back copies whose delete failed
+	heal          *healer                // catch-ups of under-replicated copies (heal.go)
 
 	volumeClients volumeClients
 	masterClients masterClients // gRPC connections to the other masters
@@ -131,6 +132,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.proxy, s.peerHTTP = newLeaderProxy(s)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.heal = newHealer()
 	s.settings.Store(&consensus.Settings{})
 	if err := s.listen(); err != nil {
 		s.closeListeners()
@@ -229,7 +231,8 @@ func (s *Server) Run(ctx context.Context) error {
 	errc := make(chan error, 2)
 	go func() { errc <- s.httpSrv.Serve(s.httpLn) }()
 	go func() { errc <- s.grpcSrv.Serve(s.grpcLn) }()
-	s.wg.Add(4)
+	s.wg.Add(5)
+	go s.healLoop()
 	go s.probeLoop()
 	go s.expireLoop()
 	go s.leadershipLoop()
@@ -370,6 +373,7 @@ func (s *Server) refreshSettings() {
 	s.settings.Store(&set)
 	s.settingsGen.Store(gen)
 	s.topo.SetVolumeSizeLimit(set.VolumeSizeLimit)
+	s.topo.SetWritePolicies(set.WritePolicy)
 	if st.MaxVolumeID > s.maxVID.Load() {
 		s.maxVID.Store(st.MaxVolumeID)
 	}

@@ -1,6 +1,7 @@
 package volumeserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,16 +65,28 @@ func isReplicaRequest(r *http.Request) bool {
 	return r.URL.RawQuery != "" && r.URL.Query().Get("type") == "replicate"
 }
 
+// replicaSet is where a write goes besides the local copy, and how many
+// copies (the local one included) must have it before it is acknowledged:
+// need 0 means every copy (the strict write policy).
+type replicaSet struct {
+	urls []string
+	need int
+}
+
 // replicas returns the other copies of volume vid that a write must reach, or
-// nil when the volume has a single copy or the request is itself a replica write.
-func (s *Server) replicas(ctx context.Context, r *http.Request, v *volume.Volume, vid uint32) ([]string, error) {
+// none when the volume has a single copy or the request is itself a replica
+// write. The master's lookup answer carries the volume's write policy: under
+// the degraded policy (minCopies N > 0) a write goes to the copies the master
+// knows and is acknowledged once N of them have it; the master catches the
+// others up later (docs/master.md, "Write policies").
+func (s *Server) replicas(ctx context.Context, r *http.Request, v *volume.Volume, vid uint32) (replicaSet, error) {
 	copies := v.Stats().Replication.Copies()
 	if copies <= 1 || isReplicaRequest(r) {
-		return nil, nil
+		return replicaSet{}, nil
 	}
-	locs, err := s.client.Lookup(ctx, vid)
+	locs, need, err := s.client.LookupWrite(ctx, vid)
 	if err != nil {
-		return nil, fmt.Errorf("volumeserver: locating copies of volume %d: %w", vid, err)
+		return replicaSet{}, fmt.Errorf("volumeserver: locating copies of volume %d: %w", vid, err)
 	}
 	var others []string
 	for _, l := range locs {
@@ -81,21 +94,27 @@ func (s *Server) replicas(ctx context.Context, r *http.Request, v *volume.Volume
 			others = append(others, l.URL)
 		}
 	}
-	if len(others) < copies-1 {
-		s.client.Invalidate(vid)
-		return nil, fmt.Errorf("%w: volume %d needs %d copies, the master knows %d",
-			ErrNotEnoughCopies, vid, copies, len(others)+1)
+	enough := copies
+	if need > 0 {
+		enough = min(need, copies)
 	}
-	return others, nil
+	if len(others)+1 < enough {
+		s.client.Invalidate(vid)
+		return replicaSet{}, fmt.Errorf("%w: volume %d needs %d copies, the master knows %d",
+			ErrNotEnoughCopies, vid, enough, len(others)+1)
+	}
+	return replicaSet{urls: others, need: need}, nil
 }
 
-// fanOut runs local and one forward per replica concurrently and returns the
-// first error, local first. A failed replica is reported to the master.
-func (s *Server) fanOut(ctx context.Context, vid uint32, replicas []string, local func() error,
+// fanOut runs local and one forward per replica concurrently. Under the
+// strict policy it returns the first error, local first; under the degraded
+// one the local write must succeed and the write stands once rs.need copies
+// have it. A failed replica is reported to the master either way.
+func (s *Server) fanOut(ctx context.Context, vid uint32, rs replicaSet, local func() error,
 	forward func(ctx context.Context, replica string) error) error {
-	errs := make([]error, len(replicas))
+	errs := make([]error, len(rs.urls))
 	var wg sync.WaitGroup
-	for i, rep := range replicas {
+	for i, rep := range rs.urls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -109,12 +128,19 @@ func (s *Server) fanOut(ctx context.Context, vid uint32, replicas []string, loca
 	if localErr != nil {
 		return localErr
 	}
+	written := 1
+	var first error
 	for _, err := range errs {
 		if err != nil {
 			s.client.Invalidate(vid)
 			go s.reportFailure(vid, err.(*errReplica))
-			return err
+			first = cmp.Or(first, err)
+			continue
 		}
+		written++
+	}
+	if first != nil && (rs.need == 0 || written < rs.need) {
+		return first
 	}
 	return nil
 }
