@@ -179,6 +179,20 @@ func (g *grpcService) ReportVolumeFailure(ctx context.Context, req *masterpb.Rep
 	if resp, handled, err := forward(g.s, ctx, req, masterpb.MasterClient.ReportVolumeFailure); handled {
 		return resp, err
 	}
+	if w := req.GetWrittenUrls(); len(w) > 0 {
+		if req.GetVolumeId() == 0 {
+			return nil, grpcError(fmt.Errorf("%w: volume id 0", ErrBadRequest))
+		}
+		if !g.s.cons.IsLeader() {
+			return nil, grpcError(g.s.notLeader())
+		}
+		if err := g.s.topo.ReportDegradedWrite(req.GetVolumeId(), w, time.Now()); err != nil {
+			return nil, grpcError(err)
+		}
+		if req.GetFailedUrl() == "" {
+			return &masterpb.ReportVolumeFailureResponse{}, nil
+		}
+	}
 	if err := g.s.reportVolumeFailure(req.GetVolumeId(), req.GetFailedUrl(), req.GetError(), req.GetUnreachable()); err != nil {
 		return nil, grpcError(err)
 	}

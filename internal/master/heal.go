@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kelpfs/kelp/internal/pb/volumepb"
 	"github.com/kelpfs/kelp/internal/topology"
 )
 
@@ -64,6 +65,7 @@ func (s *Server) healLoop() {
 		}
 		s.currentSettings() // write policies reach the topology
 		s.healOnce()
+		s.replaceMissing()
 	}
 }
 
@@ -165,4 +167,114 @@ type HealStats struct {
 
 func (s *Server) healStats() HealStats {
 	return HealStats{NeedlesCopied: s.heal.copied.Load(), CopiesCaughtUp: s.heal.caught.Load()}
+}
+
+// defaultReplaceAfter is Config.ReplaceAfter's default: long enough for a
+// server restart or a short outage, after which the copy is caught up
+// rather than copied whole.
+const defaultReplaceAfter = 5 * time.Minute
+
+func (s *Server) replaceAfter() time.Duration {
+	if s.cfg.ReplaceAfter == 0 {
+		return defaultReplaceAfter
+	}
+	return s.cfg.ReplaceAfter
+}
+
+// replaceMissing places a new copy of every degraded-policy volume whose
+// copy has been missing (not behind: gone) for longer than ReplaceAfter, on
+// a server the replication code allows, by copying the volume from a good
+// copy (CopyVolume). The new copy then counts as behind and is caught up
+// like a returning one. Nothing is ever deleted here.
+func (s *Server) replaceMissing() {
+	after := s.replaceAfter()
+	if after < 0 {
+		return
+	}
+	var due []topology.VolumeDeficit
+	for _, d := range s.topo.Deficits() {
+		if d.Missing > 0 && len(d.Behind) == 0 && len(d.Good) > 0 && time.Since(d.Since) > after {
+			due = append(due, d)
+		}
+	}
+	if len(due) == 0 {
+		return
+	}
+	var nodes []topology.NodeInfo
+	for _, n := range s.topo.Nodes(true) {
+		if !n.Reachable {
+			continue // nothing is placed on a server the master cannot reach
+		}
+		nodes = append(nodes, topology.NodeInfo{URL: n.URL, PublicURL: n.PublicURL, GRPCPort: n.GRPCPort, DataCenter: n.DataCenter, Rack: n.Rack, Disks: n.Disks})
+	}
+	plan := topology.PlanReplicationFix(nodes)
+	byURL := map[string]topology.NodeInfo{}
+	for _, n := range nodes {
+		byURL[n.URL] = n
+	}
+	for _, d := range due {
+		for _, st := range plan.Steps {
+			if st.Action != topology.StepCopy || st.VolumeID != d.VolumeID {
+				continue
+			}
+			s.heal.mu.Lock()
+			busy := s.heal.inflight[d.VolumeID]
+			if !busy {
+				s.heal.inflight[d.VolumeID] = true
+			}
+			s.heal.mu.Unlock()
+			if busy {
+				break
+			}
+			src, dst := byURL[st.Source], byURL[st.Node]
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer func() {
+					s.heal.mu.Lock()
+					delete(s.heal.inflight, d.VolumeID)
+					s.heal.mu.Unlock()
+				}()
+				start := time.Now()
+				if err := s.copyWhole(s.ctx, d.VolumeID, src, dst); err != nil {
+					s.log.Warn("could not place a replacement copy of an under-replicated volume", "volume", d.VolumeID, "from", src.URL, "to", dst.URL, "err", err)
+					return
+				}
+				s.log.Info("placed a replacement copy of an under-replicated volume", "volume", d.VolumeID, "from", src.URL, "to", dst.URL,
+					"dataCenter", dst.DataCenter, "took", time.Since(start).Round(time.Millisecond))
+			}()
+			break // one copy per volume per round; the next round sees the rest
+		}
+	}
+}
+
+// copyWhole makes dst pull the volume from src (volume server CopyVolume).
+func (s *Server) copyWhole(ctx context.Context, vid uint32, src, dst topology.NodeInfo) error {
+	srcAddr, err := grpcAddr(topology.Location{URL: src.URL, GRPCPort: src.GRPCPort})
+	if err != nil {
+		return err
+	}
+	dstAddr, err := grpcAddr(topology.Location{URL: dst.URL, GRPCPort: dst.GRPCPort})
+	if err != nil {
+		return err
+	}
+	cc, err := s.volumeClients.conn(dstAddr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Hour)
+	defer cancel()
+	stream, err := volumepb.NewVolumeServerClient(cc).CopyVolume(ctx, &volumepb.CopyVolumeRequest{VolumeId: vid, SourceGrpcAddr: srcAddr})
+	if err != nil {
+		return err
+	}
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		if msg.GetDone() {
+			return nil
+		}
+	}
 }

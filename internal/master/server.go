@@ -51,6 +51,11 @@ type Config struct {
 	// FailureCooldown is how long a volume stays out of assigns after a
 	// volume server reported a failed replicated write; 0 means 10s.
 	FailureCooldown time.Duration
+	// ReplaceAfter is how long a copy of a degraded-policy volume may be
+	// missing (its server gone, not merely behind) before the leader places
+	// a replacement copy on another server; 0 means 5 minutes, negative
+	// never (heal.go).
+	ReplaceAfter time.Duration
 	// AdminLockLease is the admin lock's lease when a request names none;
 	// 0 means 30s.
 	AdminLockLease time.Duration

@@ -61,6 +61,9 @@ func postJSON(t *testing.T, u string, form url.Values, want int, v any) {
 
 // masterStatus is the part of /cluster/status these tests read.
 type masterStatus struct {
+	VolumeServers []struct {
+		URL string `json:"url"`
+	} `json:"volumeServers"`
 	WritePolicy     map[string]string `json:"writePolicy"`
 	UnderReplicated []struct {
 		VolumeID uint32 `json:"volumeId"`
@@ -70,6 +73,26 @@ type masterStatus struct {
 		NeedlesCopied  uint64 `json:"needlesCopied"`
 		CopiesCaughtUp uint64 `json:"copiesCaughtUp"`
 	} `json:"healed"`
+}
+
+// dump is the master's /cluster/status, for failure messages.
+func dump(m string) string {
+	resp, err := http.Get("http://" + m + "/cluster/status")
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// waitServers waits until the master at m knows n volume servers: a write
+// assigned to a server that is gone, before the master noticed, fails and
+// the client's retries may meet it again.
+func waitServers(t *testing.T, m string, n int) {
+	t.Helper()
+	testutil.WaitFor(t, 20*time.Second, func() bool { return len(clusterStatus(t, m).VolumeServers) == n },
+		"the master did not notice the lost volume servers")
 }
 
 func clusterStatus(t *testing.T, addr string) masterStatus {
@@ -122,6 +145,7 @@ func TestDataCenterLossDegradedWritesHealByThemselves(t *testing.T) {
 	}
 
 	c.StopDataCenter("dc2")
+	waitServers(t, m, 2)
 	written := map[fid.FileID][]byte{}
 	var last error
 	testutil.WaitFor(t, 20*time.Second, func() bool {
@@ -135,7 +159,7 @@ func TestDataCenterLossDegradedWritesHealByThemselves(t *testing.T) {
 		}
 		last = err
 		return err == nil
-	}, "no degraded write succeeded after losing dc2: %v", last)
+	}, "no degraded write succeeded after losing dc2: %v", dump(m))
 	for i := range 29 {
 		body := bytes.Repeat([]byte(fmt.Sprintf("while dc2 was down %d;", i)), 50+i)
 		id, _, err := cl.PutBytes(ctx, deg, body, client.UploadOptions{})
@@ -186,10 +210,18 @@ func TestDataCenterLossDegradedWritesHealByThemselves(t *testing.T) {
 	for _, n := range c.VolumesIn("dc2", "") {
 		dc2[n.Addr] = true
 	}
+	var why string
 	healed := func() bool {
 		if len(clusterStatus(t, m).UnderReplicated) > 0 {
+			resp, err := http.Get("http://" + m + "/cluster/status")
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				why = string(b)
+			}
 			return false
 		}
+		why = "files"
 		check := func(id fid.FileID, want []byte) bool {
 			locs, err := cl.Lookup(ctx, id.Volume)
 			cl.Invalidate(id.Volume)
@@ -226,7 +258,9 @@ func TestDataCenterLossDegradedWritesHealByThemselves(t *testing.T) {
 		}
 		return true
 	}
-	testutil.WaitFor(t, 60*time.Second, healed, "the dc2 copies did not catch up within 60s of dc2's return")
+	if !testutil.Eventually(60*time.Second, healed) {
+		t.Fatalf("the dc2 copies did not catch up within 60s of dc2's return: %s", why)
+	}
 	t.Logf("healed %v after dc2 returned", time.Since(t0).Round(10*time.Millisecond))
 	st := clusterStatus(t, m)
 	if got, want := st.Healed.NeedlesCopied-copiedBefore, uint64(len(written)+len(deleted)); got != want {
@@ -252,4 +286,104 @@ func TestDataCenterLossDegradedWritesHealByThemselves(t *testing.T) {
 		_, _, err := cl.PutBytes(ctx, client.AssignRequest{Collection: "str"}, []byte("strict again"), client.UploadOptions{})
 		return err == nil
 	}, "no strict write succeeded within 30s of dc2's return")
+}
+
+// TestLostServerReplacedByItself: a dc2 server holding copies of a degraded
+// collection is lost for good. After Config.ReplaceAfter the leader places
+// a replacement copy on the other dc2 server (the only place replication 100
+// allows), catches it up with the writes made meanwhile, and the volumes are
+// whole again, with no command typed.
+func TestLostServerReplacedByItself(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Volumes: twoDataCenters(), PulseInterval: 500 * time.Millisecond, ReplaceAfter: 500 * time.Millisecond})
+	m := c.Leader().Addr
+	configure(t, m, url.Values{"collection": {"deg"}, "replication": {"100"}, "writePolicy": {"degraded"}})
+	cl, err := client.New(client.Config{Masters: c.MasterAddrs(), MasterWait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	deg := client.AssignRequest{Collection: "deg"}
+	files := map[fid.FileID][]byte{}
+	for i := range 6 {
+		body := []byte(fmt.Sprintf("before %d", i))
+		id, _, err := cl.PutBytes(ctx, deg, body, client.UploadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[id] = body
+	}
+	var first fid.FileID
+	for id := range files {
+		first = id
+		break
+	}
+	locs, err := cl.Lookup(ctx, first.Volume)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost *testcluster.Node
+	for _, n := range c.VolumesIn("dc2", "") {
+		for _, l := range locs {
+			if l.URL == n.Addr {
+				lost = n
+			}
+		}
+	}
+	if lost == nil {
+		t.Fatalf("volume %d has no dc2 copy: %+v", first.Volume, locs)
+	}
+	lost.Stop()
+	waitServers(t, m, 3)
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		body := []byte("while a dc2 server is gone")
+		id, _, err := cl.PutBytes(ctx, deg, body, client.UploadOptions{})
+		if err == nil {
+			files[id] = body
+		}
+		return err == nil
+	}, "no degraded write succeeded after losing a dc2 server")
+	for i := range 10 {
+		body := []byte(fmt.Sprintf("after the loss %d", i))
+		id, _, err := cl.PutBytes(ctx, deg, body, client.UploadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[id] = body
+	}
+	t0 := time.Now()
+	var why string
+	ok := testutil.Eventually(60*time.Second, func() bool {
+		if st := clusterStatus(t, m); len(st.UnderReplicated) > 0 {
+			resp, err := http.Get("http://" + m + "/cluster/status")
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				why = "under-replicated: " + string(b)
+			}
+			return false
+		}
+		for id, body := range files {
+			cl.Invalidate(id.Volume)
+			locs, err := cl.Lookup(ctx, id.Volume)
+			if err != nil || len(locs) != 2 {
+				why = fmt.Sprintf("%s: %+v %v", id, locs, err)
+				return false
+			}
+			for _, l := range locs {
+				if l.URL == lost.Addr {
+					why = fmt.Sprintf("%s still on the lost server", id)
+					return false
+				}
+				if status, got, err := readFrom(l.URL, id); err != nil || status != http.StatusOK || !bytes.Equal(got, body) {
+					why = fmt.Sprintf("%s on %s: %d %v", id, l.URL, status, err)
+					return false
+				}
+			}
+		}
+		return true
+	})
+	if !ok {
+		t.Fatalf("the volumes of the lost server did not get replacement copies: %s", why)
+	}
+	t.Logf("replaced %v after the writes", time.Since(t0).Round(10*time.Millisecond))
 }

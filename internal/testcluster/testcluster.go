@@ -59,7 +59,9 @@ type Options struct {
 	// RaftHeartbeatTimeout is the masters' raft timeout; 0 means the master's
 	// default (400ms).
 	RaftHeartbeatTimeout time.Duration
-	Logger               *slog.Logger
+	// ReplaceAfter is the masters' Config.ReplaceAfter; 0 means the default.
+	ReplaceAfter time.Duration
+	Logger       *slog.Logger
 }
 
 // Cluster is a running in-process cluster.
@@ -193,6 +195,7 @@ func (c *Cluster) masterNode(i, port int, peers []string) *Node {
 		DefaultReplication:   c.opts.DefaultReplication,
 		PulseInterval:        c.opts.PulseInterval,
 		RaftHeartbeatTimeout: c.opts.RaftHeartbeatTimeout,
+		ReplaceAfter:         c.opts.ReplaceAfter,
 		Logger:               c.log.With("node", fmt.Sprintf("master%d", i)),
 	}
 	return &Node{Addr: addr(port), start: func() (runner, error) { return master.New(mcfg) }}

@@ -48,9 +48,9 @@ func (t *Topology) ReportFailure(volumeID uint32, url, cause string, unreachable
 	t.failures[volumeID] = failure{url: url, at: now, cause: cause}
 	// Under a degraded policy the write may have been acknowledged without
 	// that copy: it is behind until caught up.
-	notFailed := func(c volumeCopy) bool { return c.node.info.URL != url && t.reachableLocked(c.node.info.URL) }
+	failed := func(c volumeCopy) bool { return c.node.info.URL == url }
 	if t.policyLocked(e.key.Collection).Degraded {
-		t.markDeficitLocked(volumeID, e, notFailed, "write failed on "+url+": "+cause, now)
+		t.markDeficitLocked(volumeID, e, failed, "write failed on "+url+": "+cause, now)
 	}
 	t.refreshLayout(e.key)
 	if !unreachable {
@@ -62,7 +62,7 @@ func (t *Topology) ReportFailure(volumeID uint32, url, cause string, unreachable
 		}
 		t.failures[vid] = failure{url: url, at: now, cause: "server unreachable: " + cause}
 		if t.policyLocked(other.key.Collection).Degraded {
-			t.markDeficitLocked(vid, other, notFailed, "server "+url+" unreachable: "+cause, now)
+			t.markDeficitLocked(vid, other, failed, "server "+url+" unreachable: "+cause, now)
 		}
 		t.refreshLayout(other.key)
 	}

@@ -146,20 +146,35 @@ type VolumeDeficit struct {
 	LastErr string     `json:"lastError,omitempty"`
 }
 
-// markDeficitLocked records that only the copies of e for which keep is true
-// still hold every write. The caller holds mu for writing.
-func (t *Topology) markDeficitLocked(vid uint32, e *volumeEntry, keep func(c volumeCopy) bool, cause string, now time.Time) {
+// markDeficitLocked records that the copies of e for which drop is true may
+// lack writes from now on. A new deficit starts with the other copies as
+// good; an existing one loses the dropped copies from its
+// good ones. The caller holds mu for writing.
+func (t *Topology) markDeficitLocked(vid uint32, e *volumeEntry, drop func(c volumeCopy) bool, cause string, now time.Time) {
+	if d := t.deficits[vid]; d != nil {
+		good := slices.DeleteFunc(slices.Clone(d.good), func(u string) bool {
+			i := slices.IndexFunc(e.copies, func(c volumeCopy) bool { return c.node.info.URL == u })
+			return i < 0 || drop(e.copies[i])
+		})
+		d.cause = cause
+		if len(good) == 0 {
+			// No present copy would be known to hold every write (a write
+			// reached only a copy that is gone since): keep the present good
+			// ones rather than leave the volume with nothing to heal from.
+			good = slices.DeleteFunc(d.good, func(u string) bool {
+				return !slices.ContainsFunc(e.copies, func(c volumeCopy) bool { return c.node.info.URL == u })
+			})
+		}
+		d.good = good
+		return
+	}
 	var good []string
 	for _, c := range e.copies {
-		if keep(c) {
+		// An unreachable copy counts as good too: it takes no writes while
+		// unreachable, and a write that failed to reach it is reported.
+		if !drop(c) {
 			good = append(good, c.node.info.URL)
 		}
-	}
-	if d := t.deficits[vid]; d != nil {
-		// Already short: a copy that was not good does not become good.
-		d.good = slices.DeleteFunc(d.good, func(u string) bool { return !slices.Contains(good, u) })
-		d.cause = cause
-		return
 	}
 	t.deficits[vid] = &deficit{since: now, cause: cause, good: good}
 }
@@ -262,9 +277,7 @@ func (t *Topology) markLostLocked(n *node, cause string, now time.Time) {
 			if e == nil || !t.policyLocked(e.key.Collection).Degraded {
 				continue
 			}
-			t.markDeficitLocked(v.ID, e, func(c volumeCopy) bool {
-				return c.node != n && t.reachableLocked(c.node.info.URL)
-			}, cause, now)
+			t.markDeficitLocked(v.ID, e, func(c volumeCopy) bool { return c.node == n }, cause, now)
 		}
 	}
 }
@@ -273,7 +286,7 @@ func (t *Topology) markLostLocked(n *node, cause string, now time.Time) {
 // least MinCopies good, reachable copies, none of the copies full or
 // read-only. A volume short of copies gets a deficit here if it has none yet
 // (its copies were lost before the policy applied, or at start-up), and a
-// good copy that is gone or unreachable stops being good.
+// good copy that is gone stops being good.
 func (t *Topology) writableDegraded(e *volumeEntry, p WritePolicy) bool {
 	vid := e.copies[0].vol.ID
 	want := e.key.Replication.Copies()
@@ -290,13 +303,26 @@ func (t *Topology) writableDegraded(e *volumeEntry, p WritePolicy) bool {
 				}
 			}
 			cause := fmt.Sprintf("%d of %d copies reachable (%s)", len(urls), want, strings.Join(urls, ", "))
-			t.markDeficitLocked(vid, e, present, cause, time.Now())
+			t.markDeficitLocked(vid, e, func(volumeCopy) bool { return false }, cause, time.Now())
 			d = t.deficits[vid]
 		}
 	} else {
+		// A good copy that is gone stops being good (it may come back having
+		// missed writes). One that is only unreachable for a while stays
+		// good: it takes no writes meanwhile, and a write whose forward to
+		// it failed is reported (ReportFailure), which is what demotes it.
 		d.good = slices.DeleteFunc(d.good, func(u string) bool {
-			return !slices.ContainsFunc(e.copies, func(c volumeCopy) bool { return c.node.info.URL == u && present(c) })
+			return !slices.ContainsFunc(e.copies, func(c volumeCopy) bool { return c.node.info.URL == u })
 		})
+		if len(d.good) == 0 {
+			// Every good copy is gone: the present copies are all there is.
+			// They become good, and the missing ones are replaced from them
+			// (ReplaceAfter) or caught up when they return.
+			for _, c := range e.copies {
+				d.good = append(d.good, c.node.info.URL)
+			}
+			d.cause += "; no copy known to hold every write is present: the present copies were adopted"
+		}
 		t.settleLocked(vid, e)
 		d = t.deficits[vid]
 	}
@@ -418,4 +444,25 @@ func (t *Topology) ExplainUnwritable(k LayoutKey) string {
 		b.WriteString(missing[u])
 	}
 	return b.String()
+}
+
+// ReportDegradedWrite records that a write to a degraded-policy volume was
+// acknowledged with only the copies at written: every other copy of the
+// volume lacks it until caught up.
+func (t *Topology) ReportDegradedWrite(volumeID uint32, written []string, now time.Time) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.volumes[volumeID]
+	if e == nil {
+		return fmt.Errorf("%w: volume %d", ErrVolumeNotFound, volumeID)
+	}
+	if !t.policyLocked(e.key.Collection).Degraded {
+		return nil
+	}
+	missed := func(c volumeCopy) bool { return !slices.Contains(written, c.node.info.URL) }
+	if t.deficits[volumeID] != nil || slices.ContainsFunc(e.copies, missed) || len(e.copies) < e.key.Replication.Copies() {
+		t.markDeficitLocked(volumeID, e, missed, fmt.Sprintf("a write reached only %s", strings.Join(written, ", ")), now)
+		t.refreshLayout(e.key)
+	}
+	return nil
 }

@@ -12,6 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
+
+	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/fid"
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
@@ -69,8 +72,9 @@ func isReplicaRequest(r *http.Request) bool {
 // copies (the local one included) must have it before it is acknowledged:
 // need 0 means every copy (the strict write policy).
 type replicaSet struct {
-	urls []string
-	need int
+	urls   []string
+	need   int
+	copies int // copies the volume's replication code asks for
 }
 
 // replicas returns the other copies of volume vid that a write must reach, or
@@ -88,11 +92,15 @@ func (s *Server) replicas(ctx context.Context, r *http.Request, v *volume.Volume
 	if err != nil {
 		return replicaSet{}, fmt.Errorf("volumeserver: locating copies of volume %d: %w", vid, err)
 	}
-	var others []string
-	for _, l := range locs {
-		if l.URL != s.URL() {
-			others = append(others, l.URL)
+	others := otherCopies(locs, s.URL())
+	if need > 0 && len(others)+1 < copies {
+		// Short of copies under the degraded policy: ask afresh rather than
+		// trust the cache, so that a copy that came back gets the write.
+		s.client.Invalidate(vid)
+		if locs, need, err = s.client.LookupWrite(ctx, vid); err != nil {
+			return replicaSet{}, fmt.Errorf("volumeserver: locating copies of volume %d: %w", vid, err)
 		}
+		others = otherCopies(locs, s.URL())
 	}
 	enough := copies
 	if need > 0 {
@@ -103,7 +111,17 @@ func (s *Server) replicas(ctx context.Context, r *http.Request, v *volume.Volume
 		return replicaSet{}, fmt.Errorf("%w: volume %d needs %d copies, the master knows %d",
 			ErrNotEnoughCopies, vid, enough, len(others)+1)
 	}
-	return replicaSet{urls: others, need: need}, nil
+	return replicaSet{urls: others, need: need, copies: copies}, nil
+}
+
+func otherCopies(locs []client.Location, self string) []string {
+	var others []string
+	for _, l := range locs {
+		if l.URL != self {
+			others = append(others, l.URL)
+		}
+	}
+	return others
 }
 
 // fanOut runs local and one forward per replica concurrently. Under the
@@ -128,19 +146,24 @@ func (s *Server) fanOut(ctx context.Context, vid uint32, rs replicaSet, local fu
 	if localErr != nil {
 		return localErr
 	}
-	written := 1
+	written := []string{s.URL()}
 	var first error
-	for _, err := range errs {
+	for i, err := range errs {
 		if err != nil {
 			s.client.Invalidate(vid)
 			go s.reportFailure(vid, err.(*errReplica))
 			first = cmp.Or(first, err)
 			continue
 		}
-		written++
+		written = append(written, rs.urls[i])
 	}
-	if first != nil && (rs.need == 0 || written < rs.need) {
+	if first != nil && (rs.need == 0 || len(written) < rs.need) {
 		return first
+	}
+	if rs.need > 0 && len(written) < rs.copies {
+		// Acknowledged short of copies: the master learns which copies have
+		// the write before the client does, so it catches the others up.
+		s.reportDegradedWrite(vid, written)
 	}
 	return nil
 }
@@ -196,6 +219,30 @@ func (s *Server) doReplica(req *http.Request, ok ...int) error {
 		}
 	}
 	return &errReplicaAnswer{status: resp.Status, msg: msg}
+}
+
+// reportDegradedWrite tells the master that a write of vid reached only the
+// copies at written. It waits for the answer (a few seconds at most): a
+// write the master does not know about would never be copied to the others.
+func (s *Server) reportDegradedWrite(vid uint32, written []string) {
+	s.mu.Lock()
+	master := s.master
+	s.mu.Unlock()
+	err := errors.New("no master known")
+	if master != "" {
+		var addr string
+		if addr, err = pb.GRPCAddress(master); err == nil {
+			var conn *grpc.ClientConn
+			if conn, err = s.conns.Get(addr); err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				defer cancel()
+				_, err = masterpb.NewMasterClient(conn).ReportVolumeFailure(ctx, &masterpb.ReportVolumeFailureRequest{VolumeId: vid, WrittenUrls: written})
+			}
+		}
+	}
+	if err != nil {
+		s.log.Warn("could not tell the master about a write short of copies; the missing copies may not be caught up", "volume", vid, "written", written, "err", err)
+	}
 }
 
 // reportFailure tells the master that a copy of vid failed a write, so it stops

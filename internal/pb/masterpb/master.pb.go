@@ -689,7 +689,11 @@ type ReportVolumeFailureRequest struct {
 	// unreachable: the copy's server could not be reached at all (connection
 	// refused, timeout), not just this volume: every volume with a copy there
 	// leaves assigns until the server is heard from again.
-	Unreachable   bool `protobuf:"varint,4,opt,name=unreachable,proto3" json:"unreachable,omitempty"`
+	Unreachable bool `protobuf:"varint,4,opt,name=unreachable,proto3" json:"unreachable,omitempty"`
+	// written_urls, when set, reports a write acknowledged under the degraded
+	// write policy that reached only these copies (failed_url may then be
+	// empty): every other copy of the volume lacks it until caught up.
+	WrittenUrls   []string `protobuf:"bytes,5,rep,name=written_urls,json=writtenUrls,proto3" json:"written_urls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -750,6 +754,13 @@ func (x *ReportVolumeFailureRequest) GetUnreachable() bool {
 		return x.Unreachable
 	}
 	return false
+}
+
+func (x *ReportVolumeFailureRequest) GetWrittenUrls() []string {
+	if x != nil {
+		return x.WrittenUrls
+	}
+	return nil
 }
 
 type ReportVolumeFailureResponse struct {
@@ -1791,13 +1802,14 @@ const file_master_proto_rawDesc = "" +
 	"public_url\x18\x02 \x01(\tR\tpublicUrl\x12\x1b\n" +
 	"\tgrpc_port\x18\x03 \x01(\rR\bgrpcPort\x12+\n" +
 	"\x05disks\x18\x04 \x03(\v2\x15.kelp.master.DiskInfoR\x05disks\x12)\n" +
-	"\x11last_seen_unix_ms\x18\x05 \x01(\x03R\x0elastSeenUnixMs\"\x90\x01\n" +
+	"\x11last_seen_unix_ms\x18\x05 \x01(\x03R\x0elastSeenUnixMs\"\xb3\x01\n" +
 	"\x1aReportVolumeFailureRequest\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\rR\bvolumeId\x12\x1d\n" +
 	"\n" +
 	"failed_url\x18\x02 \x01(\tR\tfailedUrl\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12 \n" +
-	"\vunreachable\x18\x04 \x01(\bR\vunreachable\"\x1d\n" +
+	"\vunreachable\x18\x04 \x01(\bR\vunreachable\x12!\n" +
+	"\fwritten_urls\x18\x05 \x03(\tR\vwrittenUrls\"\x1d\n" +
 	"\x1bReportVolumeFailureResponse\"\xf0\x01\n" +
 	"\x10HeartbeatRequest\x12\x0e\n" +
 	"\x02ip\x18\x01 \x01(\tR\x02ip\x12\x12\n" +
