@@ -384,6 +384,21 @@ func (t *Topology) attach(n *node, v Volume, affected map[LayoutKey]bool) {
 		}
 		l.vids[v.ID] = struct{}{}
 	}
+	if k := (LayoutKey{v.Collection, v.Replication, v.TTL}); k != e.key {
+		// The volume was reconfigured (volume.configure.replication) on a
+		// live server: it moves to its new layout at once.
+		if l := t.layouts[e.key]; l != nil {
+			delete(l.vids, v.ID)
+		}
+		affected[e.key] = true
+		e.key = k
+		l := t.layouts[k]
+		if l == nil {
+			l = &layout{vids: map[uint32]struct{}{}}
+			t.layouts[k] = l
+		}
+		l.vids[v.ID] = struct{}{}
+	}
 	i, found := slices.BinarySearchFunc(e.copies, n.info.URL, func(c volumeCopy, url string) int { return cmp.Compare(c.node.info.URL, url) })
 	if found {
 		e.copies[i] = volumeCopy{n, v}
