@@ -46,8 +46,9 @@ type Location struct {
 }
 
 type cacheEntry struct {
-	locs    []Location
-	expires time.Time
+	locs      []Location
+	minCopies int
+	expires   time.Time
 }
 
 // Assign asks the master for a file id, waiting up to Config.MasterWait
@@ -115,6 +116,23 @@ func (c *Client) Lookup(ctx context.Context, volumeID uint32) ([]Location, error
 	return append([]Location(nil), locs...), nil
 }
 
+// LookupWrite is Lookup for a replicated write: it also returns the volume's
+// write policy, 0 when every copy must have the write before it is
+// acknowledged (strict), N when N copies are enough (degraded).
+func (c *Client) LookupWrite(ctx context.Context, volumeID uint32) ([]Location, int, error) {
+	locs, _, err := c.lookup(ctx, volumeID)
+	if err != nil {
+		return nil, 0, err
+	}
+	c.mu.RLock()
+	e, ok := c.cache[volumeID]
+	c.mu.RUnlock()
+	if !ok {
+		return append([]Location(nil), locs...), 0, nil // invalidated meanwhile: strict
+	}
+	return append([]Location(nil), e.locs...), e.minCopies, nil
+}
+
 // lookup is Lookup without the copy; cached reports whether locs came from
 // the cache. Callers must not modify locs.
 func (c *Client) lookup(ctx context.Context, volumeID uint32) (locs []Location, cached bool, err error) {
@@ -124,14 +142,14 @@ func (c *Client) lookup(ctx context.Context, volumeID uint32) (locs []Location, 
 	if ok && c.now().Before(e.expires) {
 		return e.locs, true, nil
 	}
-	locs, err = c.lookupMaster(ctx, volumeID)
+	ans, err := c.lookupMaster(ctx, volumeID)
 	if err != nil {
 		return nil, false, err
 	}
 	c.mu.Lock()
-	c.cache[volumeID] = cacheEntry{locs: locs, expires: c.now().Add(c.lookupTTL)}
+	c.cache[volumeID] = cacheEntry{locs: ans.Locations, minCopies: ans.MinCopies, expires: c.now().Add(c.lookupTTL)}
 	c.mu.Unlock()
-	return locs, false, nil
+	return ans.Locations, false, nil
 }
 
 // Invalidate drops a volume's cached locations, so the next request asks the
@@ -147,23 +165,24 @@ type lookupAnswer struct {
 	VolumeID  string     `json:"volumeId"`
 	Locations []Location `json:"locations"`
 	Error     string     `json:"error"`
+	MinCopies int        `json:"minCopies"`
 }
 
-func (c *Client) lookupMaster(ctx context.Context, volumeID uint32) ([]Location, error) {
+func (c *Client) lookupMaster(ctx context.Context, volumeID uint32) (lookupAnswer, error) {
 	var ans lookupAnswer
 	path := "/dir/lookup?volumeId=" + strconv.FormatUint(uint64(volumeID), 10)
 	err := c.masterGet(ctx, path, func(body []byte) error {
 		return json.Unmarshal(body, &ans)
 	})
 	if err != nil {
-		return nil, err
+		return lookupAnswer{}, err
 	}
 	if len(ans.Locations) == 0 {
 		// An answer with no location is as good as "unknown volume".
-		return nil, &HTTPError{Method: http.MethodGet, URL: path, Status: http.StatusNotFound,
+		return lookupAnswer{}, &HTTPError{Method: http.MethodGet, URL: path, Status: http.StatusNotFound,
 			Message: "volume " + strconv.FormatUint(uint64(volumeID), 10) + " has no location"}
 	}
-	return ans.Locations, nil
+	return ans, nil
 }
 
 // maxLeaderHops bounds how many leader hints one round follows, so two

@@ -47,9 +47,12 @@ type setSettings struct {
 	Collection         map[string]string `json:"collectionReplication,omitempty"` // "" value deletes
 	// EcScheme sets erasure-coding schemes by collection ("" = the cluster
 	// default); an empty scheme removes one.
-	EcScheme  map[string]string `json:"ecScheme,omitempty"`
-	LockToken uint64            `json:"lockToken,omitempty"`
-	Now       time.Time         `json:"now,omitzero"`
+	EcScheme map[string]string `json:"ecScheme,omitempty"`
+	// WritePolicy sets write policies by collection ("" = the cluster
+	// default); an empty policy removes one.
+	WritePolicy map[string]string `json:"writePolicy,omitempty"`
+	LockToken   uint64            `json:"lockToken,omitempty"`
+	Now         time.Time         `json:"now,omitzero"`
 }
 
 // acquireLock takes (Token 0) or renews (Token = the held token) the admin

@@ -112,6 +112,8 @@ type SettingsUpdate struct {
 	CollectionReplication map[string]string
 	// EcScheme sets erasure-coding schemes by collection ("" = the default).
 	EcScheme map[string]string
+	// WritePolicy sets write policies by collection ("" = the default).
+	WritePolicy map[string]string
 	// LockToken, when not 0, makes the change conditional: it is committed
 	// only if this token holds the admin lock at Now (else ErrNotLockOwner).
 	LockToken uint64
@@ -122,7 +124,7 @@ type SettingsUpdate struct {
 func (n *Node) UpdateSettings(ctx context.Context, u SettingsUpdate) error {
 	_, err := n.apply(ctx, cmdSetSettings, &setSettings{
 		VolumeSizeLimit: u.VolumeSizeLimit, DefaultReplication: u.DefaultReplication, Collection: u.CollectionReplication,
-		EcScheme: u.EcScheme, LockToken: u.LockToken, Now: u.Now,
+		EcScheme: u.EcScheme, WritePolicy: u.WritePolicy, LockToken: u.LockToken, Now: u.Now,
 	})
 	return err
 }

@@ -45,6 +45,9 @@ type Settings struct {
 	// EcScheme is the erasure-coding scheme ("k+m") by collection; the key
 	// "" holds the cluster's default.
 	EcScheme map[string]string `json:"ecScheme,omitempty"`
+	// WritePolicy is the write policy by collection ("" = the cluster's
+	// default): "strict" or "degraded:N" (see internal/topology.WritePolicy).
+	WritePolicy map[string]string `json:"writePolicy,omitempty"`
 }
 
 // AdminLock is the shell's exclusive lock. Token grows on every new holder so
@@ -66,6 +69,7 @@ func (l AdminLock) check(token uint64, now time.Time) error {
 func (s State) clone() State {
 	s.Settings.CollectionReplication = maps.Clone(s.Settings.CollectionReplication)
 	s.Settings.EcScheme = maps.Clone(s.Settings.EcScheme)
+	s.Settings.WritePolicy = maps.Clone(s.Settings.WritePolicy)
 	return s
 }
 
@@ -153,6 +157,16 @@ func (s *State) apply(t commandType, body any) applyResult {
 				delete(s.Settings.EcScheme, coll)
 			} else {
 				s.Settings.EcScheme[coll] = scheme
+			}
+		}
+		for coll, policy := range c.WritePolicy {
+			if s.Settings.WritePolicy == nil {
+				s.Settings.WritePolicy = map[string]string{}
+			}
+			if policy == "" {
+				delete(s.Settings.WritePolicy, coll)
+			} else {
+				s.Settings.WritePolicy[coll] = policy
 			}
 		}
 		return applyResult{}

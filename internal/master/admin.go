@@ -47,7 +47,7 @@ func (s *Server) releaseAdminLock(ctx context.Context, owner string, token uint6
 // of one collection; an empty replication changes nothing but still checks
 // the token. The lock is checked in the state machine, atomically with the
 // change. It returns the settings after the change.
-func (s *Server) configure(ctx context.Context, token uint64, collection, repl, ecScheme string) (consensus.Settings, error) {
+func (s *Server) configure(ctx context.Context, token uint64, collection, repl, ecScheme, writePolicy string, minCopies int) (consensus.Settings, error) {
 	if token == 0 {
 		return consensus.Settings{}, fmt.Errorf("%w: configure needs the admin lock (run lock first)", consensus.ErrNotLockOwner)
 	}
@@ -71,6 +71,16 @@ func (s *Server) configure(ctx context.Context, token uint64, collection, repl, 
 		}
 		u.EcScheme = map[string]string{collection: sc.String()}
 	}
+	if writePolicy != "" || minCopies != 0 {
+		if writePolicy == "" {
+			return consensus.Settings{}, fmt.Errorf("%w: minCopies needs writePolicy=degraded", ErrBadRequest)
+		}
+		p, err := topology.ParseWritePolicy(writePolicy, minCopies)
+		if err != nil {
+			return consensus.Settings{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+		u.WritePolicy = map[string]string{collection: p.String()}
+	}
 	if !s.cons.IsLeader() {
 		return consensus.Settings{}, s.notLeader()
 	}
@@ -78,7 +88,7 @@ func (s *Server) configure(ctx context.Context, token uint64, collection, repl, 
 		return consensus.Settings{}, err
 	}
 	s.refreshSettings()
-	s.log.Info("settings changed", "collection", collection, "replication", repl, "ecScheme", ecScheme)
+	s.log.Info("settings changed", "collection", collection, "replication", repl, "ecScheme", ecScheme, "writePolicy", writePolicy, "minCopies", minCopies)
 	return *s.currentSettings(), nil
 }
 
@@ -104,6 +114,7 @@ func (s *Server) topologyPB() *masterpb.TopologyResponse {
 	resp := &masterpb.TopologyResponse{
 		VolumeSizeLimit: set.VolumeSizeLimit, DefaultReplication: set.DefaultReplication,
 		CollectionReplication: maps.Clone(set.CollectionReplication), EcScheme: maps.Clone(set.EcScheme),
+		WritePolicy: maps.Clone(set.WritePolicy),
 	}
 	for _, dc := range s.topo.Status().DataCenters {
 		pdc := &masterpb.DataCenter{Id: dc.Name}
@@ -149,11 +160,12 @@ func (g *grpcService) Configure(ctx context.Context, req *masterpb.ConfigureRequ
 	if resp, handled, err := forward(g.s, ctx, req, masterpb.MasterClient.Configure); handled {
 		return resp, err
 	}
-	set, err := g.s.configure(ctx, req.GetLockToken(), req.GetCollection(), req.GetReplication(), req.GetEcScheme())
+	set, err := g.s.configure(ctx, req.GetLockToken(), req.GetCollection(), req.GetReplication(), req.GetEcScheme(), req.GetWritePolicy(), int(req.GetMinCopies()))
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	return &masterpb.ConfigureResponse{DefaultReplication: set.DefaultReplication, CollectionReplication: maps.Clone(set.CollectionReplication), EcScheme: maps.Clone(set.EcScheme)}, nil
+	return &masterpb.ConfigureResponse{DefaultReplication: set.DefaultReplication, CollectionReplication: maps.Clone(set.CollectionReplication),
+		EcScheme: maps.Clone(set.EcScheme), WritePolicy: maps.Clone(set.WritePolicy)}, nil
 }
 
 func (g *grpcService) Topology(ctx context.Context, req *masterpb.TopologyRequest) (*masterpb.TopologyResponse, error) {
@@ -166,6 +178,20 @@ func (g *grpcService) Topology(ctx context.Context, req *masterpb.TopologyReques
 func (g *grpcService) ReportVolumeFailure(ctx context.Context, req *masterpb.ReportVolumeFailureRequest) (*masterpb.ReportVolumeFailureResponse, error) {
 	if resp, handled, err := forward(g.s, ctx, req, masterpb.MasterClient.ReportVolumeFailure); handled {
 		return resp, err
+	}
+	if w := req.GetWrittenUrls(); len(w) > 0 {
+		if req.GetVolumeId() == 0 {
+			return nil, grpcError(fmt.Errorf("%w: volume id 0", ErrBadRequest))
+		}
+		if !g.s.cons.IsLeader() {
+			return nil, grpcError(g.s.notLeader())
+		}
+		if err := g.s.topo.ReportDegradedWrite(req.GetVolumeId(), w, time.Now()); err != nil {
+			return nil, grpcError(err)
+		}
+		if req.GetFailedUrl() == "" {
+			return &masterpb.ReportVolumeFailureResponse{}, nil
+		}
 	}
 	if err := g.s.reportVolumeFailure(req.GetVolumeId(), req.GetFailedUrl(), req.GetError(), req.GetUnreachable()); err != nil {
 		return nil, grpcError(err)
@@ -190,6 +216,8 @@ type settingsJSON struct {
 	CollectionReplication map[string]string `json:"collectionReplication,omitempty"`
 	// EcScheme: erasure-coding scheme by collection ("" = the default).
 	EcScheme map[string]string `json:"ecScheme,omitempty"`
+	// WritePolicy by collection ("" = the default): "strict" or "degraded:N".
+	WritePolicy map[string]string `json:"writePolicy,omitempty"`
 }
 
 func formUint(r *http.Request, name string) (uint64, error) {
@@ -243,12 +271,17 @@ func (s *Server) handleConfigure(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	set, err := s.configure(r.Context(), token, r.FormValue("collection"), r.FormValue("replication"), r.FormValue("ec"))
+	minCopies, err := formUint(r, "minCopies")
+	if err != nil || minCopies > 1<<16 {
+		writeError(w, fmt.Errorf("%w: minCopies %q", ErrBadRequest, r.FormValue("minCopies")))
+		return
+	}
+	set, err := s.configure(r.Context(), token, r.FormValue("collection"), r.FormValue("replication"), r.FormValue("ec"), r.FormValue("writePolicy"), int(minCopies))
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, settingsJSON{DefaultReplication: set.DefaultReplication, CollectionReplication: set.CollectionReplication, EcScheme: set.EcScheme})
+	writeJSON(w, http.StatusOK, settingsJSON{DefaultReplication: set.DefaultReplication, CollectionReplication: set.CollectionReplication, EcScheme: set.EcScheme, WritePolicy: set.WritePolicy})
 }
 
 // topologyStatus is the body of GET /cluster/topology: the tree, the
@@ -258,5 +291,5 @@ func (s *Server) handleTopology(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, struct {
 		Topology topology.Status `json:"topology"`
 		settingsJSON
-	}{s.topo.Status(), settingsJSON{set.DefaultReplication, set.CollectionReplication, set.EcScheme}})
+	}{s.topo.Status(), settingsJSON{set.DefaultReplication, set.CollectionReplication, set.EcScheme, set.WritePolicy}})
 }

@@ -76,6 +76,9 @@ func (s *Server) assign(ctx context.Context, req assignRequest) (assignResult, e
 			return assignResult{}, fmt.Errorf("%w (%w)", errWarmingUp, err)
 		}
 		if _, gerr := s.grow(ctx, key, req.DataCenter, 0); gerr != nil {
+			if why := s.topo.ExplainUnwritable(key); why != "" {
+				return assignResult{}, fmt.Errorf("no writable volume for %s (%s) and cannot grow one: %w", key, why, gerr)
+			}
 			return assignResult{}, fmt.Errorf("no writable volume for %s and cannot grow one: %w", key, gerr)
 		}
 		a, err = s.topo.PickForAssign(key, req.DataCenter)

@@ -67,6 +67,7 @@ func (g *grpcService) Lookup(ctx context.Context, req *masterpb.LookupRequest) (
 		if err != nil {
 			vl.Error = "volume " + strconv.FormatUint(uint64(vid), 10) + " not found"
 		}
+		vl.MinCopies = uint32(g.s.topo.VolumeMinCopies(vid))
 		for _, l := range locs {
 			vl.Locations = append(vl.Locations, locationToPB(l))
 			if l.EcShards != 0 && vl.EcScheme == "" {

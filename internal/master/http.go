@@ -137,6 +137,9 @@ type lookupResponse struct {
 	Error     string           `json:"error,omitempty"`
 	// EcScheme is "k+m" when the volume is erasure-coded.
 	EcScheme string `json:"ecScheme,omitempty"`
+	// MinCopies is the volume's write policy: absent (0) strict, a write is
+	// acknowledged only when every copy has it; N degraded, once N have it.
+	MinCopies int `json:"minCopies,omitempty"`
 }
 
 // parseVolumeParam accepts "3" or a whole file id "3,01637037d6".
@@ -175,6 +178,7 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, httpStatus(err), resp)
 		return
 	}
+	resp.MinCopies = s.topo.VolumeMinCopies(vid)
 	for _, l := range locs {
 		resp.Locations = append(resp.Locations, lookupLocation{l.URL, l.PublicURL, l.DataCenter, l.Rack, l.EcShards})
 		if l.EcShards != 0 && resp.EcScheme == "" {

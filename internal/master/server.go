@@ -52,6 +52,11 @@ type Config struct {
 	// FailureCooldown is how long a volume stays out of assigns after a
 	// volume server reported a failed replicated write; 0 means 10s.
 	FailureCooldown time.Duration
+	// ReplaceAfter is how long a copy of a degraded-policy volume may be
+	// missing (its server gone, not merely behind) before the leader places
+	// a replacement copy on another server; 0 means 5 minutes, negative
+	// never (heal.go).
+	ReplaceAfter time.Duration
 	// AdminLockLease is the admin lock's lease when a request names none;
 	// 0 means 30s.
 	AdminLockLease time.Duration
@@ -92,6 +97,7 @@ type Server struct {
 	growthBackoff growthBackoff          // pauses growth after failures (growth.go)
 	abandoned     abandonedCopies        // rolled-back copies whose delete failed
 	ecRepair      ecRepair               // automatic EC rebuild (ecrepair.go)
+	heal          *healer                // catch-ups of under-replicated copies (heal.go)
 
 	volumeClients volumeClients
 	masterClients masterClients // gRPC connections to the other masters
@@ -142,6 +148,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.proxy, s.peerHTTP = newLeaderProxy(s)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.heal = newHealer()
 	s.settings.Store(&consensus.Settings{})
 	if err := s.listen(); err != nil {
 		s.closeListeners()
@@ -240,8 +247,9 @@ func (s *Server) Run(ctx context.Context) error {
 	errc := make(chan error, 2)
 	go func() { errc <- s.httpSrv.Serve(s.httpLn) }()
 	go func() { errc <- s.grpcSrv.Serve(s.grpcLn) }()
-	s.wg.Add(5)
+	s.wg.Add(6)
 	go s.ecRepairLoop()
+	go s.healLoop()
 	go s.probeLoop()
 	go s.expireLoop()
 	go s.leadershipLoop()
@@ -382,6 +390,7 @@ func (s *Server) refreshSettings() {
 	s.settings.Store(&set)
 	s.settingsGen.Store(gen)
 	s.topo.SetVolumeSizeLimit(set.VolumeSizeLimit)
+	s.topo.SetWritePolicies(set.WritePolicy)
 	if st.MaxVolumeID > s.maxVID.Load() {
 		s.maxVID.Store(st.MaxVolumeID)
 	}

@@ -16,17 +16,20 @@ import (
 // ClusterStatus call. Any master answers it: the masters' roles come from
 // each master itself, asked at the time of the request.
 type ClusterStatus struct {
-	Self               string                `json:"self"` // this master's HTTP address
-	IsLeader           bool                  `json:"isLeader"`
-	Leader             string                `json:"leader"`
-	Peers              []PeerStatus          `json:"peers"`
-	VolumeSizeLimit    uint64                `json:"volumeSizeLimit"`
-	DefaultReplication string                `json:"defaultReplication"`
-	CollectionRepl     map[string]string     `json:"collectionReplication,omitempty"`
-	AdminLock          *AdminLockStatus      `json:"adminLock,omitempty"`
-	MaxVolumeID        uint32                `json:"maxVolumeId"`
-	PulseSeconds       float64               `json:"pulseSeconds"`
-	VolumeServers      []topology.NodeStatus `json:"volumeServers"`
+	Self               string            `json:"self"` // this master's HTTP address
+	IsLeader           bool              `json:"isLeader"`
+	Leader             string            `json:"leader"`
+	Peers              []PeerStatus      `json:"peers"`
+	VolumeSizeLimit    uint64            `json:"volumeSizeLimit"`
+	DefaultReplication string            `json:"defaultReplication"`
+	CollectionRepl     map[string]string `json:"collectionReplication,omitempty"`
+	// WritePolicy by collection ("" = the default; absent = strict):
+	// "strict" or "degraded:N" with N the copies a write needs.
+	WritePolicy   map[string]string     `json:"writePolicy,omitempty"`
+	AdminLock     *AdminLockStatus      `json:"adminLock,omitempty"`
+	MaxVolumeID   uint32                `json:"maxVolumeId"`
+	PulseSeconds  float64               `json:"pulseSeconds"`
+	VolumeServers []topology.NodeStatus `json:"volumeServers"`
 	// UnwritableVolumes were taken out of assigns by a reported write failure.
 	UnwritableVolumes []topology.VolumeFailure `json:"unwritableVolumes,omitempty"`
 	// AbandonedCopies are copies left by a failed volume growth whose
@@ -37,6 +40,10 @@ type ClusterStatus struct {
 	EcVolumes []topology.EcVolumeStatus `json:"ecVolumes,omitempty"`
 	// EcRepair is the automatic EC rebuild (--ec.rebuild-after), when on.
 	EcRepair *EcRepairStatus `json:"ecRepair,omitempty"`
+	// UnderReplicated are volumes of degraded collections whose copies lack
+	// writes or are missing, with why and the healing progress (heal.go).
+	UnderReplicated []topology.VolumeDeficit `json:"underReplicated,omitempty"`
+	Healed          HealStats                `json:"healed"`
 }
 
 // AdminLockStatus shows who holds the admin lock (never its token).
@@ -85,6 +92,7 @@ func (s *Server) clusterStatus(ctx context.Context) ClusterStatus {
 		MaxVolumeID:    st.MaxVolumeID, PulseSeconds: s.cfg.PulseInterval.Seconds(),
 		VolumeServers: s.topo.Nodes(false), UnwritableVolumes: s.topo.Failures(),
 		AbandonedCopies: s.abandoned.list(), EcVolumes: s.topo.EcStatus(), EcRepair: s.ecRepairStatus(),
+		WritePolicy: set.WritePolicy, UnderReplicated: s.topo.Deficits(), Healed: s.healStats(),
 	}
 	if st.Lock.Owner != "" && time.Now().Before(st.Lock.ExpiresAt) {
 		cs.AdminLock = &AdminLockStatus{Owner: st.Lock.Owner, ExpiresAt: st.Lock.ExpiresAt.UTC()}

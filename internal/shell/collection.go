@@ -48,6 +48,11 @@ func setupCollectionList(fs *flag.FlagSet) runFunc {
 				stats[name] = &collectionStats{}
 			}
 		}
+		for name := range v.resp.GetWritePolicy() {
+			if stats[name] == nil && name != "" {
+				stats[name] = &collectionStats{}
+			}
+		}
 		if len(stats) == 0 {
 			fmt.Fprintln(s.out, "no collections")
 			return nil
@@ -62,6 +67,11 @@ func setupCollectionList(fs *flag.FlagSet) runFunc {
 			if r, ok := v.resp.GetCollectionReplication()[name]; ok {
 				fmt.Fprintf(s.out, ", replication %s", r)
 			}
+			pol, ok := v.resp.GetWritePolicy()[name]
+			if !ok {
+				pol = v.resp.GetWritePolicy()[""]
+			}
+			fmt.Fprintf(s.out, ", write policy %s", describePolicy(pol))
 			fmt.Fprintln(s.out)
 		}
 		return nil

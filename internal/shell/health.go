@@ -22,6 +22,9 @@ type health struct {
 	unreachable map[string]string          // URL -> "since ...: probe error"
 	abandoned   map[uint32]map[string]bool // volume id -> node URLs
 	pulse       time.Duration
+	// underReplicated: volumes of degraded collections some of whose copies
+	// lack writes or are missing, and the master's healing progress.
+	underReplicated []topology.VolumeDeficit
 }
 
 // fetchHealth asks the master. A master that cannot answer leaves the
@@ -45,6 +48,7 @@ func (s *Shell) fetchHealth(ctx context.Context) health {
 			VolumeID uint32 `json:"volumeId"`
 			URL      string `json:"url"`
 		} `json:"abandonedCopies"`
+		UnderReplicated []topology.VolumeDeficit `json:"underReplicated"`
 	}
 	if err == nil {
 		err = json.Unmarshal(resp.GetJson(), &st)
@@ -61,6 +65,7 @@ func (s *Shell) fetchHealth(ctx context.Context) health {
 			h.unreachable[n.URL] = fmt.Sprintf("since %s: %s", n.UnreachableSince.Format(time.RFC3339), n.ProbeError)
 		}
 	}
+	h.underReplicated = st.UnderReplicated
 	for _, c := range st.AbandonedCopies {
 		if h.abandoned[c.VolumeID] == nil {
 			h.abandoned[c.VolumeID] = map[string]bool{}
@@ -68,6 +73,38 @@ func (s *Shell) fetchHealth(ctx context.Context) health {
 		h.abandoned[c.VolumeID][c.URL] = true
 	}
 	return h
+}
+
+// printUnderReplicated lists the volumes the master is healing by itself.
+func (h health) printUnderReplicated(s *Shell, collection string) {
+	var ds []topology.VolumeDeficit
+	for _, d := range h.underReplicated {
+		if collection == "" || d.Collection == collection {
+			ds = append(ds, d)
+		}
+	}
+	if len(ds) == 0 {
+		return
+	}
+	fmt.Fprintln(s.out, "under-replicated volumes (degraded write policy; the master catches their copies up by itself):")
+	for _, d := range ds {
+		behind := make([]string, len(d.Behind))
+		for i, l := range d.Behind {
+			behind[i] = l.URL
+		}
+		fmt.Fprintf(s.out, "  volume %d  good %d/%d [%s]", d.VolumeID, len(d.Good), d.Want, strings.Join(d.Good, ","))
+		if len(behind) > 0 {
+			fmt.Fprintf(s.out, "  catching up [%s]", strings.Join(behind, ","))
+		}
+		if d.Missing > 0 {
+			fmt.Fprintf(s.out, "  missing %d", d.Missing)
+		}
+		fmt.Fprintf(s.out, "  copied %d  since %s  why: %s", d.Copied, d.Since.Format(time.RFC3339), d.Cause)
+		if d.LastErr != "" {
+			fmt.Fprintf(s.out, "  last error: %s", d.LastErr)
+		}
+		fmt.Fprintln(s.out)
+	}
 }
 
 // printUnreachable lists the unreachable servers, if any.

@@ -74,6 +74,7 @@ func setupVolumeList(fs *flag.FlagSet) runFunc {
 			}
 		}
 		printECSummary(s, v, *collection)
+		h.printUnderReplicated(s, *collection)
 		// From the heartbeats alone, which is cheap; volume.fix.replication
 		// checks the copies live.
 		printDivergent(s, topology.FindDivergentCopies(v.snapshot(), time.Now(), 2*h.pulse), *collection, "by their last heartbeats")

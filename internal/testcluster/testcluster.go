@@ -63,7 +63,9 @@ type Options struct {
 	// (master.Config); tests of package shell pass their shell.
 	EcRebuildAfter time.Duration
 	RunShell       func(ctx context.Context, addr, owner string, out io.Writer, script string) error
-	Logger         *slog.Logger
+	// ReplaceAfter is the masters' Config.ReplaceAfter; 0 means the default.
+	ReplaceAfter time.Duration
+	Logger       *slog.Logger
 }
 
 // Cluster is a running in-process cluster.
@@ -199,6 +201,7 @@ func (c *Cluster) masterNode(i, port int, peers []string) *Node {
 		RaftHeartbeatTimeout: c.opts.RaftHeartbeatTimeout,
 		EcRebuildAfter:       c.opts.EcRebuildAfter,
 		RunShell:             c.opts.RunShell,
+		ReplaceAfter:         c.opts.ReplaceAfter,
 		Logger:               c.log.With("node", fmt.Sprintf("master%d", i)),
 	}
 	return &Node{Addr: addr(port), start: func() (runner, error) { return master.New(mcfg) }}

@@ -46,6 +46,12 @@ func (t *Topology) ReportFailure(volumeID uint32, url, cause string, unreachable
 		return fmt.Errorf("%w: volume %d", ErrVolumeNotFound, volumeID)
 	}
 	t.failures[volumeID] = failure{url: url, at: now, cause: cause}
+	// Under a degraded policy the write may have been acknowledged without
+	// that copy: it is behind until caught up.
+	failed := func(c volumeCopy) bool { return c.node.info.URL == url }
+	if t.policyLocked(e.key.Collection).Degraded {
+		t.markDeficitLocked(volumeID, e, failed, "write failed on "+url+": "+cause, now)
+	}
 	t.refreshLayout(e.key)
 	if !unreachable {
 		return nil
@@ -55,6 +61,9 @@ func (t *Topology) ReportFailure(volumeID uint32, url, cause string, unreachable
 			continue
 		}
 		t.failures[vid] = failure{url: url, at: now, cause: "server unreachable: " + cause}
+		if t.policyLocked(other.key.Collection).Degraded {
+			t.markDeficitLocked(vid, other, failed, "server "+url+" unreachable: "+cause, now)
+		}
 		t.refreshLayout(other.key)
 	}
 	return nil

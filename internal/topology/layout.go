@@ -32,7 +32,13 @@ func (t *Topology) refreshLayout(k LayoutKey) {
 }
 
 func (t *Topology) writable(e *volumeEntry) bool {
-	if e == nil || len(e.copies) < e.key.Replication.Copies() {
+	if e == nil || len(e.copies) == 0 {
+		return false
+	}
+	if p := t.policyLocked(e.key.Collection); p.Degraded {
+		return t.writableDegraded(e, p)
+	}
+	if len(e.copies) < e.key.Replication.Copies() {
 		return false
 	}
 	if _, failed := t.failures[e.copies[0].vol.ID]; failed {
@@ -83,10 +89,17 @@ func (t *Topology) PickForAssign(k LayoutKey, dataCenter string) (Assignment, er
 			// Spread the writes of a replicated volume over its copies.
 			first = t.intn(len(e.copies))
 		}
+		if d := t.deficits[vid]; d != nil {
+			// Under-replicated: the client writes to a good, reachable copy.
+			first = t.pickGood(e, d, dataCenter)
+			if first < 0 {
+				continue
+			}
+		}
 		locs := make([]Location, 0, len(e.copies))
 		locs = append(locs, e.copies[first].node.location())
 		for j, c := range e.copies {
-			if j != first {
+			if j != first && t.reachableLocked(c.node.info.URL) {
 				locs = append(locs, c.node.location())
 			}
 		}

@@ -131,6 +131,14 @@ type Topology struct {
 	failures  map[uint32]failure
 	// unreachable are live nodes the master cannot reach (see SetReachable).
 	unreachable map[string]unreachableMark
+	// policies are the degraded write policies by collection ("" = the
+	// default); a collection not in it is strict (see SetWritePolicies).
+	policies map[string]WritePolicy
+	// deficits are the under-replicated volumes of degraded collections.
+	deficits map[uint32]*deficit
+	// lost are nodes dropped from the topology, until they return: what a
+	// refusal names as missing.
+	lost map[string]lostNode
 }
 
 type node struct {
@@ -199,6 +207,8 @@ func New(opts Options) *Topology {
 		cooldown:    opts.FailureCooldown,
 		failures:    map[uint32]failure{},
 		unreachable: map[string]unreachableMark{},
+		deficits:    map[uint32]*deficit{},
+		lost:        map[string]lostNode{},
 		sizeLimit:   opts.VolumeSizeLimit,
 		nodes:       map[string]*node{},
 		volumes:     map[uint32]*volumeEntry{},
@@ -240,6 +250,7 @@ func (t *Topology) UpdateNode(info NodeInfo, now time.Time) (maxVolumeID uint32)
 		n.keepPending(old.pending, info.Sequence)
 	}
 	t.nodes[info.URL] = n
+	delete(t.lost, info.URL)
 	var vids []uint32
 	for di := range n.info.Disks {
 		for _, v := range n.info.Disks[di].Volumes {
@@ -321,14 +332,16 @@ func normalize(info NodeInfo) NodeInfo {
 func (t *Topology) RemoveNode(url string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.removeLocked(url)
+	return t.removeLocked(url, "its heartbeat stream closed", time.Now())
 }
 
-func (t *Topology) removeLocked(url string) bool {
+func (t *Topology) removeLocked(url, cause string, now time.Time) bool {
 	n := t.nodes[url]
 	if n == nil {
 		return false
 	}
+	t.markLostLocked(n, fmt.Sprintf("copy on %s (data center %s) lost: %s", url, n.info.DataCenter, cause), now)
+	t.rememberLost(n, cause, now)
 	affected := map[LayoutKey]bool{}
 	t.detach(n, affected)
 	delete(t.nodes, url)
@@ -353,7 +366,7 @@ func (t *Topology) ExpireNodes(now time.Time, timeout time.Duration) []string {
 	}
 	slices.Sort(dead)
 	for _, url := range dead {
-		t.removeLocked(url)
+		t.removeLocked(url, "no heartbeat for "+timeout.String(), now)
 	}
 	t.dropStaleFailures()
 	return dead
@@ -368,6 +381,21 @@ func (t *Topology) attach(n *node, v Volume, affected map[LayoutKey]bool) {
 		if l == nil {
 			l = &layout{vids: map[uint32]struct{}{}}
 			t.layouts[e.key] = l
+		}
+		l.vids[v.ID] = struct{}{}
+	}
+	if k := (LayoutKey{v.Collection, v.Replication, v.TTL}); k != e.key {
+		// The volume was reconfigured (volume.configure.replication) on a
+		// live server: it moves to its new layout at once.
+		if l := t.layouts[e.key]; l != nil {
+			delete(l.vids, v.ID)
+		}
+		affected[e.key] = true
+		e.key = k
+		l := t.layouts[k]
+		if l == nil {
+			l = &layout{vids: map[uint32]struct{}{}}
+			t.layouts[k] = l
 		}
 		l.vids[v.ID] = struct{}{}
 	}
@@ -401,8 +429,9 @@ func (t *Topology) detach(n *node, affected map[LayoutKey]bool) {
 }
 
 // Lookup returns the locations of a volume's copies, sorted by URL, except
-// that copies on nodes marked unreachable come last: a reader tries them
-// only when the others fail.
+// that copies on nodes marked unreachable, and copies still catching up
+// after a degraded write, come last: a reader tries them only when the
+// others fail.
 func (t *Topology) Lookup(volumeID uint32) ([]Location, error) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -416,7 +445,8 @@ func (t *Topology) Lookup(volumeID uint32) ([]Location, error) {
 	locs := make([]Location, 0, len(e.copies))
 	var last []Location
 	for _, c := range e.copies {
-		if t.reachableLocked(c.node.info.URL) {
+		// Copies still catching up (see WritePolicy) come last too.
+		if t.reachableLocked(c.node.info.URL) && t.goodCopy(volumeID, c) {
 			locs = append(locs, c.node.location())
 		} else {
 			last = append(last, c.node.location())

@@ -13,6 +13,9 @@ type Status struct {
 	Layouts         []LayoutStatus     `json:"layouts"`
 	// Failures are volumes out of assigns after a reported write failure.
 	Failures []VolumeFailure `json:"failures,omitempty"`
+	// UnderReplicated are volumes of degraded collections some of whose
+	// copies lack acknowledged writes or are missing (see WritePolicy).
+	UnderReplicated []VolumeDeficit `json:"underReplicated,omitempty"`
 }
 
 type DataCenterStatus struct {
@@ -92,8 +95,9 @@ func (t *Topology) Nodes(withDisks bool) []NodeStatus {
 func (t *Topology) Status() Status {
 	nodes := t.Nodes(true)
 	failures := t.Failures()
+	deficits := t.Deficits()
 	t.mu.RLock()
-	st := Status{VolumeSizeLimit: t.sizeLimit, Failures: failures}
+	st := Status{VolumeSizeLimit: t.sizeLimit, Failures: failures, UnderReplicated: deficits}
 	for k, l := range t.layouts {
 		ls := LayoutStatus{Collection: k.Collection, Replication: k.Replication.String(), TTL: k.TTL.String(), Writable: slices.Clone(l.writable)}
 		for vid := range l.vids {

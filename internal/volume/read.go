@@ -171,6 +171,11 @@ func (v *Volume) Read(key uint64, cookie uint32) (*Object, error) {
 }
 
 func (v *Volume) readEntry(d *datFile, key uint64, cookie uint32, e indexEntry, ok bool) (*Object, error) {
+	return v.readEntryCookie(d, key, cookie, true, e, ok)
+}
+
+// readEntryCookie is readEntry; with checkCookie false any cookie is taken.
+func (v *Volume) readEntryCookie(d *datFile, key uint64, cookie uint32, checkCookie bool, e indexEntry, ok bool) (*Object, error) {
 	switch {
 	case !ok:
 		return nil, fmt.Errorf("volume %d: needle %x: %w", v.cfg.ID, key, ErrNotFound)
@@ -188,7 +193,7 @@ func (v *Volume) readEntry(d *datFile, key uint64, cookie uint32, e indexEntry, 
 		if err != nil || rec.Header.Key != key || rec.Header.BodySize != e.size {
 			return nil, fmt.Errorf("volume %d: needle %x at %d: %w", v.cfg.ID, key, off, needle.ErrCorrupt)
 		}
-		if rec.Meta.Cookie != cookie {
+		if checkCookie && rec.Meta.Cookie != cookie {
 			return nil, fmt.Errorf("volume %d: read %x: %w", v.cfg.ID, key, ErrCookieMismatch)
 		}
 		data := rec.Data
@@ -197,11 +202,11 @@ func (v *Volume) readEntry(d *datFile, key uint64, cookie uint32, e indexEntry, 
 		}
 		return &Object{Meta: rec.Meta, Size: int64(len(data)), ETag: etag(rec.DataCRC), ModTime: modTime(&rec.Meta), data: data}, nil
 	}
-	return v.openLarge(d, key, cookie, e, off)
+	return v.openLarge(d, key, cookie, checkCookie, e, off)
 }
 
 // openLarge reads a large needle's head and trailer; the data is read later.
-func (v *Volume) openLarge(d *datFile, key uint64, cookie uint32, e indexEntry, off int64) (*Object, error) {
+func (v *Volume) openLarge(d *datFile, key uint64, cookie uint32, checkCookie bool, e indexEntry, off int64) (*Object, error) {
 	head := make([]byte, largeHeadRead)
 	if err := readFull(d.f, head, off); err != nil {
 		return nil, fmt.Errorf("volume %d: read %x: %w", v.cfg.ID, key, err)
@@ -217,7 +222,7 @@ func (v *Volume) openLarge(d *datFile, key uint64, cookie uint32, e indexEntry, 
 	if err != nil || h.Key != key || h.BodySize != e.size {
 		return nil, fmt.Errorf("volume %d: needle %x at %d: %w", v.cfg.ID, key, off, needle.ErrCorrupt)
 	}
-	if h.Cookie != cookie {
+	if checkCookie && h.Cookie != cookie {
 		return nil, fmt.Errorf("volume %d: read %x: %w", v.cfg.ID, key, ErrCookieMismatch)
 	}
 	var tr [needle.TrailerSize]byte

@@ -34,6 +34,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /ec/routes", s.handleRoutes)
 	mux.HandleFunc("GET /ec/shards", s.handleShardsRead)
 	mux.HandleFunc("GET /ec/journal", s.handleJournalRead)
+	mux.HandleFunc("GET /sync/index", s.handleSyncIndex)
+	mux.HandleFunc("GET /sync/needle", s.handleSyncNeedle)
+	mux.HandleFunc("POST /sync/pull", s.handleSyncPull)
 	mux.HandleFunc("/", s.handleFile)
 	return mux
 }
@@ -134,7 +137,7 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request, id fid.File
 		return
 	}
 	// Forwarding to replicas needs the body more than once, so spool it.
-	up, err := s.readUpload(r, len(replicas) > 0)
+	up, err := s.readUpload(r, len(replicas.urls) > 0)
 	if err != nil {
 		s.writeDomainError(w, r, err)
 		return

@@ -1,6 +1,7 @@
 package volumeserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
+
+	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/fid"
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
@@ -64,38 +68,71 @@ func isReplicaRequest(r *http.Request) bool {
 	return r.URL.RawQuery != "" && r.URL.Query().Get("type") == "replicate"
 }
 
+// replicaSet is where a write goes besides the local copy, and how many
+// copies (the local one included) must have it before it is acknowledged:
+// need 0 means every copy (the strict write policy).
+type replicaSet struct {
+	urls   []string
+	need   int
+	copies int // copies the volume's replication code asks for
+}
+
 // replicas returns the other copies of volume vid that a write must reach, or
-// nil when the volume has a single copy or the request is itself a replica write.
-func (s *Server) replicas(ctx context.Context, r *http.Request, v *volume.Volume, vid uint32) ([]string, error) {
+// none when the volume has a single copy or the request is itself a replica
+// write. The master's lookup answer carries the volume's write policy: under
+// the degraded policy (minCopies N > 0) a write goes to the copies the master
+// knows and is acknowledged once N of them have it; the master catches the
+// others up later (docs/master.md, "Write policies").
+func (s *Server) replicas(ctx context.Context, r *http.Request, v *volume.Volume, vid uint32) (replicaSet, error) {
 	copies := v.Stats().Replication.Copies()
 	if copies <= 1 || isReplicaRequest(r) {
-		return nil, nil
+		return replicaSet{}, nil
 	}
-	locs, err := s.client.Lookup(ctx, vid)
+	locs, need, err := s.client.LookupWrite(ctx, vid)
 	if err != nil {
-		return nil, fmt.Errorf("volumeserver: locating copies of volume %d: %w", vid, err)
+		return replicaSet{}, fmt.Errorf("volumeserver: locating copies of volume %d: %w", vid, err)
 	}
+	others := otherCopies(locs, s.URL())
+	if need > 0 && len(others)+1 < copies {
+		// Short of copies under the degraded policy: ask afresh rather than
+		// trust the cache, so that a copy that came back gets the write.
+		s.client.Invalidate(vid)
+		if locs, need, err = s.client.LookupWrite(ctx, vid); err != nil {
+			return replicaSet{}, fmt.Errorf("volumeserver: locating copies of volume %d: %w", vid, err)
+		}
+		others = otherCopies(locs, s.URL())
+	}
+	enough := copies
+	if need > 0 {
+		enough = min(need, copies)
+	}
+	if len(others)+1 < enough {
+		s.client.Invalidate(vid)
+		return replicaSet{}, fmt.Errorf("%w: volume %d needs %d copies, the master knows %d",
+			ErrNotEnoughCopies, vid, enough, len(others)+1)
+	}
+	return replicaSet{urls: others, need: need, copies: copies}, nil
+}
+
+func otherCopies(locs []client.Location, self string) []string {
 	var others []string
 	for _, l := range locs {
-		if l.URL != s.URL() {
+		if l.URL != self {
 			others = append(others, l.URL)
 		}
 	}
-	if len(others) < copies-1 {
-		s.client.Invalidate(vid)
-		return nil, fmt.Errorf("%w: volume %d needs %d copies, the master knows %d",
-			ErrNotEnoughCopies, vid, copies, len(others)+1)
-	}
-	return others, nil
+	return others
 }
 
-// fanOut runs local and one forward per replica concurrently and returns the
-// first error, local first. A failed replica is reported to the master.
-func (s *Server) fanOut(ctx context.Context, vid uint32, replicas []string, local func() error,
+// fanOut runs local and one forward per replica concurrently. Under the
+// strict policy it returns the first error, local first; under the degraded
+// one the local write must succeed and the write stands once rs.need copies
+// have it. A failed replica is reported to the master either way.
+func (s *Server) fanOut(ctx context.Context, vid uint32, rs replicaSet, local func() error,
 	forward func(ctx context.Context, replica string) error) error {
-	errs := make([]error, len(replicas))
+	errs := make([]error, len(rs.urls))
 	var wg sync.WaitGroup
-	for i, rep := range replicas {
+	for i, rep := range rs.urls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -109,12 +146,24 @@ func (s *Server) fanOut(ctx context.Context, vid uint32, replicas []string, loca
 	if localErr != nil {
 		return localErr
 	}
-	for _, err := range errs {
+	written := []string{s.URL()}
+	var first error
+	for i, err := range errs {
 		if err != nil {
 			s.client.Invalidate(vid)
 			go s.reportFailure(vid, err.(*errReplica))
-			return err
+			first = cmp.Or(first, err)
+			continue
 		}
+		written = append(written, rs.urls[i])
+	}
+	if first != nil && (rs.need == 0 || len(written) < rs.need) {
+		return first
+	}
+	if rs.need > 0 && len(written) < rs.copies {
+		// Acknowledged short of copies: the master learns which copies have
+		// the write before the client does, so it catches the others up.
+		s.reportDegradedWrite(vid, written)
 	}
 	return nil
 }
@@ -170,6 +219,30 @@ func (s *Server) doReplica(req *http.Request, ok ...int) error {
 		}
 	}
 	return &errReplicaAnswer{status: resp.Status, msg: msg}
+}
+
+// reportDegradedWrite tells the master that a write of vid reached only the
+// copies at written. It waits for the answer (a few seconds at most): a
+// write the master does not know about would never be copied to the others.
+func (s *Server) reportDegradedWrite(vid uint32, written []string) {
+	s.mu.Lock()
+	master := s.master
+	s.mu.Unlock()
+	err := errors.New("no master known")
+	if master != "" {
+		var addr string
+		if addr, err = pb.GRPCAddress(master); err == nil {
+			var conn *grpc.ClientConn
+			if conn, err = s.conns.Get(addr); err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				defer cancel()
+				_, err = masterpb.NewMasterClient(conn).ReportVolumeFailure(ctx, &masterpb.ReportVolumeFailureRequest{VolumeId: vid, WrittenUrls: written})
+			}
+		}
+	}
+	if err != nil {
+		s.log.Warn("could not tell the master about a write short of copies; the missing copies may not be caught up", "volume", vid, "written", written, "err", err)
+	}
 }
 
 // reportFailure tells the master that a copy of vid failed a write, so it stops

@@ -230,7 +230,12 @@ type ConfigureRequest struct {
 	Replication string `protobuf:"bytes,3,opt,name=replication,proto3" json:"replication,omitempty"`
 	// Sets the erasure-coding scheme "k+m" of the cluster (collection empty)
 	// or of one collection, used by ec.encode. Empty leaves it unchanged.
-	EcScheme      string `protobuf:"bytes,4,opt,name=ec_scheme,json=ecScheme,proto3" json:"ec_scheme,omitempty"`
+	EcScheme string `protobuf:"bytes,4,opt,name=ec_scheme,json=ecScheme,proto3" json:"ec_scheme,omitempty"`
+	// Sets the write policy of the cluster (collection empty) or of one
+	// collection: "strict" or "degraded"; empty leaves it unchanged.
+	WritePolicy string `protobuf:"bytes,5,opt,name=write_policy,json=writePolicy,proto3" json:"write_policy,omitempty"`
+	// For "degraded": the copies a write needs to be acknowledged (0 = 1).
+	MinCopies     uint32 `protobuf:"varint,6,opt,name=min_copies,json=minCopies,proto3" json:"min_copies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -293,13 +298,29 @@ func (x *ConfigureRequest) GetEcScheme() string {
 	return ""
 }
 
+func (x *ConfigureRequest) GetWritePolicy() string {
+	if x != nil {
+		return x.WritePolicy
+	}
+	return ""
+}
+
+func (x *ConfigureRequest) GetMinCopies() uint32 {
+	if x != nil {
+		return x.MinCopies
+	}
+	return 0
+}
+
 type ConfigureResponse struct {
 	state                 protoimpl.MessageState `protogen:"open.v1"`
 	DefaultReplication    string                 `protobuf:"bytes,1,opt,name=default_replication,json=defaultReplication,proto3" json:"default_replication,omitempty"`
 	CollectionReplication map[string]string      `protobuf:"bytes,2,rep,name=collection_replication,json=collectionReplication,proto3" json:"collection_replication,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	EcScheme              map[string]string      `protobuf:"bytes,3,rep,name=ec_scheme,json=ecScheme,proto3" json:"ec_scheme,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // by collection; "" is the default
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// by collection, "" is the default: "strict" or "degraded:N" (N = minCopies)
+	WritePolicy   map[string]string `protobuf:"bytes,4,rep,name=write_policy,json=writePolicy,proto3" json:"write_policy,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConfigureResponse) Reset() {
@@ -353,6 +374,13 @@ func (x *ConfigureResponse) GetEcScheme() map[string]string {
 	return nil
 }
 
+func (x *ConfigureResponse) GetWritePolicy() map[string]string {
+	if x != nil {
+		return x.WritePolicy
+	}
+	return nil
+}
+
 type TopologyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -395,7 +423,8 @@ type TopologyResponse struct {
 	VolumeSizeLimit       uint64                 `protobuf:"varint,2,opt,name=volume_size_limit,json=volumeSizeLimit,proto3" json:"volume_size_limit,omitempty"`
 	DefaultReplication    string                 `protobuf:"bytes,3,opt,name=default_replication,json=defaultReplication,proto3" json:"default_replication,omitempty"`
 	CollectionReplication map[string]string      `protobuf:"bytes,4,rep,name=collection_replication,json=collectionReplication,proto3" json:"collection_replication,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	EcScheme              map[string]string      `protobuf:"bytes,5,rep,name=ec_scheme,json=ecScheme,proto3" json:"ec_scheme,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // by collection; "" is the default
+	EcScheme              map[string]string      `protobuf:"bytes,5,rep,name=ec_scheme,json=ecScheme,proto3" json:"ec_scheme,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`          // by collection; "" is the default
+	WritePolicy           map[string]string      `protobuf:"bytes,6,rep,name=write_policy,json=writePolicy,proto3" json:"write_policy,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // as in ConfigureResponse
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache
 }
@@ -461,6 +490,13 @@ func (x *TopologyResponse) GetCollectionReplication() map[string]string {
 func (x *TopologyResponse) GetEcScheme() map[string]string {
 	if x != nil {
 		return x.EcScheme
+	}
+	return nil
+}
+
+func (x *TopologyResponse) GetWritePolicy() map[string]string {
+	if x != nil {
+		return x.WritePolicy
 	}
 	return nil
 }
@@ -653,7 +689,11 @@ type ReportVolumeFailureRequest struct {
 	// unreachable: the copy's server could not be reached at all (connection
 	// refused, timeout), not just this volume: every volume with a copy there
 	// leaves assigns until the server is heard from again.
-	Unreachable   bool `protobuf:"varint,4,opt,name=unreachable,proto3" json:"unreachable,omitempty"`
+	Unreachable bool `protobuf:"varint,4,opt,name=unreachable,proto3" json:"unreachable,omitempty"`
+	// written_urls, when set, reports a write acknowledged under the degraded
+	// write policy that reached only these copies (failed_url may then be
+	// empty): every other copy of the volume lacks it until caught up.
+	WrittenUrls   []string `protobuf:"bytes,5,rep,name=written_urls,json=writtenUrls,proto3" json:"written_urls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -714,6 +754,13 @@ func (x *ReportVolumeFailureRequest) GetUnreachable() bool {
 		return x.Unreachable
 	}
 	return false
+}
+
+func (x *ReportVolumeFailureRequest) GetWrittenUrls() []string {
+	if x != nil {
+		return x.WrittenUrls
+	}
+	return nil
 }
 
 type ReportVolumeFailureResponse struct {
@@ -1442,11 +1489,14 @@ func (x *LookupResponse) GetVolumes() []*VolumeLocations {
 }
 
 type VolumeLocations struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	VolumeId      uint32                 `protobuf:"varint,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
-	Locations     []*Location            `protobuf:"bytes,2,rep,name=locations,proto3" json:"locations,omitempty"`
-	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
-	EcScheme      string                 `protobuf:"bytes,4,opt,name=ec_scheme,json=ecScheme,proto3" json:"ec_scheme,omitempty"` // "k+m" when the volume is erasure-coded
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	VolumeId  uint32                 `protobuf:"varint,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	Locations []*Location            `protobuf:"bytes,2,rep,name=locations,proto3" json:"locations,omitempty"`
+	Error     string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	EcScheme  string                 `protobuf:"bytes,4,opt,name=ec_scheme,json=ecScheme,proto3" json:"ec_scheme,omitempty"` // "k+m" when the volume is erasure-coded
+	// The volume's write policy: 0 = strict (a write is acknowledged only when
+	// every copy has it); N > 0 = degraded, acknowledged once N copies have it.
+	MinCopies     uint32 `protobuf:"varint,5,opt,name=min_copies,json=minCopies,proto3" json:"min_copies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1507,6 +1557,13 @@ func (x *VolumeLocations) GetEcScheme() string {
 		return x.EcScheme
 	}
 	return ""
+}
+
+func (x *VolumeLocations) GetMinCopies() uint32 {
+	if x != nil {
+		return x.MinCopies
+	}
+	return 0
 }
 
 type Location struct {
@@ -1689,7 +1746,7 @@ const file_master_proto_rawDesc = "" +
 	"\x17ReleaseAdminLockRequest\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\"\x1a\n" +
-	"\x18ReleaseAdminLockResponse\"\x90\x01\n" +
+	"\x18ReleaseAdminLockResponse\"\xd2\x01\n" +
 	"\x10ConfigureRequest\x12\x1d\n" +
 	"\n" +
 	"lock_token\x18\x01 \x01(\x04R\tlockToken\x12\x1e\n" +
@@ -1697,28 +1754,39 @@ const file_master_proto_rawDesc = "" +
 	"collection\x18\x02 \x01(\tR\n" +
 	"collection\x12 \n" +
 	"\vreplication\x18\x03 \x01(\tR\vreplication\x12\x1b\n" +
-	"\tec_scheme\x18\x04 \x01(\tR\becScheme\"\x88\x03\n" +
+	"\tec_scheme\x18\x04 \x01(\tR\becScheme\x12!\n" +
+	"\fwrite_policy\x18\x05 \x01(\tR\vwritePolicy\x12\x1d\n" +
+	"\n" +
+	"min_copies\x18\x06 \x01(\rR\tminCopies\"\x9c\x04\n" +
 	"\x11ConfigureResponse\x12/\n" +
 	"\x13default_replication\x18\x01 \x01(\tR\x12defaultReplication\x12p\n" +
 	"\x16collection_replication\x18\x02 \x03(\v29.kelp.master.ConfigureResponse.CollectionReplicationEntryR\x15collectionReplication\x12I\n" +
-	"\tec_scheme\x18\x03 \x03(\v2,.kelp.master.ConfigureResponse.EcSchemeEntryR\becScheme\x1aH\n" +
+	"\tec_scheme\x18\x03 \x03(\v2,.kelp.master.ConfigureResponse.EcSchemeEntryR\becScheme\x12R\n" +
+	"\fwrite_policy\x18\x04 \x03(\v2/.kelp.master.ConfigureResponse.WritePolicyEntryR\vwritePolicy\x1aH\n" +
 	"\x1aCollectionReplicationEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
 	"\rEcSchemeEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
+	"\x10WritePolicyEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x11\n" +
-	"\x0fTopologyRequest\"\xed\x03\n" +
+	"\x0fTopologyRequest\"\x80\x05\n" +
 	"\x10TopologyResponse\x12:\n" +
 	"\fdata_centers\x18\x01 \x03(\v2\x17.kelp.master.DataCenterR\vdataCenters\x12*\n" +
 	"\x11volume_size_limit\x18\x02 \x01(\x04R\x0fvolumeSizeLimit\x12/\n" +
 	"\x13default_replication\x18\x03 \x01(\tR\x12defaultReplication\x12o\n" +
 	"\x16collection_replication\x18\x04 \x03(\v28.kelp.master.TopologyResponse.CollectionReplicationEntryR\x15collectionReplication\x12H\n" +
-	"\tec_scheme\x18\x05 \x03(\v2+.kelp.master.TopologyResponse.EcSchemeEntryR\becScheme\x1aH\n" +
+	"\tec_scheme\x18\x05 \x03(\v2+.kelp.master.TopologyResponse.EcSchemeEntryR\becScheme\x12Q\n" +
+	"\fwrite_policy\x18\x06 \x03(\v2..kelp.master.TopologyResponse.WritePolicyEntryR\vwritePolicy\x1aH\n" +
 	"\x1aCollectionReplicationEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
 	"\rEcSchemeEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
+	"\x10WritePolicyEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"E\n" +
 	"\n" +
@@ -1734,13 +1802,14 @@ const file_master_proto_rawDesc = "" +
 	"public_url\x18\x02 \x01(\tR\tpublicUrl\x12\x1b\n" +
 	"\tgrpc_port\x18\x03 \x01(\rR\bgrpcPort\x12+\n" +
 	"\x05disks\x18\x04 \x03(\v2\x15.kelp.master.DiskInfoR\x05disks\x12)\n" +
-	"\x11last_seen_unix_ms\x18\x05 \x01(\x03R\x0elastSeenUnixMs\"\x90\x01\n" +
+	"\x11last_seen_unix_ms\x18\x05 \x01(\x03R\x0elastSeenUnixMs\"\xb3\x01\n" +
 	"\x1aReportVolumeFailureRequest\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\rR\bvolumeId\x12\x1d\n" +
 	"\n" +
 	"failed_url\x18\x02 \x01(\tR\tfailedUrl\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12 \n" +
-	"\vunreachable\x18\x04 \x01(\bR\vunreachable\"\x1d\n" +
+	"\vunreachable\x18\x04 \x01(\bR\vunreachable\x12!\n" +
+	"\fwritten_urls\x18\x05 \x03(\tR\vwrittenUrls\"\x1d\n" +
 	"\x1bReportVolumeFailureResponse\"\xf0\x01\n" +
 	"\x10HeartbeatRequest\x12\x0e\n" +
 	"\x02ip\x18\x01 \x01(\tR\x02ip\x12\x12\n" +
@@ -1813,12 +1882,14 @@ const file_master_proto_rawDesc = "" +
 	"\n" +
 	"volume_ids\x18\x01 \x03(\rR\tvolumeIds\"H\n" +
 	"\x0eLookupResponse\x126\n" +
-	"\avolumes\x18\x01 \x03(\v2\x1c.kelp.master.VolumeLocationsR\avolumes\"\x96\x01\n" +
+	"\avolumes\x18\x01 \x03(\v2\x1c.kelp.master.VolumeLocationsR\avolumes\"\xb5\x01\n" +
 	"\x0fVolumeLocations\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\rR\bvolumeId\x123\n" +
 	"\tlocations\x18\x02 \x03(\v2\x15.kelp.master.LocationR\tlocations\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12\x1b\n" +
-	"\tec_scheme\x18\x04 \x01(\tR\becScheme\"\xaa\x01\n" +
+	"\tec_scheme\x18\x04 \x01(\tR\becScheme\x12\x1d\n" +
+	"\n" +
+	"min_copies\x18\x05 \x01(\rR\tminCopies\"\xaa\x01\n" +
 	"\bLocation\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1d\n" +
 	"\n" +
@@ -1854,7 +1925,7 @@ func file_master_proto_rawDescGZIP() []byte {
 	return file_master_proto_rawDescData
 }
 
-var file_master_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_master_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_master_proto_goTypes = []any{
 	(*LeaseAdminLockRequest)(nil),       // 0: kelp.master.LeaseAdminLockRequest
 	(*LeaseAdminLockResponse)(nil),      // 1: kelp.master.LeaseAdminLockResponse
@@ -1884,47 +1955,51 @@ var file_master_proto_goTypes = []any{
 	(*ClusterStatusResponse)(nil),       // 25: kelp.master.ClusterStatusResponse
 	nil,                                 // 26: kelp.master.ConfigureResponse.CollectionReplicationEntry
 	nil,                                 // 27: kelp.master.ConfigureResponse.EcSchemeEntry
-	nil,                                 // 28: kelp.master.TopologyResponse.CollectionReplicationEntry
-	nil,                                 // 29: kelp.master.TopologyResponse.EcSchemeEntry
+	nil,                                 // 28: kelp.master.ConfigureResponse.WritePolicyEntry
+	nil,                                 // 29: kelp.master.TopologyResponse.CollectionReplicationEntry
+	nil,                                 // 30: kelp.master.TopologyResponse.EcSchemeEntry
+	nil,                                 // 31: kelp.master.TopologyResponse.WritePolicyEntry
 }
 var file_master_proto_depIdxs = []int32{
 	26, // 0: kelp.master.ConfigureResponse.collection_replication:type_name -> kelp.master.ConfigureResponse.CollectionReplicationEntry
 	27, // 1: kelp.master.ConfigureResponse.ec_scheme:type_name -> kelp.master.ConfigureResponse.EcSchemeEntry
-	8,  // 2: kelp.master.TopologyResponse.data_centers:type_name -> kelp.master.DataCenter
-	28, // 3: kelp.master.TopologyResponse.collection_replication:type_name -> kelp.master.TopologyResponse.CollectionReplicationEntry
-	29, // 4: kelp.master.TopologyResponse.ec_scheme:type_name -> kelp.master.TopologyResponse.EcSchemeEntry
-	9,  // 5: kelp.master.DataCenter.racks:type_name -> kelp.master.Rack
-	10, // 6: kelp.master.Rack.nodes:type_name -> kelp.master.Node
-	14, // 7: kelp.master.Node.disks:type_name -> kelp.master.DiskInfo
-	14, // 8: kelp.master.HeartbeatRequest.disks:type_name -> kelp.master.DiskInfo
-	16, // 9: kelp.master.DiskInfo.volumes:type_name -> kelp.master.VolumeInfo
-	15, // 10: kelp.master.DiskInfo.ec_shards:type_name -> kelp.master.EcShardInfo
-	23, // 11: kelp.master.AssignResponse.replicas:type_name -> kelp.master.Location
-	22, // 12: kelp.master.LookupResponse.volumes:type_name -> kelp.master.VolumeLocations
-	23, // 13: kelp.master.VolumeLocations.locations:type_name -> kelp.master.Location
-	13, // 14: kelp.master.Master.Heartbeat:input_type -> kelp.master.HeartbeatRequest
-	18, // 15: kelp.master.Master.Assign:input_type -> kelp.master.AssignRequest
-	20, // 16: kelp.master.Master.Lookup:input_type -> kelp.master.LookupRequest
-	24, // 17: kelp.master.Master.ClusterStatus:input_type -> kelp.master.ClusterStatusRequest
-	0,  // 18: kelp.master.Master.LeaseAdminLock:input_type -> kelp.master.LeaseAdminLockRequest
-	2,  // 19: kelp.master.Master.ReleaseAdminLock:input_type -> kelp.master.ReleaseAdminLockRequest
-	4,  // 20: kelp.master.Master.Configure:input_type -> kelp.master.ConfigureRequest
-	6,  // 21: kelp.master.Master.Topology:input_type -> kelp.master.TopologyRequest
-	11, // 22: kelp.master.Master.ReportVolumeFailure:input_type -> kelp.master.ReportVolumeFailureRequest
-	17, // 23: kelp.master.Master.Heartbeat:output_type -> kelp.master.HeartbeatResponse
-	19, // 24: kelp.master.Master.Assign:output_type -> kelp.master.AssignResponse
-	21, // 25: kelp.master.Master.Lookup:output_type -> kelp.master.LookupResponse
-	25, // 26: kelp.master.Master.ClusterStatus:output_type -> kelp.master.ClusterStatusResponse
-	1,  // 27: kelp.master.Master.LeaseAdminLock:output_type -> kelp.master.LeaseAdminLockResponse
-	3,  // 28: kelp.master.Master.ReleaseAdminLock:output_type -> kelp.master.ReleaseAdminLockResponse
-	5,  // 29: kelp.master.Master.Configure:output_type -> kelp.master.ConfigureResponse
-	7,  // 30: kelp.master.Master.Topology:output_type -> kelp.master.TopologyResponse
-	12, // 31: kelp.master.Master.ReportVolumeFailure:output_type -> kelp.master.ReportVolumeFailureResponse
-	23, // [23:32] is the sub-list for method output_type
-	14, // [14:23] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	28, // 2: kelp.master.ConfigureResponse.write_policy:type_name -> kelp.master.ConfigureResponse.WritePolicyEntry
+	8,  // 3: kelp.master.TopologyResponse.data_centers:type_name -> kelp.master.DataCenter
+	29, // 4: kelp.master.TopologyResponse.collection_replication:type_name -> kelp.master.TopologyResponse.CollectionReplicationEntry
+	30, // 5: kelp.master.TopologyResponse.ec_scheme:type_name -> kelp.master.TopologyResponse.EcSchemeEntry
+	31, // 6: kelp.master.TopologyResponse.write_policy:type_name -> kelp.master.TopologyResponse.WritePolicyEntry
+	9,  // 7: kelp.master.DataCenter.racks:type_name -> kelp.master.Rack
+	10, // 8: kelp.master.Rack.nodes:type_name -> kelp.master.Node
+	14, // 9: kelp.master.Node.disks:type_name -> kelp.master.DiskInfo
+	14, // 10: kelp.master.HeartbeatRequest.disks:type_name -> kelp.master.DiskInfo
+	16, // 11: kelp.master.DiskInfo.volumes:type_name -> kelp.master.VolumeInfo
+	15, // 12: kelp.master.DiskInfo.ec_shards:type_name -> kelp.master.EcShardInfo
+	23, // 13: kelp.master.AssignResponse.replicas:type_name -> kelp.master.Location
+	22, // 14: kelp.master.LookupResponse.volumes:type_name -> kelp.master.VolumeLocations
+	23, // 15: kelp.master.VolumeLocations.locations:type_name -> kelp.master.Location
+	13, // 16: kelp.master.Master.Heartbeat:input_type -> kelp.master.HeartbeatRequest
+	18, // 17: kelp.master.Master.Assign:input_type -> kelp.master.AssignRequest
+	20, // 18: kelp.master.Master.Lookup:input_type -> kelp.master.LookupRequest
+	24, // 19: kelp.master.Master.ClusterStatus:input_type -> kelp.master.ClusterStatusRequest
+	0,  // 20: kelp.master.Master.LeaseAdminLock:input_type -> kelp.master.LeaseAdminLockRequest
+	2,  // 21: kelp.master.Master.ReleaseAdminLock:input_type -> kelp.master.ReleaseAdminLockRequest
+	4,  // 22: kelp.master.Master.Configure:input_type -> kelp.master.ConfigureRequest
+	6,  // 23: kelp.master.Master.Topology:input_type -> kelp.master.TopologyRequest
+	11, // 24: kelp.master.Master.ReportVolumeFailure:input_type -> kelp.master.ReportVolumeFailureRequest
+	17, // 25: kelp.master.Master.Heartbeat:output_type -> kelp.master.HeartbeatResponse
+	19, // 26: kelp.master.Master.Assign:output_type -> kelp.master.AssignResponse
+	21, // 27: kelp.master.Master.Lookup:output_type -> kelp.master.LookupResponse
+	25, // 28: kelp.master.Master.ClusterStatus:output_type -> kelp.master.ClusterStatusResponse
+	1,  // 29: kelp.master.Master.LeaseAdminLock:output_type -> kelp.master.LeaseAdminLockResponse
+	3,  // 30: kelp.master.Master.ReleaseAdminLock:output_type -> kelp.master.ReleaseAdminLockResponse
+	5,  // 31: kelp.master.Master.Configure:output_type -> kelp.master.ConfigureResponse
+	7,  // 32: kelp.master.Master.Topology:output_type -> kelp.master.TopologyResponse
+	12, // 33: kelp.master.Master.ReportVolumeFailure:output_type -> kelp.master.ReportVolumeFailureResponse
+	25, // [25:34] is the sub-list for method output_type
+	16, // [16:25] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_master_proto_init() }
@@ -1938,7 +2013,7 @@ func file_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_master_proto_rawDesc), len(file_master_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
