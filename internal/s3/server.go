@@ -55,7 +55,9 @@ type Config struct {
 	Now               func() time.Time // nil means time.Now (signature clock skew)
 
 	// KMS is the key service of SSE-S3 and SSE-KMS; nil refuses both
-	// (SSE-C needs none).
+	// (SSE-C needs none). New shares its keys through the filer
+	// (kms.FilerStore) and fails when they were made under another
+	// master key.
 	KMS *kms.Service
 }
 
@@ -107,6 +109,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("s3: %w", err)
 	}
 	s.layer = layer
+	if cfg.KMS != nil {
+		// The keys live in the filer too, so that every gateway over it
+		// reads the objects the others encrypted (with the same master key).
+		if err := cfg.KMS.Share(kms.FilerStore(cfg.Namespace)); err != nil {
+			return nil, fmt.Errorf("s3: %w", err)
+		}
+	}
 	if err := s.reload(); err != nil {
 		return nil, err
 	}
