@@ -125,6 +125,16 @@ const (
 	FilerXattr = "kms.keys"
 )
 
+// Refresh reloads the local file when it changed and the shared records
+// when they are older than SharedRefresh, merging them both ways (a
+// gateway calls it in the background, so that keys made with `kelp kms`
+// reach the other gateways even while no request uses the key service).
+func (s *Service) Refresh() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reloadLocked()
+}
+
 // FilerStore keeps the key records in the filer ns at FilerPath.
 func FilerStore(ns Entries) SharedStore { return filerStore{ns} }
 

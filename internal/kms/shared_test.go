@@ -85,6 +85,23 @@ func TestSharedKeys(t *testing.T) {
 		t.Fatalf("B's key file lists %d keys, want 2", len(l))
 	}
 
+	// `kelp kms create` in A's directory (another process): A's background
+	// refresh passes it to the filer, where B finds it.
+	dirA := a.dir
+	cli, err := Open(dirA, master)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Create("fromcli", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Seal("alias/fromcli", dk, nil); err != nil {
+		t.Fatalf("B uses a key made with kelp kms in A's directory: %v", err)
+	}
+
 	// Disabled through A: B refuses it within SharedRefresh.
 	if _, err := a.SetEnabled("alias/photos", false); err != nil {
 		t.Fatal(err)
@@ -118,8 +135,8 @@ func TestSharedKeys(t *testing.T) {
 	if err := c.Share(FilerStore(f)); !errors.Is(err, ErrMasterMismatch) {
 		t.Fatalf("a gateway with another master key: %v", err)
 	}
-	if l, _ := a.List(); len(l) != 3 {
-		t.Fatalf("%d keys after the refused gateway, want 3", len(l))
+	if l, _ := a.List(); len(l) != 4 {
+		t.Fatalf("%d keys after the refused gateway, want 4", len(l))
 	}
 }
 

@@ -146,6 +146,24 @@ func (s *Server) URL() string { return "http://" + s.Addr() }
 // Layer is the object layer, for in-process callers and tests.
 func (s *Server) Layer() *objectapi.Layer { return s.layer }
 
+// kmsLoop passes keys made with `kelp kms` in this gateway's key
+// directory to the filer, and the other gateways' keys to the directory,
+// even while no request uses the key service.
+func (s *Server) kmsLoop(ctx context.Context) {
+	t := time.NewTicker(kms.SharedRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.cfg.KMS.Refresh(); err != nil {
+				s.log.Warn("s3: kms: refreshing the shared keys", "err", err)
+			}
+		}
+	}
+}
+
 // Run serves until ctx ends or Close is called; it also watches the
 // identity file.
 func (s *Server) Run(ctx context.Context) error {
@@ -164,6 +182,13 @@ func (s *Server) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			s.lifecycleLoop(ctx, every)
+		}()
+	}
+	if s.cfg.KMS != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.kmsLoop(ctx)
 		}()
 	}
 	errc := make(chan error, 1)
