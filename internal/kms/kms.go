@@ -11,6 +11,14 @@
 // a key created or disabled with `kelp kms` takes effect in a running
 // gateway at its next request.
 //
+// A gateway also shares the records (Share) through a SharedStore, the
+// filer (FilerStore, at FilerPath), so that every gateway over one filer
+// has the same keys: the local file and the shared records are merged both
+// ways, the record changed last winning (keys are never deleted). The
+// shared records carry a check value of the master key; a service with
+// another master key is refused (ErrMasterMismatch) before it writes
+// anything. The master key itself is never shared.
+//
 // A key is named by its id (a UUID), by an alias ("alias/NAME"), or by an
 // ARN ending in "key/ID" or "alias/NAME". The alias "alias/aws/s3" is the
 // default key, created on first use, as in AWS. Data keys are sealed under
@@ -26,6 +34,7 @@
 package kms
 
 import (
+	"context"
 	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
@@ -71,11 +80,17 @@ type KeyInfo struct {
 type storedKey struct {
 	KeyInfo
 	Material []byte `json:"material"` // sealed under the master key
+	// Updated is when the record last changed (zero: when created); of
+	// two copies of a record, the one changed last wins (shared.go).
+	Updated time.Time `json:"updated,omitzero"`
 }
 
 type keyFile struct {
-	Version int          `json:"version"`
-	Keys    []*storedKey `json:"keys"`
+	Version int `json:"version"`
+	// Check identifies the master key the records are sealed under
+	// (masterCheck); kept in the shared store.
+	Check string       `json:"check,omitempty"`
+	Keys  []*storedKey `json:"keys"`
 }
 
 // Service is the key service over one directory. Safe for concurrent use.
@@ -88,6 +103,12 @@ type Service struct {
 	keys  map[string]*storedKey // by id
 	plain map[string][]byte     // opened material by id
 	stamp string                // modification time and size of the loaded file
+	local []*storedKey          // the records of the local file as last read
+
+	// With a shared store (Share), the keys are the merge of the local
+	// file and the shared records, kept the same in both.
+	shared   SharedStore
+	sharedAt time.Time // when the shared records were last read
 }
 
 // Open opens the key service in dir (created if needed) with master key
@@ -119,35 +140,132 @@ func (s *Service) S3Key() []byte { return s.s3Key }
 
 func materialAAD(id string) []byte { return []byte("kelp-kms1 " + id) }
 
-// reloadLocked reads the key file again if it changed.
-func (s *Service) reloadLocked() error {
+// reloadLocked reads the key file again if it changed, and the shared
+// records when they are older than SharedRefresh (or force).
+func (s *Service) reloadLocked() error { return s.reloadForce(false) }
+
+func (s *Service) reloadForce(force bool) error {
+	changed := false
 	st, err := os.Stat(s.path())
-	if errors.Is(err, os.ErrNotExist) {
+	switch {
+	case errors.Is(err, os.ErrNotExist):
 		if s.keys == nil {
 			s.keys, s.plain = map[string]*storedKey{}, map[string][]byte{}
+			changed = true
 		}
-		return nil
-	}
-	if err != nil {
+	case err != nil:
 		return err
+	default:
+		stamp := fmt.Sprintf("%d/%d", st.ModTime().UnixNano(), st.Size())
+		if stamp != s.stamp || s.keys == nil {
+			kf, err := readKeyFile(s.path())
+			if err != nil {
+				return err
+			}
+			s.local, s.stamp, changed = kf.Keys, stamp, true
+		}
 	}
-	stamp := fmt.Sprintf("%d/%d", st.ModTime().UnixNano(), st.Size())
-	if stamp == s.stamp && s.keys != nil {
-		return nil
+	if s.shared != nil && (force || changed || time.Since(s.sharedAt) >= SharedRefresh) {
+		return s.syncLocked()
 	}
-	kf, err := readKeyFile(s.path())
-	if err != nil {
-		return err
+	if changed {
+		return s.useLocked(s.local)
 	}
+	return nil
+}
+
+// useLocked makes recs the keys in use, opening their material.
+func (s *Service) useLocked(recs []*storedKey) error {
 	keys, plain := map[string]*storedKey{}, map[string][]byte{}
-	for _, k := range kf.Keys {
+	for _, k := range recs {
 		m, err := sse.OpenKey(s.master, k.Material, materialAAD(k.ID))
 		if err != nil {
 			return fmt.Errorf("kms: key %s in %s does not open with this master key (a different --kms.master-key-file or KELP_KMS_MASTER_KEY?)", k.ID, s.path())
 		}
 		keys[k.ID], plain[k.ID] = k, m
 	}
-	s.keys, s.plain, s.stamp = keys, plain, stamp
+	s.keys, s.plain = keys, plain
+	return nil
+}
+
+// syncLocked merges the local records and the shared ones, writes the
+// merge where it is missing (both ways: keys made with `kelp kms` on this
+// machine reach the other gateways, and `kelp kms list` here shows every
+// gateway's keys) and uses it.
+func (s *Service) syncLocked() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := s.shared.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("kms: reading the keys in %s: %w", s.shared.Where(), err)
+	}
+	kf, err := parseKeyFile(b, s.shared.Where())
+	if err != nil {
+		return err
+	}
+	check := masterCheck(s.master)
+	if kf.Check != "" && kf.Check != check {
+		return fmt.Errorf("%w: the keys in %s do not open with this gateway's master key; every gateway over one filer needs the same master key (--kms.master-key-file or KELP_KMS_MASTER_KEY, copied from a gateway that already serves it)",
+			ErrMasterMismatch, s.shared.Where())
+	}
+	merged := merge(kf.Keys, s.local)
+	if kf.Check == "" || !sameRecords(merged, kf.Keys) {
+		err := s.shared.Update(ctx, func(cur []byte) ([]byte, error) {
+			now, err := parseKeyFile(cur, s.shared.Where())
+			if err != nil {
+				return nil, err
+			}
+			if now.Check != "" && now.Check != check {
+				return nil, fmt.Errorf("%w (%s)", ErrMasterMismatch, s.shared.Where())
+			}
+			now.Version, now.Check = 1, check
+			now.Keys = merge(now.Keys, merged)
+			merged = now.Keys
+			return json.Marshal(now)
+		})
+		if err != nil {
+			return fmt.Errorf("kms: writing the keys to %s: %w", s.shared.Where(), err)
+		}
+	}
+	if err := s.useLocked(merged); err != nil {
+		return err
+	}
+	s.sharedAt = time.Now()
+	if !sameRecords(merged, s.local) {
+		// Mirror into the local file; an error here is not fatal: the
+		// shared records are the ones in use.
+		if err := s.writeLocal(merged); err == nil {
+			s.stamp = ""
+			if st, err := os.Stat(s.path()); err == nil {
+				s.stamp = fmt.Sprintf("%d/%d", st.ModTime().UnixNano(), st.Size())
+			}
+			s.local = merged
+		}
+	}
+	return nil
+}
+
+// writeLocal merges recs into the local key file under its lock.
+func (s *Service) writeLocal(recs []*storedKey) error {
+	return s.withFileLock(func(kf *keyFile) error {
+		kf.Keys = merge(kf.Keys, recs)
+		return nil
+	})
+}
+
+// Share makes the service keep its keys in store as well as in its
+// directory, so that every gateway over one filer sees the same keys:
+// the records already in the directory are imported at once, and it fails
+// with ErrMasterMismatch when the store's records were made under another
+// master key.
+func (s *Service) Share(store SharedStore) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shared = store
+	if err := s.reloadForce(true); err != nil {
+		s.shared = nil
+		return err
+	}
 	return nil
 }
 
@@ -166,8 +284,30 @@ func readKeyFile(path string) (*keyFile, error) {
 	return &kf, nil
 }
 
-// update runs fn on the key file under the lock and writes it back.
+// update runs fn on the key file under the lock, writes it back and
+// reloads (pushing the change to the shared store, if any).
 func (s *Service) update(fn func(kf *keyFile) error) error {
+	s.mu.Lock()
+	if s.shared != nil {
+		// The local file has every shared key before it is changed.
+		if err := s.reloadForce(true); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+	}
+	s.mu.Unlock()
+	if err := s.withFileLock(fn); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stamp = ""
+	return s.reloadForce(true)
+}
+
+// withFileLock runs fn on the local key file under its lock and writes
+// it back. It never holds s.mu: reloads hold s.mu and may take the lock.
+func (s *Service) withFileLock(fn func(kf *keyFile) error) error {
 	lock, err := os.OpenFile(filepath.Join(s.dir, "keys.lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return err
@@ -184,13 +324,7 @@ func (s *Service) update(fn func(kf *keyFile) error) error {
 		return err
 	}
 	b, _ := json.MarshalIndent(kf, "", "  ")
-	if err := vfs.WriteFileAtomic(vfs.OS(), s.path(), append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stamp = ""
-	return s.reloadLocked()
+	return vfs.WriteFileAtomic(vfs.OS(), s.path(), append(b, '\n'), 0o600)
 }
 
 func newID() string {
@@ -273,14 +407,18 @@ func (s *Service) findLocked(ref string) *storedKey {
 	if k := s.keys[ref]; k != nil {
 		return k
 	}
+	var found *storedKey
 	if strings.HasPrefix(ref, "alias/") {
+		// Two gateways may have given one alias to two keys at once: the
+		// older key keeps it, wherever the records are read.
 		for _, k := range s.keys {
-			if k.Alias == ref {
-				return k
+			if k.Alias == ref && (found == nil || k.Created.Before(found.Created) ||
+				k.Created.Equal(found.Created) && k.ID < found.ID) {
+				found = k
 			}
 		}
 	}
-	return nil
+	return found
 }
 
 // Describe returns the key ref names.
@@ -326,6 +464,7 @@ func (s *Service) SetEnabled(ref string, enabled bool) (KeyInfo, error) {
 		for _, k := range kf.Keys {
 			if k.ID == id || k.Alias == id {
 				k.Enabled = enabled
+				k.Updated = time.Now().UTC()
 				out = k.KeyInfo
 				return nil
 			}
@@ -338,6 +477,15 @@ func (s *Service) SetEnabled(ref string, enabled bool) (KeyInfo, error) {
 // DefaultKey returns the default key (alias/aws/s3), creating it on first use.
 func (s *Service) DefaultKey() (KeyInfo, error) {
 	ki, err := s.Describe(DefaultAlias)
+	if errors.Is(err, ErrNotFound) && s.isShared() {
+		s.mu.Lock()
+		err = s.reloadForce(true) // another gateway may have made it
+		s.mu.Unlock()
+		if err != nil {
+			return KeyInfo{}, err
+		}
+		ki, err = s.Describe(DefaultAlias)
+	}
 	if !errors.Is(err, ErrNotFound) {
 		return ki, err
 	}
@@ -348,6 +496,12 @@ func (s *Service) DefaultKey() (KeyInfo, error) {
 	return ki, err
 }
 
+func (s *Service) isShared() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shared != nil
+}
+
 // usable returns the opened material of an enabled key.
 func (s *Service) usable(ref string) (string, []byte, error) {
 	s.mu.Lock()
@@ -356,6 +510,13 @@ func (s *Service) usable(ref string) (string, []byte, error) {
 		return "", nil, err
 	}
 	k := s.findLocked(ref)
+	if k == nil && s.shared != nil {
+		// Made through another gateway since the last refresh?
+		if err := s.reloadForce(true); err != nil {
+			return "", nil, err
+		}
+		k = s.findLocked(ref)
+	}
 	if k == nil {
 		return "", nil, fmt.Errorf("%w: %s", ErrNotFound, ref)
 	}

@@ -40,8 +40,14 @@ const chunkSize = 64 << 10
 
 func startEnv(t testing.TB, mod func(*Config)) *env {
 	t.Helper()
+	return startEnvChunks(t, chunkSize, mod)
+}
+
+// startEnvChunks is startEnv with the filer's chunk size given.
+func startEnvChunks(t testing.TB, chunks int, mod func(*Config)) *env {
+	t.Helper()
 	c := testcluster.Start(t, testcluster.Options{Volumes: []testcluster.VolumeSpec{{}}})
-	fs, err := filerserver.New(filerserver.Config{Masters: c.MasterAddrs(), Dir: t.TempDir(), ChunkSize: chunkSize,
+	fs, err := filerserver.New(filerserver.Config{Masters: c.MasterAddrs(), Dir: t.TempDir(), ChunkSize: chunks,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

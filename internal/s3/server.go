@@ -55,7 +55,9 @@ type Config struct {
 	Now               func() time.Time // nil means time.Now (signature clock skew)
 
 	// KMS is the key service of SSE-S3 and SSE-KMS; nil refuses both
-	// (SSE-C needs none).
+	// (SSE-C needs none). New shares its keys through the filer
+	// (kms.FilerStore) and fails when they were made under another
+	// master key.
 	KMS *kms.Service
 }
 
@@ -107,6 +109,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("s3: %w", err)
 	}
 	s.layer = layer
+	if cfg.KMS != nil {
+		// The keys live in the filer too, so that every gateway over it
+		// reads the objects the others encrypted (with the same master key).
+		if err := cfg.KMS.Share(kms.FilerStore(cfg.Namespace)); err != nil {
+			return nil, fmt.Errorf("s3: %w", err)
+		}
+	}
 	if err := s.reload(); err != nil {
 		return nil, err
 	}
@@ -137,6 +146,24 @@ func (s *Server) URL() string { return "http://" + s.Addr() }
 // Layer is the object layer, for in-process callers and tests.
 func (s *Server) Layer() *objectapi.Layer { return s.layer }
 
+// kmsLoop passes keys made with `kelp kms` in this gateway's key
+// directory to the filer, and the other gateways' keys to the directory,
+// even while no request uses the key service.
+func (s *Server) kmsLoop(ctx context.Context) {
+	t := time.NewTicker(kms.SharedRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.cfg.KMS.Refresh(); err != nil {
+				s.log.Warn("s3: kms: refreshing the shared keys", "err", err)
+			}
+		}
+	}
+}
+
 // Run serves until ctx ends or Close is called; it also watches the
 // identity file.
 func (s *Server) Run(ctx context.Context) error {
@@ -155,6 +182,13 @@ func (s *Server) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			s.lifecycleLoop(ctx, every)
+		}()
+	}
+	if s.cfg.KMS != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.kmsLoop(ctx)
 		}()
 	}
 	errc := make(chan error, 1)
