@@ -55,6 +55,9 @@ type FS struct {
 	cache      *metaCache
 	stopFollow context.CancelFunc
 	followDone chan struct{}
+
+	locks      lockSession             // advisory locks (locks.go)
+	lastStatfs *filerpb.StatfsResponse // under mu
 }
 
 // Names longer than this fail with ENAMETOOLONG, as on local file systems.
@@ -159,6 +162,7 @@ func (fs *FS) Close() error {
 			first = err
 		}
 	}
+	fs.endLocks()
 	if fs.stopFollow != nil {
 		fs.stopFollow()
 		<-fs.followDone

@@ -52,6 +52,8 @@ func New(v *fsview.FS, opts Options) (*Mount, error) {
 		// local file system.
 		Options: []string{"default_permissions"},
 		Debug:   opts.Debug,
+		// flock and fcntl locks go to the filer's lock table (locks.go).
+		EnableLocks: true,
 	}
 	if opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")

@@ -9,7 +9,7 @@
 // *os.PathError with the errno, which the engine maps to status codes
 // (ENOENT 404 or 409, EEXIST 405, ...).
 //
-// Locks (LOCK/UNLOCK, If headers) are x/net/webdav's memory lock system:
+
 // they hold within one WebDAV process and are gone after its restart.
 // Dead properties (PROPPATCH) are not stored: PROPPATCH answers 403 per
 // property. Requests whose path or Destination has a ".." segment are
