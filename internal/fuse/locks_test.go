@@ -54,7 +54,8 @@ func TestFlockAcrossMounts(t *testing.T) {
 	}
 	// A blocking flock waits until the holder closes its file.
 	got := make(chan error, 1)
-	go func() { got <- syscall.Flock(int(fb.Fd()), syscall.LOCK_EX) }()
+	fdb := int(fb.Fd())
+	go func() { got <- syscall.Flock(fdb, syscall.LOCK_EX) }()
 	select {
 	case err := <-got:
 		t.Fatalf("a blocking flock returned %v while the other mount holds the lock", err)
@@ -128,7 +129,10 @@ func TestFcntlLocksAcrossMounts(t *testing.T) {
 	wantErrno(t, setlk(fb, syscall.F_SETLK, syscall.F_WRLCK, 50, 1), syscall.EAGAIN)
 	// F_SETLKW waits; closing the holder's descriptor releases its locks.
 	got := make(chan error, 1)
-	go func() { got <- setlk(fb, syscall.F_SETLKW, syscall.F_WRLCK, 60, 10) }()
+	fdb := fb.Fd()
+	go func() {
+		got <- syscall.FcntlFlock(fdb, syscall.F_SETLKW, &syscall.Flock_t{Type: syscall.F_WRLCK, Start: 60, Len: 10})
+	}()
 	select {
 	case err := <-got:
 		t.Fatalf("F_SETLKW returned %v while the other mount holds the range", err)
