@@ -30,6 +30,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 	ff := &filerFlags{}
 	sf := &s3Flags{}
 	var webdavPort int
+	var webdavUsers string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run a master, a volume server, a filer, the S3 gateway and WebDAV in one process (a one-machine cluster)",
@@ -110,7 +111,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 				}
 				// WebDAV reaches the filer over its gRPC API like any
 				// gateway; Run waits for the filer to serve.
-				dav, err = webdav.New(webdav.Config{IP: addr.ip, BindIP: bind, Port: webdavPort, Logger: log,
+				dav, err = webdav.New(webdav.Config{IP: addr.ip, BindIP: bind, Port: webdavPort, Logger: log, UsersFile: webdavUsers,
 					View: fsview.Config{Filer: f.GRPCAddr(), ConnectTimeout: time.Minute}})
 				if err != nil {
 					return fail(err)
@@ -143,5 +144,6 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 	ff.addFlags(fl, "filer.")
 	sf.addFlags(fl, "s3.")
 	fl.IntVar(&webdavPort, "webdav.port", 7333, "WebDAV port (0: no WebDAV server)")
+	fl.StringVar(&webdavUsers, "webdav.users", "", "WebDAV basic auth: a file of name:bcrypt-hash lines (htpasswd -nbB); empty: no auth")
 	return cmd
 }

@@ -15,6 +15,7 @@ func newWebDAVCommand(g *globalFlags) *cobra.Command {
 	var vf viewFlags
 	var addr addrFlags
 	var port int
+	var users string
 	cmd := &cobra.Command{
 		Use:   "webdav",
 		Short: "Serve a filer directory over WebDAV (RFC 4918 classes 1 and 2)",
@@ -32,7 +33,7 @@ func newWebDAVCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := webdav.New(webdav.Config{IP: addr.ip, BindIP: bind, Port: port, Logger: log,
+			s, err := webdav.New(webdav.Config{IP: addr.ip, BindIP: bind, Port: port, Logger: log, UsersFile: users,
 				View: fsview.Config{Filer: grpcAddr, Root: vf.filerPath, Collection: vf.collection,
 					Replication: vf.replication, ConnectTimeout: 10 * time.Second}})
 			if err != nil {
@@ -48,5 +49,6 @@ func newWebDAVCommand(g *globalFlags) *cobra.Command {
 	vf.addFlags(fl)
 	addr.addFlags(fl, "webdav")
 	fl.IntVar(&port, "port", 7333, "WebDAV HTTP port")
+	fl.StringVar(&users, "users", "", "basic auth: a file of name:bcrypt-hash lines (htpasswd -nbB); empty: no auth")
 	return cmd
 }

@@ -331,3 +331,9 @@ func (c *Client) remember(base string) {
 		c.current.Store(&base)
 	}
 }
+
+// MasterGetJSON decodes the answer of a master's GET path (such as
+// "/dir/status") into v, with the same retries as the client's own calls.
+func (c *Client) MasterGetJSON(ctx context.Context, path string, v any) error {
+	return c.masterGet(ctx, path, func(body []byte) error { return json.Unmarshal(body, v) })
+}

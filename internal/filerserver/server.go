@@ -72,6 +72,9 @@ type Server struct {
 	ownsStore bool
 	client    *client.Client
 	filer     *filer.Filer
+	plocks    *posixLocks // advisory locks of the mounts (locks.go)
+	dlocks    *davLocks   // WebDAV locks (locks.go)
+	statfs    statfsCache
 
 	httpLn  net.Listener
 	grpcLn  net.Listener
@@ -91,7 +94,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("service", "filer")}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("service", "filer"), plocks: newPosixLocks(), dlocks: newDavLocks()}
 	var blobs chunk.Blobs = cfg.Blobs
 	if len(cfg.Masters) > 0 {
 		// Chunks take their file ids from blocks of keys: one assign round

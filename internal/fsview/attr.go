@@ -19,7 +19,8 @@ type Attr struct {
 	Nlink uint32
 	UID   uint32
 	GID   uint32
-	// The filer keeps no access time: Atime is Mtime.
+	// Atime is the time last set by utimens (the entry's kelp.atime
+	// xattr), else Mtime: reads do not update it (noatime).
 	Atime, Mtime, Ctime time.Time
 	Target              string // symlink target
 	LinkID              string // the hard-link group, if the file has been linked (see LinkRef)
@@ -36,6 +37,7 @@ type DirEntry struct {
 const (
 	xattrLink  = filer.HardLinkXattr // on a name: the id of its link group
 	xattrNlink = "kelp.nlink"        // on a link group's content entry: the count of names
+	xattrAtime = "kelp.atime"        // access time set by utimens, ns since the epoch
 )
 
 // node is a name resolved to its content: for a hard link the content is
@@ -105,6 +107,9 @@ func attrOf(n *node, f *file) Attr {
 		a.Ctime = a.Mtime
 	}
 	a.Atime = a.Mtime
+	if v, err := strconv.ParseInt(string(c.Xattrs[xattrAtime]), 10, 64); err == nil {
+		a.Atime = time.Unix(0, v)
+	}
 	return a
 }
 

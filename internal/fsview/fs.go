@@ -64,6 +64,9 @@ type FS struct {
 	cache      *metaCache
 	stopFollow context.CancelFunc
 	followDone chan struct{}
+
+	locks      lockSession             // advisory locks (locks.go)
+	lastStatfs *filerpb.StatfsResponse // under mu
 }
 
 // maxBackgroundCommits bounds the files closed and committing in the
@@ -187,6 +190,7 @@ func (fs *FS) Close() error {
 	for range cap(fs.commits) {
 		<-fs.commits
 	}
+	fs.endLocks()
 	if fs.stopFollow != nil {
 		fs.stopFollow()
 		<-fs.followDone

@@ -415,7 +415,9 @@ type SetAttr struct {
 	GID   *uint32
 	Size  *int64
 	Mtime *time.Time
-	Atime *time.Time // accepted, not stored: the filer keeps no access time
+	// Atime is kept in the entry's kelp.atime xattr; reads do not update
+	// it (as with the noatime mount option): see attrOf.
+	Atime *time.Time
 }
 
 // Setattr changes attributes of p (h, if given, is an open handle of it).
@@ -438,7 +440,7 @@ func (fs *FS) Setattr(ctx context.Context, p string, h *Handle, s SetAttr) (Attr
 			return Attr{}, err
 		}
 	}
-	if s.Mode != nil || s.UID != nil || s.GID != nil || s.Mtime != nil {
+	if s.Mode != nil || s.UID != nil || s.GID != nil || s.Mtime != nil || s.Atime != nil {
 		if n != nil && n.name.Path == fs.cfg.Root {
 			return fs.Lookup(ctx, p) // the filer keeps no attributes of the root
 		}
@@ -454,6 +456,9 @@ func (fs *FS) Setattr(ctx context.Context, p string, h *Handle, s SetAttr) (Attr
 			}
 			if s.Mtime != nil {
 				e.MtimeNs = s.Mtime.UnixNano()
+			}
+			if s.Atime != nil {
+				setXattr(e, xattrAtime, []byte(strconv.FormatInt(s.Atime.UnixNano(), 10)))
 			}
 			return nil
 		})
@@ -563,19 +568,44 @@ func (fs *FS) RemoveXattr(ctx context.Context, p, k string) error {
 	})
 }
 
-// Statfs describes the file system's capacity. The filer does not report
-// the cluster's free space yet, so the view reports a fixed large size.
+// Statfs describes the file system's capacity.
 type Statfs struct {
 	Blocks, Bfree, Bavail, Files, Ffree uint64
 	Bsize                               uint32
 	NameLen                             uint32
 }
 
-// StatFS answers statfs(2).
+// StatFS answers statfs(2) with the cluster's capacity as the filer reports
+// it from the master's topology (filerpb Statfs): blocks are the volume
+// servers' volume slots times the volume size limit, free blocks what is
+// left of that, bounded by the disks' free space. The filer keeps no inode
+// count: Files is the needles stored plus a large Ffree. When the filer
+// cannot answer, the last answer (or 1 PiB before any) is reported: df
+// must not fail because a master is briefly away.
 func (fs *FS) StatFS(ctx context.Context) Statfs {
 	const bsize = 4096
-	const total = 1 << 50 / bsize // 1 PiB
-	return Statfs{Blocks: total, Bfree: total, Bavail: total, Files: 1 << 40, Ffree: 1 << 40, Bsize: bsize, NameLen: maxNameLen}
+	const inodes = 1 << 40
+	out := Statfs{Bsize: bsize, NameLen: maxNameLen, Ffree: inodes}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	r, err := fs.filer.Statfs(ctx, &filerpb.StatfsRequest{})
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if err != nil {
+		fs.log.Debug("fsview: statfs from the filer failed", "err", err)
+		r = fs.lastStatfs
+	} else {
+		fs.lastStatfs = r
+	}
+	if r == nil {
+		const total = 1 << 50 / bsize // 1 PiB
+		out.Blocks, out.Bfree, out.Bavail, out.Files = total, total, total, inodes
+		return out
+	}
+	out.Blocks, out.Bfree = r.TotalBytes/bsize, r.FreeBytes/bsize
+	out.Bavail = out.Bfree
+	out.Files = r.Files + inodes
+	return out
 }
 
 func newID() string {

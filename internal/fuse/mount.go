@@ -61,19 +61,27 @@ func New(v *fsview.FS, opts Options) (*Mount, error) {
 		// local file system.
 		Options: []string{"default_permissions"},
 		Debug:   opts.Debug,
+		// flock and fcntl locks go to the filer's lock table (locks.go).
+		EnableLocks: true,
 	}
 	if opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
 	}
 	root := &node{v: v, readOnly: opts.ReadOnly, syncClose: opts.SyncClose, links: &linkTable{m: map[string]*gofs.Inode{}}}
-	srv, err := gofs.Mount(opts.Dir, root, &gofs.Options{
+	// gofs.Mount, with the lock additions of lockRawFS around the bridge.
+	raw := newLockRawFS(gofs.NewNodeFS(root, &gofs.Options{
 		MountOptions:    mo,
 		EntryTimeout:    &opts.CacheTimeout,
 		AttrTimeout:     &opts.CacheTimeout,
 		NegativeTimeout: &neg,
 		NullPermissions: true,
-	})
+	}))
+	srv, err := gofuse.NewServer(raw, opts.Dir, &mo)
 	if err != nil {
+		return nil, fmt.Errorf("fuse: mount %s: %w", opts.Dir, err)
+	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
 		return nil, fmt.Errorf("fuse: mount %s: %w", opts.Dir, err)
 	}
 	return &Mount{srv: srv, dir: opts.Dir, log: opts.Logger}, nil

@@ -176,6 +176,9 @@ func (n *node) Setattr(ctx context.Context, f gofs.FileHandle, in *gofuse.SetAtt
 	if t, ok := in.GetMTime(); ok {
 		s.Mtime = &t
 	}
+	if t, ok := in.GetATime(); ok {
+		s.Atime = &t
+	}
 	var h *fsview.Handle
 	if fh, ok := f.(*handle); ok {
 		h = fh.h

@@ -9,10 +9,12 @@
 // *os.PathError with the errno, which the engine maps to status codes
 // (ENOENT 404 or 409, EEXIST 405, ...).
 //
-// Locks (LOCK/UNLOCK, If headers) are x/net/webdav's memory lock system:
-// they hold within one WebDAV process and are gone after its restart.
-// Dead properties (PROPPATCH) are not stored: PROPPATCH answers 403 per
-// property. Requests whose path or Destination has a ".." segment are
+// locks.go is the LockSystem: the lock table lives in the filer (filerpb
+// DavLock), so locks hold across WebDAV servers of one filer and survive a
+// restart of this process. props.go keeps PROPPATCH dead properties as
+// user.dav:{ns}name extended attributes. auth.go is the optional basic auth
+// (--users). Requests whose path or Destination has a ".." segment (also
+// percent-encoded) are
 // refused with 400 rather than cleaned into another path. A PUT that
 // replaces a file answers 204, a new one 201 (RFC 4918 9.7.1).
 //

@@ -38,7 +38,8 @@ func (f fileSystem) OpenFile(ctx context.Context, name string, flag int, perm os
 	a, err := f.v.Lookup(ctx, name)
 	switch {
 	case err == nil && a.Mode.IsDir():
-		if flag&(os.O_WRONLY|os.O_RDWR) != 0 {
+		// PROPPATCH opens a collection O_RDWR; writing to it stays EISDIR.
+		if flag&(os.O_WRONLY|os.O_TRUNC) != 0 {
 			return nil, osErr("open", name, syscall.EISDIR)
 		}
 		return &dir{v: f.v, name: name, attr: a}, nil
@@ -54,7 +55,7 @@ func (f fileSystem) OpenFile(ctx context.Context, name string, flag int, perm os
 	if err != nil {
 		return nil, osErr("open", name, err)
 	}
-	return &file{h: h, name: name}, nil
+	return &file{v: f.v, h: h, name: name}, nil
 }
 
 func (f fileSystem) RemoveAll(ctx context.Context, name string) error {
@@ -88,6 +89,7 @@ func (i info) Sys() any           { return nil }
 
 // file is an open file; reads and writes move one position, as a File must.
 type file struct {
+	v    *fsview.FS
 	h    *fsview.Handle
 	name string
 	pos  int64

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,18 +27,22 @@ type Config struct {
 	Port   int    // 0 picks a free one
 	// View is the filer directory served; Run connects it (waiting for a
 	// filer that is still starting, as in `kelp server`).
-	View   fsview.Config
-	Logger *slog.Logger
+	View fsview.Config
+	// UsersFile, if set, turns on basic auth with the users it lists (see
+	// LoadUsers).
+	UsersFile string
+	Logger    *slog.Logger
 }
 
 // Server is a WebDAV server over one view.
 type Server struct {
-	cfg  Config
-	log  *slog.Logger
-	ln   net.Listener
-	srv  *httpserve.Server
-	mu   sync.Mutex
-	view *fsview.FS
+	cfg   Config
+	log   *slog.Logger
+	users *Users
+	ln    net.Listener
+	srv   *httpserve.Server
+	mu    sync.Mutex
+	view  *fsview.FS
 
 	closeOnce sync.Once
 }
@@ -51,12 +56,20 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	cfg.View.Logger = cmp.Or(cfg.View.Logger, cfg.Logger)
+	var users *Users
+	if cfg.UsersFile != "" {
+		u, err := LoadUsers(cfg.UsersFile)
+		if err != nil {
+			return nil, err
+		}
+		users = u
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(cmp.Or(cfg.BindIP, cfg.IP), strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return nil, fmt.Errorf("webdav: %w", err)
 	}
 	cfg.Port = ln.Addr().(*net.TCPAddr).Port
-	s := &Server{cfg: cfg, log: cfg.Logger.With("service", "webdav"), ln: ln}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("service", "webdav"), ln: ln, users: users}
 	return s, nil
 }
 
@@ -74,7 +87,11 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	s.view = v
-	s.srv = httpserve.New(Handler(v, s.log), s.log)
+	h := Handler(v, s.log)
+	if s.users != nil {
+		h = requireAuth(s.users, h)
+	}
+	s.srv = httpserve.New(h, s.log)
 	s.mu.Unlock()
 	errc := make(chan error, 1)
 	go func() { errc <- s.srv.Serve(s.ln) }()
@@ -113,12 +130,16 @@ func (s *Server) Close() error {
 	return err
 }
 
+// maxBody bounds the XML body of PROPFIND, PROPPATCH, LOCK and the other
+// methods but PUT: a larger one is 413 (or 400 once the engine read part).
+const maxBody = 1 << 20
+
 // Handler serves WebDAV (RFC 4918 classes 1 and 2) over v, with locks
-// held in this process's memory.
+// held in the filer (filerLS).
 func Handler(v *fsview.FS, log *slog.Logger) http.Handler {
 	h := &xwebdav.Handler{
 		FileSystem: fileSystem{v: v},
-		LockSystem: xwebdav.NewMemLS(),
+		LockSystem: filerLS{v: v},
 		Logger: func(r *http.Request, err error) {
 			if err != nil {
 				log.Debug("webdav request failed", "method", r.Method, "path", r.URL.Path, "err", err)
@@ -126,9 +147,16 @@ func Handler(v *fsview.FS, log *slog.Logger) http.Handler {
 		},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if hasDotDot(r.URL.Path) || hasDotDot(r.Header.Get("Destination")) {
+		if hasDotDot(r.URL.Path) || badDestination(r.Header.Get("Destination")) {
 			http.Error(w, "path with a .. segment", http.StatusBadRequest)
 			return
+		}
+		if r.Method != http.MethodPut {
+			if r.ContentLength > maxBody {
+				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		}
 		if r.Method == http.MethodPut {
 			// x/net/webdav answers every PUT 201; RFC 4918 9.7.1 wants 201
@@ -160,6 +188,19 @@ func (w *replacedWriter) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return w.ResponseWriter.Write(p)
+}
+
+// badDestination reports a Destination whose path, once decoded, has a
+// ".." segment (or that is no URL at all).
+func badDestination(d string) bool {
+	if d == "" {
+		return false
+	}
+	if hasDotDot(d) {
+		return true
+	}
+	u, err := url.Parse(d)
+	return err != nil || hasDotDot(u.Path)
 }
 
 // hasDotDot reports a ".." path segment, which a client never needs:

@@ -76,6 +76,113 @@ func (MetadataEvent_Type) EnumDescriptor() ([]byte, []int) {
 	return file_filer_proto_rawDescGZIP(), []int{17, 0}
 }
 
+type PosixLockRequest_Op int32
+
+const (
+	PosixLockRequest_TEST        PosixLockRequest_Op = 0 // F_GETLK: report a conflicting lock
+	PosixLockRequest_SET         PosixLockRequest_Op = 1 // F_SETLK / flock LOCK_NB: take or release, or fail at once
+	PosixLockRequest_SET_WAIT    PosixLockRequest_Op = 2 // F_SETLKW / flock: take, waiting while another holds
+	PosixLockRequest_KEEPALIVE   PosixLockRequest_Op = 3 // renew the session's lease
+	PosixLockRequest_END_SESSION PosixLockRequest_Op = 4 // release everything the session holds
+)
+
+// Enum value maps for PosixLockRequest_Op.
+var (
+	PosixLockRequest_Op_name = map[int32]string{
+		0: "TEST",
+		1: "SET",
+		2: "SET_WAIT",
+		3: "KEEPALIVE",
+		4: "END_SESSION",
+	}
+	PosixLockRequest_Op_value = map[string]int32{
+		"TEST":        0,
+		"SET":         1,
+		"SET_WAIT":    2,
+		"KEEPALIVE":   3,
+		"END_SESSION": 4,
+	}
+)
+
+func (x PosixLockRequest_Op) Enum() *PosixLockRequest_Op {
+	p := new(PosixLockRequest_Op)
+	*p = x
+	return p
+}
+
+func (x PosixLockRequest_Op) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PosixLockRequest_Op) Descriptor() protoreflect.EnumDescriptor {
+	return file_filer_proto_enumTypes[1].Descriptor()
+}
+
+func (PosixLockRequest_Op) Type() protoreflect.EnumType {
+	return &file_filer_proto_enumTypes[1]
+}
+
+func (x PosixLockRequest_Op) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PosixLockRequest_Op.Descriptor instead.
+func (PosixLockRequest_Op) EnumDescriptor() ([]byte, []int) {
+	return file_filer_proto_rawDescGZIP(), []int{22, 0}
+}
+
+type DavLockRequest_Op int32
+
+const (
+	DavLockRequest_CONFIRM DavLockRequest_Op = 0
+	DavLockRequest_CREATE  DavLockRequest_Op = 1
+	DavLockRequest_REFRESH DavLockRequest_Op = 2
+	DavLockRequest_UNLOCK  DavLockRequest_Op = 3
+)
+
+// Enum value maps for DavLockRequest_Op.
+var (
+	DavLockRequest_Op_name = map[int32]string{
+		0: "CONFIRM",
+		1: "CREATE",
+		2: "REFRESH",
+		3: "UNLOCK",
+	}
+	DavLockRequest_Op_value = map[string]int32{
+		"CONFIRM": 0,
+		"CREATE":  1,
+		"REFRESH": 2,
+		"UNLOCK":  3,
+	}
+)
+
+func (x DavLockRequest_Op) Enum() *DavLockRequest_Op {
+	p := new(DavLockRequest_Op)
+	*p = x
+	return p
+}
+
+func (x DavLockRequest_Op) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DavLockRequest_Op) Descriptor() protoreflect.EnumDescriptor {
+	return file_filer_proto_enumTypes[2].Descriptor()
+}
+
+func (DavLockRequest_Op) Type() protoreflect.EnumType {
+	return &file_filer_proto_enumTypes[2]
+}
+
+func (x DavLockRequest_Op) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DavLockRequest_Op.Descriptor instead.
+func (DavLockRequest_Op) EnumDescriptor() ([]byte, []int) {
+	return file_filer_proto_rawDescGZIP(), []int{25, 0}
+}
+
 type Chunk struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Fid           string                 `protobuf:"bytes,1,opt,name=fid,proto3" json:"fid,omitempty"`
@@ -1260,6 +1367,538 @@ func (x *GetConfigurationResponse) GetLastSeq() uint64 {
 	return 0
 }
 
+type StatfsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatfsRequest) Reset() {
+	*x = StatfsRequest{}
+	mi := &file_filer_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatfsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatfsRequest) ProtoMessage() {}
+
+func (x *StatfsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_filer_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatfsRequest.ProtoReflect.Descriptor instead.
+func (*StatfsRequest) Descriptor() ([]byte, []int) {
+	return file_filer_proto_rawDescGZIP(), []int{20}
+}
+
+type StatfsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TotalBytes    uint64                 `protobuf:"varint,1,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"` // what the volume servers may hold (volume slots x volume size limit)
+	UsedBytes     uint64                 `protobuf:"varint,2,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`    // bytes in volumes (every copy)
+	FreeBytes     uint64                 `protobuf:"varint,3,opt,name=free_bytes,json=freeBytes,proto3" json:"free_bytes,omitempty"`    // what may still be written, bounded by the disks' free space
+	Files         uint64                 `protobuf:"varint,4,opt,name=files,proto3" json:"files,omitempty"`                             // needles stored (every copy)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatfsResponse) Reset() {
+	*x = StatfsResponse{}
+	mi := &file_filer_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatfsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatfsResponse) ProtoMessage() {}
+
+func (x *StatfsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_filer_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatfsResponse.ProtoReflect.Descriptor instead.
+func (*StatfsResponse) Descriptor() ([]byte, []int) {
+	return file_filer_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *StatfsResponse) GetTotalBytes() uint64 {
+	if x != nil {
+		return x.TotalBytes
+	}
+	return 0
+}
+
+func (x *StatfsResponse) GetUsedBytes() uint64 {
+	if x != nil {
+		return x.UsedBytes
+	}
+	return 0
+}
+
+func (x *StatfsResponse) GetFreeBytes() uint64 {
+	if x != nil {
+		return x.FreeBytes
+	}
+	return 0
+}
+
+func (x *StatfsResponse) GetFiles() uint64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+type PosixLockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            PosixLockRequest_Op    `protobuf:"varint,1,opt,name=op,proto3,enum=kelp.filer.PosixLockRequest_Op" json:"op,omitempty"`
+	Session       string                 `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"` // one mount; its locks go when it ends or its lease runs out
+	Path          string                 `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`       // filer path of the file
+	Owner         uint64                 `protobuf:"varint,4,opt,name=owner,proto3" json:"owner,omitempty"`    // the kernel's lock owner within the session
+	Flock         bool                   `protobuf:"varint,5,opt,name=flock,proto3" json:"flock,omitempty"`    // a flock(2) lock: whole file, own namespace
+	Type          uint32                 `protobuf:"varint,6,opt,name=type,proto3" json:"type,omitempty"`      // 0 read (shared), 1 write (exclusive), 2 unlock
+	Start         uint64                 `protobuf:"varint,7,opt,name=start,proto3" json:"start,omitempty"`
+	End           uint64                 `protobuf:"varint,8,opt,name=end,proto3" json:"end,omitempty"` // inclusive; max uint64 = to the end of the file
+	Pid           uint32                 `protobuf:"varint,9,opt,name=pid,proto3" json:"pid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PosixLockRequest) Reset() {
+	*x = PosixLockRequest{}
+	mi := &file_filer_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PosixLockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PosixLockRequest) ProtoMessage() {}
+
+func (x *PosixLockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_filer_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PosixLockRequest.ProtoReflect.Descriptor instead.
+func (*PosixLockRequest) Descriptor() ([]byte, []int) {
+	return file_filer_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PosixLockRequest) GetOp() PosixLockRequest_Op {
+	if x != nil {
+		return x.Op
+	}
+	return PosixLockRequest_TEST
+}
+
+func (x *PosixLockRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *PosixLockRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *PosixLockRequest) GetOwner() uint64 {
+	if x != nil {
+		return x.Owner
+	}
+	return 0
+}
+
+func (x *PosixLockRequest) GetFlock() bool {
+	if x != nil {
+		return x.Flock
+	}
+	return false
+}
+
+func (x *PosixLockRequest) GetType() uint32 {
+	if x != nil {
+		return x.Type
+	}
+	return 0
+}
+
+func (x *PosixLockRequest) GetStart() uint64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *PosixLockRequest) GetEnd() uint64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *PosixLockRequest) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+type PosixLockResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Conflict      bool                   `protobuf:"varint,1,opt,name=conflict,proto3" json:"conflict,omitempty"` // TEST: a lock that conflicts; SET: EAGAIN
+	Type          uint32                 `protobuf:"varint,2,opt,name=type,proto3" json:"type,omitempty"`
+	Start         uint64                 `protobuf:"varint,3,opt,name=start,proto3" json:"start,omitempty"`
+	End           uint64                 `protobuf:"varint,4,opt,name=end,proto3" json:"end,omitempty"`
+	Pid           uint32                 `protobuf:"varint,5,opt,name=pid,proto3" json:"pid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PosixLockResponse) Reset() {
+	*x = PosixLockResponse{}
+	mi := &file_filer_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PosixLockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PosixLockResponse) ProtoMessage() {}
+
+func (x *PosixLockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_filer_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PosixLockResponse.ProtoReflect.Descriptor instead.
+func (*PosixLockResponse) Descriptor() ([]byte, []int) {
+	return file_filer_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PosixLockResponse) GetConflict() bool {
+	if x != nil {
+		return x.Conflict
+	}
+	return false
+}
+
+func (x *PosixLockResponse) GetType() uint32 {
+	if x != nil {
+		return x.Type
+	}
+	return 0
+}
+
+func (x *PosixLockResponse) GetStart() uint64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *PosixLockResponse) GetEnd() uint64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *PosixLockResponse) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+type DavCondition struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Not           bool                   `protobuf:"varint,1,opt,name=not,proto3" json:"not,omitempty"`
+	Token         string                 `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	Etag          string                 `protobuf:"bytes,3,opt,name=etag,proto3" json:"etag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DavCondition) Reset() {
+	*x = DavCondition{}
+	mi := &file_filer_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DavCondition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DavCondition) ProtoMessage() {}
+
+func (x *DavCondition) ProtoReflect() protoreflect.Message {
+	mi := &file_filer_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DavCondition.ProtoReflect.Descriptor instead.
+func (*DavCondition) Descriptor() ([]byte, []int) {
+	return file_filer_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *DavCondition) GetNot() bool {
+	if x != nil {
+		return x.Not
+	}
+	return false
+}
+
+func (x *DavCondition) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *DavCondition) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+type DavLockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            DavLockRequest_Op      `protobuf:"varint,1,opt,name=op,proto3,enum=kelp.filer.DavLockRequest_Op" json:"op,omitempty"`
+	Name0         string                 `protobuf:"bytes,2,opt,name=name0,proto3" json:"name0,omitempty"` // filer paths
+	Name1         string                 `protobuf:"bytes,3,opt,name=name1,proto3" json:"name1,omitempty"`
+	Conditions    []*DavCondition        `protobuf:"bytes,4,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	Token         string                 `protobuf:"bytes,5,opt,name=token,proto3" json:"token,omitempty"` // REFRESH, UNLOCK
+	Root          string                 `protobuf:"bytes,6,opt,name=root,proto3" json:"root,omitempty"`   // CREATE: the locked resource
+	ZeroDepth     bool                   `protobuf:"varint,7,opt,name=zero_depth,json=zeroDepth,proto3" json:"zero_depth,omitempty"`
+	OwnerXml      string                 `protobuf:"bytes,8,opt,name=owner_xml,json=ownerXml,proto3" json:"owner_xml,omitempty"`
+	DurationNs    int64                  `protobuf:"varint,9,opt,name=duration_ns,json=durationNs,proto3" json:"duration_ns,omitempty"` // negative: infinite
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DavLockRequest) Reset() {
+	*x = DavLockRequest{}
+	mi := &file_filer_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DavLockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DavLockRequest) ProtoMessage() {}
+
+func (x *DavLockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_filer_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DavLockRequest.ProtoReflect.Descriptor instead.
+func (*DavLockRequest) Descriptor() ([]byte, []int) {
+	return file_filer_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *DavLockRequest) GetOp() DavLockRequest_Op {
+	if x != nil {
+		return x.Op
+	}
+	return DavLockRequest_CONFIRM
+}
+
+func (x *DavLockRequest) GetName0() string {
+	if x != nil {
+		return x.Name0
+	}
+	return ""
+}
+
+func (x *DavLockRequest) GetName1() string {
+	if x != nil {
+		return x.Name1
+	}
+	return ""
+}
+
+func (x *DavLockRequest) GetConditions() []*DavCondition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+func (x *DavLockRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *DavLockRequest) GetRoot() string {
+	if x != nil {
+		return x.Root
+	}
+	return ""
+}
+
+func (x *DavLockRequest) GetZeroDepth() bool {
+	if x != nil {
+		return x.ZeroDepth
+	}
+	return false
+}
+
+func (x *DavLockRequest) GetOwnerXml() string {
+	if x != nil {
+		return x.OwnerXml
+	}
+	return ""
+}
+
+func (x *DavLockRequest) GetDurationNs() int64 {
+	if x != nil {
+		return x.DurationNs
+	}
+	return 0
+}
+
+type DavLockResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	Root          string                 `protobuf:"bytes,2,opt,name=root,proto3" json:"root,omitempty"`
+	ZeroDepth     bool                   `protobuf:"varint,3,opt,name=zero_depth,json=zeroDepth,proto3" json:"zero_depth,omitempty"`
+	OwnerXml      string                 `protobuf:"bytes,4,opt,name=owner_xml,json=ownerXml,proto3" json:"owner_xml,omitempty"`
+	DurationNs    int64                  `protobuf:"varint,5,opt,name=duration_ns,json=durationNs,proto3" json:"duration_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DavLockResponse) Reset() {
+	*x = DavLockResponse{}
+	mi := &file_filer_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DavLockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DavLockResponse) ProtoMessage() {}
+
+func (x *DavLockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_filer_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DavLockResponse.ProtoReflect.Descriptor instead.
+func (*DavLockResponse) Descriptor() ([]byte, []int) {
+	return file_filer_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *DavLockResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *DavLockResponse) GetRoot() string {
+	if x != nil {
+		return x.Root
+	}
+	return ""
+}
+
+func (x *DavLockResponse) GetZeroDepth() bool {
+	if x != nil {
+		return x.ZeroDepth
+	}
+	return false
+}
+
+func (x *DavLockResponse) GetOwnerXml() string {
+	if x != nil {
+		return x.OwnerXml
+	}
+	return ""
+}
+
+func (x *DavLockResponse) GetDurationNs() int64 {
+	if x != nil {
+		return x.DurationNs
+	}
+	return 0
+}
+
 var File_filer_proto protoreflect.FileDescriptor
 
 const file_filer_proto_rawDesc = "" +
@@ -1369,7 +2008,71 @@ const file_filer_proto_rawDesc = "" +
 	"collection\x18\x03 \x01(\tR\n" +
 	"collection\x12 \n" +
 	"\vreplication\x18\x04 \x01(\tR\vreplication\x12\x19\n" +
-	"\blast_seq\x18\x05 \x01(\x04R\alastSeq2\xe4\x05\n" +
+	"\blast_seq\x18\x05 \x01(\x04R\alastSeq\"\x0f\n" +
+	"\rStatfsRequest\"\x85\x01\n" +
+	"\x0eStatfsResponse\x12\x1f\n" +
+	"\vtotal_bytes\x18\x01 \x01(\x04R\n" +
+	"totalBytes\x12\x1d\n" +
+	"\n" +
+	"used_bytes\x18\x02 \x01(\x04R\tusedBytes\x12\x1d\n" +
+	"\n" +
+	"free_bytes\x18\x03 \x01(\x04R\tfreeBytes\x12\x14\n" +
+	"\x05files\x18\x04 \x01(\x04R\x05files\"\xb2\x02\n" +
+	"\x10PosixLockRequest\x12/\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x1f.kelp.filer.PosixLockRequest.OpR\x02op\x12\x18\n" +
+	"\asession\x18\x02 \x01(\tR\asession\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12\x14\n" +
+	"\x05owner\x18\x04 \x01(\x04R\x05owner\x12\x14\n" +
+	"\x05flock\x18\x05 \x01(\bR\x05flock\x12\x12\n" +
+	"\x04type\x18\x06 \x01(\rR\x04type\x12\x14\n" +
+	"\x05start\x18\a \x01(\x04R\x05start\x12\x10\n" +
+	"\x03end\x18\b \x01(\x04R\x03end\x12\x10\n" +
+	"\x03pid\x18\t \x01(\rR\x03pid\"E\n" +
+	"\x02Op\x12\b\n" +
+	"\x04TEST\x10\x00\x12\a\n" +
+	"\x03SET\x10\x01\x12\f\n" +
+	"\bSET_WAIT\x10\x02\x12\r\n" +
+	"\tKEEPALIVE\x10\x03\x12\x0f\n" +
+	"\vEND_SESSION\x10\x04\"}\n" +
+	"\x11PosixLockResponse\x12\x1a\n" +
+	"\bconflict\x18\x01 \x01(\bR\bconflict\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\rR\x04type\x12\x14\n" +
+	"\x05start\x18\x03 \x01(\x04R\x05start\x12\x10\n" +
+	"\x03end\x18\x04 \x01(\x04R\x03end\x12\x10\n" +
+	"\x03pid\x18\x05 \x01(\rR\x03pid\"J\n" +
+	"\fDavCondition\x12\x10\n" +
+	"\x03not\x18\x01 \x01(\bR\x03not\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\x12\x12\n" +
+	"\x04etag\x18\x03 \x01(\tR\x04etag\"\xe4\x02\n" +
+	"\x0eDavLockRequest\x12-\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x1d.kelp.filer.DavLockRequest.OpR\x02op\x12\x14\n" +
+	"\x05name0\x18\x02 \x01(\tR\x05name0\x12\x14\n" +
+	"\x05name1\x18\x03 \x01(\tR\x05name1\x128\n" +
+	"\n" +
+	"conditions\x18\x04 \x03(\v2\x18.kelp.filer.DavConditionR\n" +
+	"conditions\x12\x14\n" +
+	"\x05token\x18\x05 \x01(\tR\x05token\x12\x12\n" +
+	"\x04root\x18\x06 \x01(\tR\x04root\x12\x1d\n" +
+	"\n" +
+	"zero_depth\x18\a \x01(\bR\tzeroDepth\x12\x1b\n" +
+	"\towner_xml\x18\b \x01(\tR\bownerXml\x12\x1f\n" +
+	"\vduration_ns\x18\t \x01(\x03R\n" +
+	"durationNs\"6\n" +
+	"\x02Op\x12\v\n" +
+	"\aCONFIRM\x10\x00\x12\n" +
+	"\n" +
+	"\x06CREATE\x10\x01\x12\v\n" +
+	"\aREFRESH\x10\x02\x12\n" +
+	"\n" +
+	"\x06UNLOCK\x10\x03\"\x98\x01\n" +
+	"\x0fDavLockResponse\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12\x12\n" +
+	"\x04root\x18\x02 \x01(\tR\x04root\x12\x1d\n" +
+	"\n" +
+	"zero_depth\x18\x03 \x01(\bR\tzeroDepth\x12\x1b\n" +
+	"\towner_xml\x18\x04 \x01(\tR\bownerXml\x12\x1f\n" +
+	"\vduration_ns\x18\x05 \x01(\x03R\n" +
+	"durationNs2\xb3\a\n" +
 	"\x05Filer\x12N\n" +
 	"\vLookupEntry\x12\x1e.kelp.filer.LookupEntryRequest\x1a\x1f.kelp.filer.LookupEntryResponse\x12P\n" +
 	"\vListEntries\x12\x1e.kelp.filer.ListEntriesRequest\x1a\x1f.kelp.filer.ListEntriesResponse0\x01\x12N\n" +
@@ -1379,7 +2082,10 @@ const file_filer_proto_rawDesc = "" +
 	"\x06Rename\x12\x19.kelp.filer.RenameRequest\x1a\x1a.kelp.filer.RenameResponse\x12Q\n" +
 	"\fAssignVolume\x12\x1f.kelp.filer.AssignVolumeRequest\x1a .kelp.filer.AssignVolumeResponse\x12V\n" +
 	"\x11SubscribeMetadata\x12$.kelp.filer.SubscribeMetadataRequest\x1a\x19.kelp.filer.MetadataEvent0\x01\x12]\n" +
-	"\x10GetConfiguration\x12#.kelp.filer.GetConfigurationRequest\x1a$.kelp.filer.GetConfigurationResponseB,Z*github.com/kelpfs/kelp/internal/pb/filerpbb\x06proto3"
+	"\x10GetConfiguration\x12#.kelp.filer.GetConfigurationRequest\x1a$.kelp.filer.GetConfigurationResponse\x12?\n" +
+	"\x06Statfs\x12\x19.kelp.filer.StatfsRequest\x1a\x1a.kelp.filer.StatfsResponse\x12H\n" +
+	"\tPosixLock\x12\x1c.kelp.filer.PosixLockRequest\x1a\x1d.kelp.filer.PosixLockResponse\x12B\n" +
+	"\aDavLock\x12\x1a.kelp.filer.DavLockRequest\x1a\x1b.kelp.filer.DavLockResponseB,Z*github.com/kelpfs/kelp/internal/pb/filerpbb\x06proto3"
 
 var (
 	file_filer_proto_rawDescOnce sync.Once
@@ -1393,67 +2099,85 @@ func file_filer_proto_rawDescGZIP() []byte {
 	return file_filer_proto_rawDescData
 }
 
-var file_filer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_filer_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_filer_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_filer_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_filer_proto_goTypes = []any{
 	(MetadataEvent_Type)(0),          // 0: kelp.filer.MetadataEvent.Type
-	(*Chunk)(nil),                    // 1: kelp.filer.Chunk
-	(*Entry)(nil),                    // 2: kelp.filer.Entry
-	(*LookupEntryRequest)(nil),       // 3: kelp.filer.LookupEntryRequest
-	(*LookupEntryResponse)(nil),      // 4: kelp.filer.LookupEntryResponse
-	(*ListEntriesRequest)(nil),       // 5: kelp.filer.ListEntriesRequest
-	(*ListEntriesResponse)(nil),      // 6: kelp.filer.ListEntriesResponse
-	(*CreateEntryRequest)(nil),       // 7: kelp.filer.CreateEntryRequest
-	(*CreateEntryResponse)(nil),      // 8: kelp.filer.CreateEntryResponse
-	(*UpdateEntryRequest)(nil),       // 9: kelp.filer.UpdateEntryRequest
-	(*UpdateEntryResponse)(nil),      // 10: kelp.filer.UpdateEntryResponse
-	(*DeleteEntryRequest)(nil),       // 11: kelp.filer.DeleteEntryRequest
-	(*DeleteEntryResponse)(nil),      // 12: kelp.filer.DeleteEntryResponse
-	(*RenameRequest)(nil),            // 13: kelp.filer.RenameRequest
-	(*RenameResponse)(nil),           // 14: kelp.filer.RenameResponse
-	(*AssignVolumeRequest)(nil),      // 15: kelp.filer.AssignVolumeRequest
-	(*AssignVolumeResponse)(nil),     // 16: kelp.filer.AssignVolumeResponse
-	(*SubscribeMetadataRequest)(nil), // 17: kelp.filer.SubscribeMetadataRequest
-	(*MetadataEvent)(nil),            // 18: kelp.filer.MetadataEvent
-	(*GetConfigurationRequest)(nil),  // 19: kelp.filer.GetConfigurationRequest
-	(*GetConfigurationResponse)(nil), // 20: kelp.filer.GetConfigurationResponse
-	nil,                              // 21: kelp.filer.Entry.UserMetadataEntry
-	nil,                              // 22: kelp.filer.Entry.XattrsEntry
+	(PosixLockRequest_Op)(0),         // 1: kelp.filer.PosixLockRequest.Op
+	(DavLockRequest_Op)(0),           // 2: kelp.filer.DavLockRequest.Op
+	(*Chunk)(nil),                    // 3: kelp.filer.Chunk
+	(*Entry)(nil),                    // 4: kelp.filer.Entry
+	(*LookupEntryRequest)(nil),       // 5: kelp.filer.LookupEntryRequest
+	(*LookupEntryResponse)(nil),      // 6: kelp.filer.LookupEntryResponse
+	(*ListEntriesRequest)(nil),       // 7: kelp.filer.ListEntriesRequest
+	(*ListEntriesResponse)(nil),      // 8: kelp.filer.ListEntriesResponse
+	(*CreateEntryRequest)(nil),       // 9: kelp.filer.CreateEntryRequest
+	(*CreateEntryResponse)(nil),      // 10: kelp.filer.CreateEntryResponse
+	(*UpdateEntryRequest)(nil),       // 11: kelp.filer.UpdateEntryRequest
+	(*UpdateEntryResponse)(nil),      // 12: kelp.filer.UpdateEntryResponse
+	(*DeleteEntryRequest)(nil),       // 13: kelp.filer.DeleteEntryRequest
+	(*DeleteEntryResponse)(nil),      // 14: kelp.filer.DeleteEntryResponse
+	(*RenameRequest)(nil),            // 15: kelp.filer.RenameRequest
+	(*RenameResponse)(nil),           // 16: kelp.filer.RenameResponse
+	(*AssignVolumeRequest)(nil),      // 17: kelp.filer.AssignVolumeRequest
+	(*AssignVolumeResponse)(nil),     // 18: kelp.filer.AssignVolumeResponse
+	(*SubscribeMetadataRequest)(nil), // 19: kelp.filer.SubscribeMetadataRequest
+	(*MetadataEvent)(nil),            // 20: kelp.filer.MetadataEvent
+	(*GetConfigurationRequest)(nil),  // 21: kelp.filer.GetConfigurationRequest
+	(*GetConfigurationResponse)(nil), // 22: kelp.filer.GetConfigurationResponse
+	(*StatfsRequest)(nil),            // 23: kelp.filer.StatfsRequest
+	(*StatfsResponse)(nil),           // 24: kelp.filer.StatfsResponse
+	(*PosixLockRequest)(nil),         // 25: kelp.filer.PosixLockRequest
+	(*PosixLockResponse)(nil),        // 26: kelp.filer.PosixLockResponse
+	(*DavCondition)(nil),             // 27: kelp.filer.DavCondition
+	(*DavLockRequest)(nil),           // 28: kelp.filer.DavLockRequest
+	(*DavLockResponse)(nil),          // 29: kelp.filer.DavLockResponse
+	nil,                              // 30: kelp.filer.Entry.UserMetadataEntry
+	nil,                              // 31: kelp.filer.Entry.XattrsEntry
 }
 var file_filer_proto_depIdxs = []int32{
-	21, // 0: kelp.filer.Entry.user_metadata:type_name -> kelp.filer.Entry.UserMetadataEntry
-	22, // 1: kelp.filer.Entry.xattrs:type_name -> kelp.filer.Entry.XattrsEntry
-	1,  // 2: kelp.filer.Entry.chunks:type_name -> kelp.filer.Chunk
-	2,  // 3: kelp.filer.LookupEntryResponse.entry:type_name -> kelp.filer.Entry
-	2,  // 4: kelp.filer.ListEntriesResponse.entry:type_name -> kelp.filer.Entry
-	2,  // 5: kelp.filer.CreateEntryRequest.entry:type_name -> kelp.filer.Entry
-	2,  // 6: kelp.filer.UpdateEntryRequest.entry:type_name -> kelp.filer.Entry
+	30, // 0: kelp.filer.Entry.user_metadata:type_name -> kelp.filer.Entry.UserMetadataEntry
+	31, // 1: kelp.filer.Entry.xattrs:type_name -> kelp.filer.Entry.XattrsEntry
+	3,  // 2: kelp.filer.Entry.chunks:type_name -> kelp.filer.Chunk
+	4,  // 3: kelp.filer.LookupEntryResponse.entry:type_name -> kelp.filer.Entry
+	4,  // 4: kelp.filer.ListEntriesResponse.entry:type_name -> kelp.filer.Entry
+	4,  // 5: kelp.filer.CreateEntryRequest.entry:type_name -> kelp.filer.Entry
+	4,  // 6: kelp.filer.UpdateEntryRequest.entry:type_name -> kelp.filer.Entry
 	0,  // 7: kelp.filer.MetadataEvent.type:type_name -> kelp.filer.MetadataEvent.Type
-	2,  // 8: kelp.filer.MetadataEvent.old_entry:type_name -> kelp.filer.Entry
-	2,  // 9: kelp.filer.MetadataEvent.new_entry:type_name -> kelp.filer.Entry
-	3,  // 10: kelp.filer.Filer.LookupEntry:input_type -> kelp.filer.LookupEntryRequest
-	5,  // 11: kelp.filer.Filer.ListEntries:input_type -> kelp.filer.ListEntriesRequest
-	7,  // 12: kelp.filer.Filer.CreateEntry:input_type -> kelp.filer.CreateEntryRequest
-	9,  // 13: kelp.filer.Filer.UpdateEntry:input_type -> kelp.filer.UpdateEntryRequest
-	11, // 14: kelp.filer.Filer.DeleteEntry:input_type -> kelp.filer.DeleteEntryRequest
-	13, // 15: kelp.filer.Filer.Rename:input_type -> kelp.filer.RenameRequest
-	15, // 16: kelp.filer.Filer.AssignVolume:input_type -> kelp.filer.AssignVolumeRequest
-	17, // 17: kelp.filer.Filer.SubscribeMetadata:input_type -> kelp.filer.SubscribeMetadataRequest
-	19, // 18: kelp.filer.Filer.GetConfiguration:input_type -> kelp.filer.GetConfigurationRequest
-	4,  // 19: kelp.filer.Filer.LookupEntry:output_type -> kelp.filer.LookupEntryResponse
-	6,  // 20: kelp.filer.Filer.ListEntries:output_type -> kelp.filer.ListEntriesResponse
-	8,  // 21: kelp.filer.Filer.CreateEntry:output_type -> kelp.filer.CreateEntryResponse
-	10, // 22: kelp.filer.Filer.UpdateEntry:output_type -> kelp.filer.UpdateEntryResponse
-	12, // 23: kelp.filer.Filer.DeleteEntry:output_type -> kelp.filer.DeleteEntryResponse
-	14, // 24: kelp.filer.Filer.Rename:output_type -> kelp.filer.RenameResponse
-	16, // 25: kelp.filer.Filer.AssignVolume:output_type -> kelp.filer.AssignVolumeResponse
-	18, // 26: kelp.filer.Filer.SubscribeMetadata:output_type -> kelp.filer.MetadataEvent
-	20, // 27: kelp.filer.Filer.GetConfiguration:output_type -> kelp.filer.GetConfigurationResponse
-	19, // [19:28] is the sub-list for method output_type
-	10, // [10:19] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	4,  // 8: kelp.filer.MetadataEvent.old_entry:type_name -> kelp.filer.Entry
+	4,  // 9: kelp.filer.MetadataEvent.new_entry:type_name -> kelp.filer.Entry
+	1,  // 10: kelp.filer.PosixLockRequest.op:type_name -> kelp.filer.PosixLockRequest.Op
+	2,  // 11: kelp.filer.DavLockRequest.op:type_name -> kelp.filer.DavLockRequest.Op
+	27, // 12: kelp.filer.DavLockRequest.conditions:type_name -> kelp.filer.DavCondition
+	5,  // 13: kelp.filer.Filer.LookupEntry:input_type -> kelp.filer.LookupEntryRequest
+	7,  // 14: kelp.filer.Filer.ListEntries:input_type -> kelp.filer.ListEntriesRequest
+	9,  // 15: kelp.filer.Filer.CreateEntry:input_type -> kelp.filer.CreateEntryRequest
+	11, // 16: kelp.filer.Filer.UpdateEntry:input_type -> kelp.filer.UpdateEntryRequest
+	13, // 17: kelp.filer.Filer.DeleteEntry:input_type -> kelp.filer.DeleteEntryRequest
+	15, // 18: kelp.filer.Filer.Rename:input_type -> kelp.filer.RenameRequest
+	17, // 19: kelp.filer.Filer.AssignVolume:input_type -> kelp.filer.AssignVolumeRequest
+	19, // 20: kelp.filer.Filer.SubscribeMetadata:input_type -> kelp.filer.SubscribeMetadataRequest
+	21, // 21: kelp.filer.Filer.GetConfiguration:input_type -> kelp.filer.GetConfigurationRequest
+	23, // 22: kelp.filer.Filer.Statfs:input_type -> kelp.filer.StatfsRequest
+	25, // 23: kelp.filer.Filer.PosixLock:input_type -> kelp.filer.PosixLockRequest
+	28, // 24: kelp.filer.Filer.DavLock:input_type -> kelp.filer.DavLockRequest
+	6,  // 25: kelp.filer.Filer.LookupEntry:output_type -> kelp.filer.LookupEntryResponse
+	8,  // 26: kelp.filer.Filer.ListEntries:output_type -> kelp.filer.ListEntriesResponse
+	10, // 27: kelp.filer.Filer.CreateEntry:output_type -> kelp.filer.CreateEntryResponse
+	12, // 28: kelp.filer.Filer.UpdateEntry:output_type -> kelp.filer.UpdateEntryResponse
+	14, // 29: kelp.filer.Filer.DeleteEntry:output_type -> kelp.filer.DeleteEntryResponse
+	16, // 30: kelp.filer.Filer.Rename:output_type -> kelp.filer.RenameResponse
+	18, // 31: kelp.filer.Filer.AssignVolume:output_type -> kelp.filer.AssignVolumeResponse
+	20, // 32: kelp.filer.Filer.SubscribeMetadata:output_type -> kelp.filer.MetadataEvent
+	22, // 33: kelp.filer.Filer.GetConfiguration:output_type -> kelp.filer.GetConfigurationResponse
+	24, // 34: kelp.filer.Filer.Statfs:output_type -> kelp.filer.StatfsResponse
+	26, // 35: kelp.filer.Filer.PosixLock:output_type -> kelp.filer.PosixLockResponse
+	29, // 36: kelp.filer.Filer.DavLock:output_type -> kelp.filer.DavLockResponse
+	25, // [25:37] is the sub-list for method output_type
+	13, // [13:25] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_filer_proto_init() }
@@ -1466,8 +2190,8 @@ func file_filer_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_filer_proto_rawDesc), len(file_filer_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   22,
+			NumEnums:      3,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

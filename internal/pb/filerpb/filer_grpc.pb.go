@@ -28,6 +28,9 @@ const (
 	Filer_AssignVolume_FullMethodName      = "/kelp.filer.Filer/AssignVolume"
 	Filer_SubscribeMetadata_FullMethodName = "/kelp.filer.Filer/SubscribeMetadata"
 	Filer_GetConfiguration_FullMethodName  = "/kelp.filer.Filer/GetConfiguration"
+	Filer_Statfs_FullMethodName            = "/kelp.filer.Filer/Statfs"
+	Filer_PosixLock_FullMethodName         = "/kelp.filer.Filer/PosixLock"
+	Filer_DavLock_FullMethodName           = "/kelp.filer.Filer/DavLock"
 )
 
 // FilerClient is the client API for Filer service.
@@ -56,6 +59,16 @@ type FilerClient interface {
 	// GetConfiguration tells a gateway that stores chunks itself (a FUSE
 	// mount, WebDAV) where the masters are and how this filer cuts files.
 	GetConfiguration(ctx context.Context, in *GetConfigurationRequest, opts ...grpc.CallOption) (*GetConfigurationResponse, error)
+	// Statfs reports the cluster's capacity, from the master's topology.
+	Statfs(ctx context.Context, in *StatfsRequest, opts ...grpc.CallOption) (*StatfsResponse, error)
+	// PosixLock is the advisory lock table (flock and fcntl record locks)
+	// shared by every mount of this filer; it lives in the filer's memory.
+	PosixLock(ctx context.Context, in *PosixLockRequest, opts ...grpc.CallOption) (*PosixLockResponse, error)
+	// DavLock is the WebDAV lock table (RFC 4918 write locks) shared by every
+	// WebDAV server of this filer, so locks outlive a WebDAV process. It lives
+	// in the filer's memory. Errors: FailedPrecondition "locked", NotFound (no
+	// such lock), Aborted (confirmation failed), PermissionDenied (forbidden).
+	DavLock(ctx context.Context, in *DavLockRequest, opts ...grpc.CallOption) (*DavLockResponse, error)
 }
 
 type filerClient struct {
@@ -174,6 +187,36 @@ func (c *filerClient) GetConfiguration(ctx context.Context, in *GetConfiguration
 	return out, nil
 }
 
+func (c *filerClient) Statfs(ctx context.Context, in *StatfsRequest, opts ...grpc.CallOption) (*StatfsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StatfsResponse)
+	err := c.cc.Invoke(ctx, Filer_Statfs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *filerClient) PosixLock(ctx context.Context, in *PosixLockRequest, opts ...grpc.CallOption) (*PosixLockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PosixLockResponse)
+	err := c.cc.Invoke(ctx, Filer_PosixLock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *filerClient) DavLock(ctx context.Context, in *DavLockRequest, opts ...grpc.CallOption) (*DavLockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DavLockResponse)
+	err := c.cc.Invoke(ctx, Filer_DavLock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FilerServer is the server API for Filer service.
 // All implementations must embed UnimplementedFilerServer
 // for forward compatibility.
@@ -200,6 +243,16 @@ type FilerServer interface {
 	// GetConfiguration tells a gateway that stores chunks itself (a FUSE
 	// mount, WebDAV) where the masters are and how this filer cuts files.
 	GetConfiguration(context.Context, *GetConfigurationRequest) (*GetConfigurationResponse, error)
+	// Statfs reports the cluster's capacity, from the master's topology.
+	Statfs(context.Context, *StatfsRequest) (*StatfsResponse, error)
+	// PosixLock is the advisory lock table (flock and fcntl record locks)
+	// shared by every mount of this filer; it lives in the filer's memory.
+	PosixLock(context.Context, *PosixLockRequest) (*PosixLockResponse, error)
+	// DavLock is the WebDAV lock table (RFC 4918 write locks) shared by every
+	// WebDAV server of this filer, so locks outlive a WebDAV process. It lives
+	// in the filer's memory. Errors: FailedPrecondition "locked", NotFound (no
+	// such lock), Aborted (confirmation failed), PermissionDenied (forbidden).
+	DavLock(context.Context, *DavLockRequest) (*DavLockResponse, error)
 	mustEmbedUnimplementedFilerServer()
 }
 
@@ -236,6 +289,15 @@ func (UnimplementedFilerServer) SubscribeMetadata(*SubscribeMetadataRequest, grp
 }
 func (UnimplementedFilerServer) GetConfiguration(context.Context, *GetConfigurationRequest) (*GetConfigurationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetConfiguration not implemented")
+}
+func (UnimplementedFilerServer) Statfs(context.Context, *StatfsRequest) (*StatfsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Statfs not implemented")
+}
+func (UnimplementedFilerServer) PosixLock(context.Context, *PosixLockRequest) (*PosixLockResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PosixLock not implemented")
+}
+func (UnimplementedFilerServer) DavLock(context.Context, *DavLockRequest) (*DavLockResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DavLock not implemented")
 }
 func (UnimplementedFilerServer) mustEmbedUnimplementedFilerServer() {}
 func (UnimplementedFilerServer) testEmbeddedByValue()               {}
@@ -406,6 +468,60 @@ func _Filer_GetConfiguration_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Filer_Statfs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StatfsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FilerServer).Statfs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Filer_Statfs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FilerServer).Statfs(ctx, req.(*StatfsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Filer_PosixLock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PosixLockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FilerServer).PosixLock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Filer_PosixLock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FilerServer).PosixLock(ctx, req.(*PosixLockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Filer_DavLock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DavLockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FilerServer).DavLock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Filer_DavLock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FilerServer).DavLock(ctx, req.(*DavLockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Filer_ServiceDesc is the grpc.ServiceDesc for Filer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -440,6 +556,18 @@ var Filer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetConfiguration",
 			Handler:    _Filer_GetConfiguration_Handler,
+		},
+		{
+			MethodName: "Statfs",
+			Handler:    _Filer_Statfs_Handler,
+		},
+		{
+			MethodName: "PosixLock",
+			Handler:    _Filer_PosixLock_Handler,
+		},
+		{
+			MethodName: "DavLock",
+			Handler:    _Filer_DavLock_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
