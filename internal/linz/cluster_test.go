@@ -1,0 +1,297 @@
+package linz
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/kelpfs/kelp/internal/client"
+	"github.com/kelpfs/kelp/internal/filerserver"
+	kelps3 "github.com/kelpfs/kelp/internal/s3"
+	"github.com/kelpfs/kelp/internal/testcluster"
+	"github.com/kelpfs/kelp/internal/testutil/bridge"
+)
+
+// opTimeout bounds every client operation: one that runs into a paused or
+// blackholed bridge ends with an error (a write's outcome is then unknown).
+const opTimeout = 2 * time.Second
+
+// rig is a cluster of three masters and two volume servers, a filer and an
+// S3 gateway, with a bridge in front of the filer's HTTP port, one in front
+// of the gateway, and one on the filer's way to each volume server.
+type rig struct {
+	c       *testcluster.Cluster
+	filer   *bridge.Bridge
+	gateway *bridge.Bridge
+	volumes []*bridge.Bridge
+}
+
+func newBridge(t *testing.T, target string) *bridge.Bridge {
+	t.Helper()
+	b, err := bridge.New(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func startRig(t *testing.T) *rig {
+	t.Helper()
+	c := testcluster.Start(t, testcluster.Options{Masters: 3, Volumes: []testcluster.VolumeSpec{{}, {}},
+		PulseInterval: 200 * time.Millisecond})
+	r := &rig{c: c}
+	// The filer reaches volume servers through bridges: its HTTP client
+	// dials a volume server's bridge instead of the server.
+	via := map[string]string{}
+	for _, v := range c.Volume {
+		b := newBridge(t, v.Addr)
+		r.volumes = append(r.volumes, b)
+		via[v.Addr] = b.Addr()
+	}
+	tr := client.NewHTTPClient().Transport.(*http.Transport).Clone()
+	var d net.Dialer
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if b, ok := via[addr]; ok {
+			addr = b
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	fs, err := filerserver.New(filerserver.Config{Masters: c.MasterAddrs(), Dir: t.TempDir(), ChunkSize: 64 << 10,
+		HTTPClient: &http.Client{Transport: tr}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := kelps3.New(kelps3.Config{
+		Namespace:  fs.Filer(),
+		Identities: []kelps3.Identity{{Name: "admin", Credentials: []kelps3.Credential{{AccessKey: testAK, SecretKey: testSK}}, Actions: []string{"Admin"}}},
+		Logger:     slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	fdone, gdone := make(chan error, 1), make(chan error, 1)
+	go func() { fdone <- fs.Run(ctx) }()
+	go func() { gdone <- gw.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-gdone; <-fdone })
+	r.filer = newBridge(t, fs.Addr())
+	r.gateway = newBridge(t, gw.URL()[len("http://"):])
+	return r
+}
+
+const (
+	testAK = "AKIDLINZADMIN"
+	testSK = "secret-linz-0123456789"
+)
+
+// filerKV is the filer HTTP API: PUT, GET and DELETE of small files.
+type filerKV struct {
+	base string
+	hc   *http.Client
+}
+
+func (f *filerKV) do(method, key string, body []byte) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, f.base+"/linz/"+key, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := f.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+func (f *filerKV) Get(key string) (string, error) {
+	code, b, err := f.do("GET", key, nil)
+	switch {
+	case err != nil:
+		return "", err
+	case code == http.StatusNotFound:
+		return "", nil
+	case code != http.StatusOK:
+		return "", fmt.Errorf("GET %s: %d %s", key, code, b)
+	}
+	return string(b), nil
+}
+
+func (f *filerKV) Put(key, value string) error {
+	code, b, err := f.do("PUT", key, []byte(value))
+	if err == nil && code != http.StatusCreated && code != http.StatusOK {
+		err = fmt.Errorf("PUT %s: %d %s", key, code, b)
+	}
+	return err
+}
+
+func (f *filerKV) Delete(key string) error {
+	code, b, err := f.do("DELETE", key, nil)
+	if err == nil && code != http.StatusNoContent && code != http.StatusNotFound {
+		err = fmt.Errorf("DELETE %s: %d %s", key, code, b)
+	}
+	return err
+}
+
+// s3KV is the S3 API through the AWS SDK: PutObject, GetObject, DeleteObject.
+type s3KV struct {
+	c      *s3.Client
+	bucket string
+}
+
+func newS3KV(endpoint, bucket string) *s3KV {
+	return &s3KV{bucket: bucket, c: s3.New(s3.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(endpoint),
+		UsePathStyle: true,
+		Retryer:      aws.NopRetryer{},
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: testAK, SecretAccessKey: testSK}, nil
+		}),
+		HTTPClient: &http.Client{},
+	})}
+}
+
+func (s *s3KV) Get(key string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	out, err := s.c.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key})
+	var nsk *types.NoSuchKey
+	if errors.As(err, &nsk) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer out.Body.Close()
+	b, err := io.ReadAll(out.Body)
+	return string(b), err
+}
+
+func (s *s3KV) Put(key, value string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	_, err := s.c.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: bytes.NewReader([]byte(value))})
+	return err
+}
+
+func (s *s3KV) Delete(key string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	_, err := s.c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key})
+	return err
+}
+
+// faults injects one fault after another until done is closed: a pause, a
+// blackhole or a drop of a bridge (held for hold), or a kill of the master
+// leader (started again at once). It runs on the test goroutine and returns
+// what it did.
+func (r *rig) faults(t *testing.T, done <-chan struct{}, seed uint64, hold time.Duration) map[string]int {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	count := map[string]int{}
+	all := append([]*bridge.Bridge{r.filer, r.gateway}, r.volumes...)
+	name := func(b *bridge.Bridge) string {
+		switch b {
+		case r.filer:
+			return "filer"
+		case r.gateway:
+			return "gateway"
+		}
+		return "volume"
+	}
+	// wait is how faults are spaced and held: it returns early when the
+	// workload ends.
+	wait := func(d time.Duration) bool {
+		select {
+		case <-done:
+			return false
+		case <-time.After(d):
+			return true
+		}
+	}
+	for wait(hold / 3) {
+		switch x := rng.IntN(10); {
+		case x < 3:
+			b := all[rng.IntN(len(all))]
+			count["pause "+name(b)]++
+			b.Pause()
+			wait(hold)
+			b.Resume()
+		case x < 5:
+			b := all[rng.IntN(len(all))]
+			count["blackhole "+name(b)]++
+			b.Blackhole()
+			wait(hold)
+			b.Resume()
+		case x < 8:
+			b := all[rng.IntN(len(all))]
+			count["drop "+name(b)]++
+			b.Drop()
+		default:
+			count["kill leader"]++
+			l := r.c.KillLeader()
+			wait(hold)
+			l.Start(t)
+		}
+	}
+	return count
+}
+
+// run drives the workload through s with faults and checks the history.
+func (r *rig) run(t *testing.T, name string, s kv, prefix string, defOps int) {
+	const clients, keys = 4, 5
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	ops := opsWanted(t, defOps)
+	rec := newRecorder()
+	// Every key starts written, so the first reads are not all of absent keys.
+	for k := 0; k < keys; k++ {
+		rec.do(rec.newClient(), s, kvInput{Op: 'p', Key: fmt.Sprintf("%sk%d", prefix, k), Value: "init"})
+	}
+	done := workload(rec, s, prefix, clients, keys, ops, seed)
+	count := r.faults(t, done, seed, 150*time.Millisecond)
+	<-done
+	t.Logf("faults: %v", count)
+	for _, b := range append([]*bridge.Bridge{r.filer, r.gateway}, r.volumes...) {
+		b.Resume()
+	}
+	rec.check(t, name)
+}
+
+// TestFilerHTTPLinearizable: PUT, GET and DELETE of small files through the
+// filer HTTP API by concurrent clients, under faults, form a linearizable
+// history of one register per path.
+func TestFilerHTTPLinearizable(t *testing.T) {
+	r := startRig(t)
+	s := &filerKV{base: "http://" + r.filer.Addr(), hc: &http.Client{}}
+	r.run(t, "filer-http", s, "", 300)
+}
+
+// TestS3Linearizable: PutObject, GetObject and DeleteObject through the S3
+// gateway by concurrent clients, under faults, form a linearizable history
+// of one register per key.
+func TestS3Linearizable(t *testing.T) {
+	r := startRig(t)
+	s := newS3KV("http://"+r.gateway.Addr(), "linz")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("linz")}); err != nil {
+		t.Fatal(err)
+	}
+	r.run(t, "s3", s, "", 300)
+}
