@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -19,9 +20,11 @@ import (
 
 	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/filerserver"
+	"github.com/kelpfs/kelp/internal/fsview"
 	kelps3 "github.com/kelpfs/kelp/internal/s3"
 	"github.com/kelpfs/kelp/internal/testcluster"
 	"github.com/kelpfs/kelp/internal/testutil/bridge"
+	"github.com/kelpfs/kelp/internal/webdav"
 )
 
 // opTimeout bounds every client operation: one that runs into a paused or
@@ -36,6 +39,12 @@ type rig struct {
 	filer   *bridge.Bridge
 	gateway *bridge.Bridge
 	volumes []*bridge.Bridge
+	// filerGRPC is a bridge in front of the filer's gRPC port, for
+	// gateways that use it (WebDAV); blobs is the HTTP client that reaches
+	// the volume servers through their bridges.
+	filerGRPC *bridge.Bridge
+	blobs     *http.Client
+	webdav    *bridge.Bridge // set by startWebDAV
 }
 
 func newBridge(t *testing.T, target string) *bridge.Bridge {
@@ -69,8 +78,9 @@ func startRig(t *testing.T) *rig {
 		}
 		return d.DialContext(ctx, network, addr)
 	}
+	r.blobs = &http.Client{Transport: tr}
 	fs, err := filerserver.New(filerserver.Config{Masters: c.MasterAddrs(), Dir: t.TempDir(), ChunkSize: 64 << 10,
-		HTTPClient: &http.Client{Transport: tr}, Logger: slog.New(slog.DiscardHandler)})
+		HTTPClient: r.blobs, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +99,7 @@ func startRig(t *testing.T) *rig {
 	t.Cleanup(func() { cancel(); <-gdone; <-fdone })
 	r.filer = newBridge(t, fs.Addr())
 	r.gateway = newBridge(t, gw.URL()[len("http://"):])
+	r.filerGRPC = newBridge(t, fs.GRPCAddr())
 	return r
 }
 
@@ -97,16 +108,33 @@ const (
 	testSK = "secret-linz-0123456789"
 )
 
+// startWebDAV serves WebDAV over a view that reaches the filer's gRPC
+// port and the volume servers through their bridges, with a bridge in
+// front of it.
+func (r *rig) startWebDAV(t *testing.T) {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	v, err := fsview.New(context.Background(), fsview.Config{Filer: r.filerGRPC.Addr(), HTTPClient: r.blobs, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	srv := httptest.NewServer(webdav.Handler(v, log))
+	t.Cleanup(srv.Close)
+	r.webdav = newBridge(t, srv.Listener.Addr().String())
+}
+
 // filerKV is the filer HTTP API: PUT, GET and DELETE of small files.
 type filerKV struct {
 	base string
 	hc   *http.Client
+	dir  string // under the base; "/linz/" when empty
 }
 
 func (f *filerKV) do(method, key string, body []byte) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, f.base+"/linz/"+key, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, f.base+f.prefix()+key, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -117,6 +145,13 @@ func (f *filerKV) do(method, key string, body []byte) (int, []byte, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, b, err
+}
+
+func (f *filerKV) prefix() string {
+	if f.dir == "" {
+		return "/linz/"
+	}
+	return f.dir
 }
 
 func (f *filerKV) Get(key string) (string, error) {
@@ -134,7 +169,10 @@ func (f *filerKV) Get(key string) (string, error) {
 
 func (f *filerKV) Put(key, value string) error {
 	code, b, err := f.do("PUT", key, []byte(value))
-	if err == nil && code != http.StatusCreated && code != http.StatusOK {
+	if err == nil && code == http.StatusLocked {
+		err = fmt.Errorf("PUT %s: %w: %d %s", key, errRefused, code, b)
+	}
+	if err == nil && code != http.StatusCreated && code != http.StatusOK && code != http.StatusNoContent {
 		err = fmt.Errorf("PUT %s: %d %s", key, code, b)
 	}
 	return err
@@ -142,6 +180,9 @@ func (f *filerKV) Put(key, value string) error {
 
 func (f *filerKV) Delete(key string) error {
 	code, b, err := f.do("DELETE", key, nil)
+	if err == nil && code == http.StatusLocked {
+		err = fmt.Errorf("DELETE %s: %w: %d %s", key, errRefused, code, b)
+	}
 	if err == nil && code != http.StatusNoContent && code != http.StatusNotFound {
 		err = fmt.Errorf("DELETE %s: %d %s", key, code, b)
 	}
@@ -197,6 +238,14 @@ func (s *s3KV) Delete(key string) error {
 	return err
 }
 
+func (r *rig) bridges() []*bridge.Bridge {
+	out := append([]*bridge.Bridge{r.filer, r.gateway, r.filerGRPC}, r.volumes...)
+	if r.webdav != nil {
+		out = append(out, r.webdav)
+	}
+	return out
+}
+
 // faults injects one fault after another until done is closed: a pause, a
 // blackhole or a drop of a bridge (held for hold), or a kill of the master
 // leader (started again at once). It runs on the test goroutine and returns
@@ -204,13 +253,17 @@ func (s *s3KV) Delete(key string) error {
 func (r *rig) faults(t *testing.T, done <-chan struct{}, seed uint64, hold time.Duration) map[string]int {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	count := map[string]int{}
-	all := append([]*bridge.Bridge{r.filer, r.gateway}, r.volumes...)
+	all := r.bridges()
 	name := func(b *bridge.Bridge) string {
 		switch b {
 		case r.filer:
 			return "filer"
 		case r.gateway:
 			return "gateway"
+		case r.filerGRPC:
+			return "filer-grpc"
+		case r.webdav:
+			return "webdav"
 		}
 		return "volume"
 	}
@@ -267,7 +320,7 @@ func (r *rig) run(t *testing.T, name string, s kv, prefix string, defOps int) {
 	count := r.faults(t, done, seed, 150*time.Millisecond)
 	<-done
 	t.Logf("faults: %v", count)
-	for _, b := range append([]*bridge.Bridge{r.filer, r.gateway}, r.volumes...) {
+	for _, b := range r.bridges() {
 		b.Resume()
 	}
 	rec.check(t, name)
@@ -294,4 +347,15 @@ func TestS3Linearizable(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.run(t, "s3", s, "", 300)
+}
+
+// TestWebDAVLinearizable: PUT, GET and DELETE through one WebDAV server (a
+// filer view over gRPC) by concurrent clients, under faults (including
+// between the view and the filer's gRPC port), form a linearizable history
+// of one register per path.
+func TestWebDAVLinearizable(t *testing.T) {
+	r := startRig(t)
+	r.startWebDAV(t)
+	s := &filerKV{base: "http://" + r.webdav.Addr(), hc: &http.Client{}, dir: "/"}
+	r.run(t, "webdav", s, "", 300)
 }

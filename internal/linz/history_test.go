@@ -1,6 +1,7 @@
 package linz
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -84,6 +85,11 @@ type kv interface {
 	Delete(key string) error
 }
 
+// errRefused marks an answer that says the operation was not applied (a
+// WebDAV 423 Locked: x/net/webdav refuses a write to a path another request
+// is writing). Such operations changed nothing and are left out.
+var errRefused = errors.New("refused, not applied")
+
 // recorder collects a history. Times are nanoseconds since start on the
 // monotonic clock.
 type recorder struct {
@@ -92,8 +98,9 @@ type recorder struct {
 	mu      sync.Mutex
 	ops     []porcupine.Operation
 	pending []int // indexes of writes whose outcome is unknown
-	failed  int   // reads that failed (left out: they changed nothing)
+	failed  int   // reads that failed and refused writes (left out: they changed nothing)
 	clients int
+	errs    map[string]int // error kinds seen, for the log
 }
 
 func newRecorder() *recorder { return &recorder{start: time.Now()} }
@@ -128,7 +135,15 @@ func (r *recorder) do(client int, s kv, in kvInput) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
-		if in.Op == 'g' {
+		if r.errs == nil {
+			r.errs = map[string]int{}
+		}
+		msg := err.Error()
+		if len(msg) > 80 {
+			msg = msg[:80]
+		}
+		r.errs[string(in.Op)+": "+msg]++
+		if in.Op == 'g' || errors.Is(err, errRefused) {
 			r.failed++
 			return client
 		}
@@ -154,6 +169,9 @@ func (r *recorder) check(t *testing.T, name string) {
 	}
 	ops := r.ops
 	unknowns, failed := len(r.pending), r.failed
+	for e, n := range r.errs {
+		t.Logf("%dx %s", n, e)
+	}
 	r.mu.Unlock()
 	reads := 0
 	for _, op := range ops {
@@ -162,7 +180,7 @@ func (r *recorder) check(t *testing.T, name string) {
 		}
 	}
 	res, info := porcupine.CheckOperationsVerbose(registerModel, ops, 2*time.Minute)
-	t.Logf("%s: %d ops checked (%d reads, %d writes, %d of them with unknown outcome; %d failed reads left out): %s",
+	t.Logf("%s: %d ops checked (%d reads, %d writes, %d of them with unknown outcome; %d failed reads and refused writes left out): %s",
 		name, len(ops), reads, len(ops)-reads, unknowns, failed, res)
 	if res == porcupine.Ok {
 		return
