@@ -11,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,6 +47,8 @@ type rig struct {
 	filerGRPC *bridge.Bridge
 	blobs     *http.Client
 	webdav    *bridge.Bridge // set by startWebDAV
+	extra     []*bridge.Bridge
+	fcfg      filerserver.Config // the filer's configuration
 }
 
 func newBridge(t *testing.T, target string) *bridge.Bridge {
@@ -57,7 +61,10 @@ func newBridge(t *testing.T, target string) *bridge.Bridge {
 	return b
 }
 
-func startRig(t *testing.T) *rig {
+func startRig(t *testing.T) *rig { return startRigWith(t, nil) }
+
+// startRigWith is startRig with the filer's configuration changed by mod.
+func startRigWith(t *testing.T, mod func(*filerserver.Config)) *rig {
 	t.Helper()
 	c := testcluster.Start(t, testcluster.Options{Masters: 3, Volumes: []testcluster.VolumeSpec{{}, {}},
 		PulseInterval: 200 * time.Millisecond})
@@ -79,8 +86,13 @@ func startRig(t *testing.T) *rig {
 		return d.DialContext(ctx, network, addr)
 	}
 	r.blobs = &http.Client{Transport: tr}
-	fs, err := filerserver.New(filerserver.Config{Masters: c.MasterAddrs(), Dir: t.TempDir(), ChunkSize: 64 << 10,
-		HTTPClient: r.blobs, Logger: slog.New(slog.DiscardHandler)})
+	fcfg := filerserver.Config{Masters: c.MasterAddrs(), Dir: t.TempDir(), ChunkSize: 64 << 10,
+		HTTPClient: r.blobs, Logger: slog.New(slog.DiscardHandler)}
+	if mod != nil {
+		mod(&fcfg)
+	}
+	r.fcfg = fcfg
+	fs, err := filerserver.New(fcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +255,7 @@ func (r *rig) bridges() []*bridge.Bridge {
 	if r.webdav != nil {
 		out = append(out, r.webdav)
 	}
-	return out
+	return append(out, r.extra...)
 }
 
 // faults injects one fault after another until done is closed: a pause, a
@@ -264,6 +276,9 @@ func (r *rig) faults(t *testing.T, done <-chan struct{}, seed uint64, hold time.
 			return "filer-grpc"
 		case r.webdav:
 			return "webdav"
+		}
+		if slices.Contains(r.extra, b) {
+			return "filer2"
 		}
 		return "volume"
 	}
@@ -359,3 +374,7 @@ func TestWebDAVLinearizable(t *testing.T) {
 	s := &filerKV{base: "http://" + r.webdav.Addr(), hc: &http.Client{}, dir: "/"}
 	r.run(t, "webdav", s, "", 300)
 }
+
+type atomicCounter struct{ n atomic.Uint64 }
+
+func (c *atomicCounter) next() uint64 { return c.n.Add(1) }
