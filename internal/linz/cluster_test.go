@@ -136,11 +136,18 @@ func (r *rig) startWebDAV(t *testing.T) {
 	r.webdav = newBridge(t, srv.Listener.Addr().String())
 }
 
+// emptyFile is what a read of an existing empty file returns; no client
+// writes one, so the model never accepts it.
+const emptyFile = "<empty file>"
+
 // filerKV is the filer HTTP API: PUT, GET and DELETE of small files.
 type filerKV struct {
 	base string
 	hc   *http.Client
 	dir  string // under the base; "/linz/" when empty
+	// emptyIsGap leaves reads of an empty file out (errRefused): WebDAV
+	// shows one while a PUT runs (TestWebDAVPutIsAtomic).
+	emptyIsGap bool
 }
 
 func (f *filerKV) do(method, key string, body []byte) (int, []byte, error) {
@@ -175,6 +182,10 @@ func (f *filerKV) Get(key string) (string, error) {
 		return "", nil
 	case code != http.StatusOK:
 		return "", fmt.Errorf("GET %s: %d %s", key, code, b)
+	case len(b) == 0 && f.emptyIsGap:
+		return "", fmt.Errorf("GET %s: %w: an empty file, a PUT in progress", key, errRefused)
+	case len(b) == 0:
+		return emptyFile, nil // never written: a state between two writes
 	}
 	return string(b), nil
 }
@@ -367,11 +378,14 @@ func TestS3Linearizable(t *testing.T) {
 // TestWebDAVLinearizable: PUT, GET and DELETE through one WebDAV server (a
 // filer view over gRPC) by concurrent clients, under faults (including
 // between the view and the filer's gRPC port), form a linearizable history
-// of one register per path.
+// of one register per path, except that a read may find the file empty
+// while a PUT runs (such reads are left out; TestWebDAVPutIsAtomic shows the
+// bug). A read may also see a PUT's value before the PUT returns, which a
+// register allows as long as the PUT does not fail.
 func TestWebDAVLinearizable(t *testing.T) {
 	r := startRig(t)
 	r.startWebDAV(t)
-	s := &filerKV{base: "http://" + r.webdav.Addr(), hc: &http.Client{}, dir: "/"}
+	s := &filerKV{base: "http://" + r.webdav.Addr(), hc: &http.Client{}, dir: "/", emptyIsGap: true}
 	r.run(t, "webdav", s, "", 300)
 }
 

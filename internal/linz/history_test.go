@@ -85,9 +85,10 @@ type kv interface {
 	Delete(key string) error
 }
 
-// errRefused marks an answer that says the operation was not applied (a
-// WebDAV 423 Locked: x/net/webdav refuses a write to a path another request
-// is writing). Such operations changed nothing and are left out.
+// errRefused marks a write refused before it changed anything (a WebDAV 423
+// Locked: x/net/webdav refuses a write to a path another request is
+// writing), or a read of a state no register has (WebDAV's empty file
+// while a PUT runs). Such operations are left out of the history.
 var errRefused = errors.New("refused, not applied")
 
 // recorder collects a history. Times are nanoseconds since start on the
