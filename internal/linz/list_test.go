@@ -34,6 +34,8 @@ func TestS3ListAfterWrite(t *testing.T) {
 	ops := opsWanted(t, 200)
 	var mu sync.Mutex
 	keys := map[string]*keyTimes{}
+	var putErrs int
+	var firstErr error
 	const writers = 3
 	var wg sync.WaitGroup
 	for w := 0; w < writers; w++ {
@@ -47,6 +49,12 @@ func TestS3ListAfterWrite(t *testing.T) {
 				keys[k] = kt
 				mu.Unlock()
 				if err := s.Put(k, "v"); err != nil {
+					mu.Lock()
+					putErrs++
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
 					continue
 				}
 				mu.Lock()
@@ -125,8 +133,9 @@ func TestS3ListAfterWrite(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d keys, %d listings (%d failed), %d key/listing pairs checked", len(keys), len(lists), listErrs, checked)
-	if len(lists) == 0 {
-		t.Fatal("no listing succeeded")
+	t.Logf("%d keys (%d puts failed, first: %v), %d listings (%d failed), %d key/listing pairs checked",
+		len(keys), putErrs, firstErr, len(lists), listErrs, checked)
+	if len(lists) == 0 || checked == 0 {
+		t.Fatal("nothing was checked")
 	}
 }
