@@ -64,3 +64,14 @@ func Errno(err error) syscall.Errno {
 func errnof(en syscall.Errno, format string, args ...any) error {
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), en)
 }
+
+// Errno is the package's Errno, and logs the error behind an EIO: EIO is
+// the answer for what the view did not expect (an unreachable server, a
+// filer error without an errno), and the errno alone says nothing of why.
+func (fs *FS) Errno(err error) syscall.Errno {
+	en := Errno(err)
+	if en == syscall.EIO {
+		fs.log.Warn("fsview: answering EIO", "err", err)
+	}
+	return en
+}

@@ -14,6 +14,7 @@ import (
 
 // handle is one open file of the mount.
 type handle struct {
+	v *fsview.FS // for its Errno
 	h *fsview.Handle
 	// syncClose: close(2) commits (Options.SyncClose); otherwise it only
 	// starts the uploads and the last release commits in the background.
@@ -31,7 +32,7 @@ var (
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (gofuse.ReadResult, syscall.Errno) {
 	n, err := h.h.ReadAt(ctx, dest, off)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, fsview.Errno(err)
+		return nil, h.v.Errno(err)
 	}
 	return gofuse.ReadResultData(dest[:n]), 0
 }
@@ -39,7 +40,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (gofuse.ReadR
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	n, err := h.h.WriteAt(ctx, data, off)
 	if err != nil {
-		return uint32(n), fsview.Errno(err)
+		return uint32(n), h.v.Errno(err)
 	}
 	return uint32(n), 0
 }
@@ -50,18 +51,18 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 // release, in the background, while this mount reads it as written.
 func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	if h.syncClose {
-		return fsview.Errno(h.h.Flush(ctx))
+		return h.v.Errno(h.h.Flush(ctx))
 	}
-	return fsview.Errno(h.h.StartFlush(ctx))
+	return h.v.Errno(h.h.StartFlush(ctx))
 }
 
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	return fsview.Errno(h.h.Flush(ctx))
+	return h.v.Errno(h.h.Flush(ctx))
 }
 
 func (h *handle) Release(ctx context.Context) syscall.Errno {
 	if h.syncClose {
-		return fsview.Errno(h.h.Release(context.WithoutCancel(ctx)))
+		return h.v.Errno(h.h.Release(context.WithoutCancel(ctx)))
 	}
 	h.h.ReleaseLater()
 	return 0

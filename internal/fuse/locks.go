@@ -32,7 +32,7 @@ func viewLock(owner uint64, lk *gofuse.FileLock, flags uint32) fsview.Lock {
 func (n *node) Getlk(ctx context.Context, f gofs.FileHandle, owner uint64, lk *gofuse.FileLock, flags uint32, out *gofuse.FileLock) syscall.Errno {
 	l, err := n.v.GetLock(ctx, n.self(), viewLock(owner, lk, flags))
 	if err != nil {
-		return fsview.Errno(err)
+		return n.v.Errno(err)
 	}
 	out.Typ, out.Start, out.End, out.Pid = l.Type, l.Start, l.End, l.Pid
 	if l.Type == fsview.LockUnlock {
@@ -61,7 +61,7 @@ func (n *node) setlk(ctx context.Context, f gofs.FileHandle, owner uint64, lk *g
 	if err == syscall.EAGAIN && l.Flock {
 		return syscall.EWOULDBLOCK
 	}
-	return fsview.Errno(err)
+	return n.v.Errno(err)
 }
 
 // lockRawFS passes the kernel's requests to go-fuse's node bridge and

@@ -50,7 +50,14 @@ func startFiler(t *testing.T) *filerserver.Server {
 // mount mounts a view of filer s and returns the mount point.
 func mount(t *testing.T, s *filerserver.Server) string {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
+	// Warnings (the error behind an EIO, say) are shown when the test fails.
+	var logs testutil.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	t.Cleanup(func() {
+		if t.Failed() && logs.String() != "" {
+			t.Logf("mount's warnings:\n%s", logs.String())
+		}
+	})
 	v, err := fsview.New(context.Background(), fsview.Config{Filer: s.GRPCAddr(), Logger: log})
 	if err != nil {
 		t.Fatal(err)

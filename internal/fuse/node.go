@@ -131,7 +131,7 @@ func (n *node) ro() syscall.Errno {
 func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	a, err := n.v.Lookup(ctx, n.child(name))
 	if err != nil {
-		return nil, fsview.Errno(err)
+		return nil, n.v.Errno(err)
 	}
 	return n.newChild(ctx, a, out), 0
 }
@@ -148,7 +148,7 @@ func (n *node) Getattr(ctx context.Context, f gofs.FileHandle, out *gofuse.AttrO
 		a, err = n.v.Lookup(ctx, n.self())
 	}
 	if err != nil {
-		return fsview.Errno(err)
+		return n.v.Errno(err)
 	}
 	fillAttr(&out.Attr, a)
 	return 0
@@ -185,7 +185,7 @@ func (n *node) Setattr(ctx context.Context, f gofs.FileHandle, in *gofuse.SetAtt
 	}
 	a, err := n.v.Setattr(ctx, n.self(), h, s)
 	if err != nil {
-		return fsview.Errno(err)
+		return n.v.Errno(err)
 	}
 	fillAttr(&out.Attr, a)
 	return 0
@@ -194,7 +194,7 @@ func (n *node) Setattr(ctx context.Context, f gofs.FileHandle, in *gofuse.SetAtt
 func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 	ents, err := n.v.ReadDir(ctx, n.path())
 	if err != nil {
-		return nil, fsview.Errno(err)
+		return nil, n.v.Errno(err)
 	}
 	list := make([]gofuse.DirEntry, 0, len(ents))
 	for _, e := range ents {
@@ -210,7 +210,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 	uid, gid := caller(ctx)
 	a, err := n.v.Mkdir(ctx, n.child(name), goMode(mode).Perm(), uid, gid)
 	if err != nil {
-		return nil, fsview.Errno(err)
+		return nil, n.v.Errno(err)
 	}
 	return n.newChild(ctx, a, out), 0
 }
@@ -219,14 +219,14 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if e := n.ro(); e != 0 {
 		return e
 	}
-	return fsview.Errno(n.v.Rmdir(ctx, n.child(name)))
+	return n.v.Errno(n.v.Rmdir(ctx, n.child(name)))
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if e := n.ro(); e != 0 {
 		return e
 	}
-	return fsview.Errno(n.v.Unlink(ctx, n.child(name)))
+	return n.v.Errno(n.v.Unlink(ctx, n.child(name)))
 }
 
 func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
@@ -238,7 +238,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	}
 	to := path.Join("/"+newParent.EmbeddedInode().Path(nil), newName)
 	const renameNoReplace = 0x1
-	return fsview.Errno(n.v.Rename(ctx, n.child(name), to, flags&renameNoReplace != 0))
+	return n.v.Errno(n.v.Rename(ctx, n.child(name), to, flags&renameNoReplace != 0))
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *gofuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
@@ -249,14 +249,14 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	p := n.child(name)
 	h, err := n.v.Create(ctx, p, int(flags), goMode(mode), uid, gid)
 	if err != nil {
-		return nil, nil, 0, fsview.Errno(err)
+		return nil, nil, 0, n.v.Errno(err)
 	}
 	a, err := h.Attr(ctx)
 	if err != nil {
 		h.Release(ctx)
-		return nil, nil, 0, fsview.Errno(err)
+		return nil, nil, 0, n.v.Errno(err)
 	}
-	return n.newChild(ctx, a, out), &handle{h: h, syncClose: n.syncClose}, 0, 0
+	return n.newChild(ctx, a, out), &handle{v: n.v, h: h, syncClose: n.syncClose}, 0, 0
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
@@ -267,9 +267,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	}
 	h, err := n.v.Open(ctx, n.self(), int(flags))
 	if err != nil {
-		return nil, 0, fsview.Errno(err)
+		return nil, 0, n.v.Errno(err)
 	}
-	return &handle{h: h, syncClose: n.syncClose}, 0, 0
+	return &handle{v: n.v, h: h, syncClose: n.syncClose}, 0, 0
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.EntryOut) (*gofs.Inode, syscall.Errno) {
@@ -279,7 +279,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.Ent
 	uid, gid := caller(ctx)
 	a, err := n.v.Symlink(ctx, target, n.child(name), uid, gid)
 	if err != nil {
-		return nil, fsview.Errno(err)
+		return nil, n.v.Errno(err)
 	}
 	return n.newChild(ctx, a, out), 0
 }
@@ -287,7 +287,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.Ent
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	t, err := n.v.Readlink(ctx, n.path())
 	if err != nil {
-		return nil, fsview.Errno(err)
+		return nil, n.v.Errno(err)
 	}
 	return []byte(t), 0
 }
@@ -304,7 +304,7 @@ func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	}
 	a, err := n.v.Link(ctx, src, n.child(name))
 	if err != nil {
-		return nil, fsview.Errno(err)
+		return nil, n.v.Errno(err)
 	}
 	if tn != nil {
 		tn.setLink(a.LinkID) // the content moved into the link group
@@ -319,7 +319,7 @@ func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	v, err := n.v.GetXattr(ctx, n.self(), attr)
 	if err != nil {
-		return 0, fsview.Errno(err)
+		return 0, n.v.Errno(err)
 	}
 	if len(dest) < len(v) {
 		return uint32(len(v)), syscall.ERANGE
@@ -331,20 +331,20 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if e := n.ro(); e != 0 {
 		return e
 	}
-	return fsview.Errno(n.v.SetXattr(ctx, n.self(), attr, data, int(flags)))
+	return n.v.Errno(n.v.SetXattr(ctx, n.self(), attr, data, int(flags)))
 }
 
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	if e := n.ro(); e != 0 {
 		return e
 	}
-	return fsview.Errno(n.v.RemoveXattr(ctx, n.self(), attr))
+	return n.v.Errno(n.v.RemoveXattr(ctx, n.self(), attr))
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
 	names, err := n.v.ListXattr(ctx, n.self())
 	if err != nil {
-		return 0, fsview.Errno(err)
+		return 0, n.v.Errno(err)
 	}
 	var b []byte
 	for _, k := range names {
@@ -435,7 +435,7 @@ func (n *node) Fsync(ctx context.Context, f gofs.FileHandle, flags uint32) sysca
 	if h, ok := f.(*handle); ok {
 		return h.Fsync(ctx, flags)
 	}
-	return fsview.Errno(n.v.Sync(ctx))
+	return n.v.Errno(n.v.Sync(ctx))
 }
 
 // Mknod makes FIFOs (the kernel runs the pipe itself) and regular files.
@@ -449,7 +449,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	uid, gid := caller(ctx)
 	a, err := n.v.Mknod(ctx, n.child(name), goMode(mode), uid, gid)
 	if err != nil {
-		return nil, fsview.Errno(err)
+		return nil, n.v.Errno(err)
 	}
 	return n.newChild(ctx, a, out), 0
 }
