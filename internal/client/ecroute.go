@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
+	"math/bits"
 	"net/http"
 	"sort"
 	"strconv"
@@ -116,7 +117,36 @@ func (c *Client) preferEC(ctx context.Context, vol uint32, key uint64, locs []Lo
 		// lookup TTL.
 		c.refreshEC(vol)
 	}
-	return ""
+	return c.reconstructorFor(shard, locs)
+}
+
+// reconstructorFor picks, for a data shard whose holder is down (or
+// unknown), the live holder that reconstructs its reads: the same one for
+// every read of that shard, so that the windows it rebuilds and caches
+// serve the next reads of files there (another holder would rebuild them
+// again), and one of those holding the most shards (fewest remote range
+// reads). Different lost shards go to different holders among those. ""
+// when no holder is healthy.
+func (c *Client) reconstructorFor(shard int, locs []Location) string {
+	var best []string
+	most := 0
+	for _, l := range locs {
+		if l.EcShards == 0 || c.health.suspect(l.URL) {
+			continue
+		}
+		n := bits.OnesCount32(l.EcShards)
+		switch {
+		case n > most:
+			most, best = n, append(best[:0], l.URL)
+		case n == most:
+			best = append(best, l.URL)
+		}
+	}
+	if len(best) == 0 {
+		return ""
+	}
+	sort.Strings(best)
+	return best[shard%len(best)]
 }
 
 func (rc *routeCache) get(vol uint32) *ecRoutes {

@@ -60,6 +60,19 @@ type ReconstructionSink interface {
 	Reconstructed(shard int, off int64, b []byte)
 }
 
+// UnavailableReporter is a Fetcher that knows which shards cannot be read
+// now (no holder, or the holder failed lately). When ReadRange must
+// reconstruct a window of a lost data shard for a ReconstructionSink, it
+// rebuilds the same window of those data shards as well: it costs the same
+// k range reads and some CPU, and the sink has the blocks for the next
+// reads of files there.
+type UnavailableReporter interface {
+	UnavailableShards(ctx context.Context) ShardSet
+}
+
+// dataShards is the set of s's data shards.
+func dataShards(s Scheme) ShardSet { return ShardSet(1)<<s.Data - 1 }
+
 // ShardPreferrer is a Fetcher that knows which shards are cheapest to read
 // (held locally, holders alive); Reconstruct asks it, only when it has to
 // reconstruct, before the caller's prefer list.
@@ -215,13 +228,25 @@ func ReadRange(ctx context.Context, l Layout, fetch Fetcher, off, n int64, avoid
 			bad = bad.With(e.Shard)
 		}
 		start, end := reconstructWindow(l, e.Off, e.Len)
-		rec, more, err := Reconstruct(ctx, l.Scheme, fetch, start, end-start, SetOf(e.Shard), avoid|bad, prefer)
+		want := SetOf(e.Shard)
+		sink, caching := fetch.(ReconstructionSink)
+		if u, ok := fetch.(UnavailableReporter); ok && caching {
+			// The same k range reads rebuild every other lost data
+			// shard's window too, for the reads of the files there.
+			extra := u.UnavailableShards(ctx) & dataShards(l.Scheme) &^ want
+			if l.Scheme.Total()-(avoid|bad|want|extra).Count() >= l.Scheme.Data {
+				want |= extra
+			}
+		}
+		rec, more, err := Reconstruct(ctx, l.Scheme, fetch, start, end-start, want, avoid|bad, prefer)
 		bad |= more
 		if err != nil {
 			return nil, bad, err
 		}
-		if sink, ok := fetch.(ReconstructionSink); ok {
-			sink.Reconstructed(e.Shard, start, rec[e.Shard])
+		if caching {
+			for _, i := range want.List() {
+				sink.Reconstructed(i, start, rec[i])
+			}
 		}
 		out = append(out, rec[e.Shard][e.Off-start:e.Off-start+e.Len]...)
 	}

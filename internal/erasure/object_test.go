@@ -131,3 +131,58 @@ func TestDegradedReadRebuildsWindow(t *testing.T) {
 	}
 	t.Fatal("no small needle found")
 }
+
+// lostSinkFetch is a sinkFetch that reports its lost shards and keeps the
+// bytes it was given.
+type lostSinkFetch struct {
+	Fetcher
+	lost  ShardSet
+	bytes map[int][]byte
+	off   map[int]int64
+}
+
+func (s *lostSinkFetch) UnavailableShards(context.Context) ShardSet { return s.lost }
+
+func (s *lostSinkFetch) Reconstructed(shard int, off int64, b []byte) {
+	s.bytes[shard], s.off[shard] = b, off
+}
+
+// TestDegradedReadRebuildsOtherLostShards: the k range reads that rebuild
+// a window of a lost data shard rebuild the same window of the other lost
+// data shards (a dead server held several), byte for byte, for the sink's
+// cache; lost parity shards are not rebuilt (reads never need them).
+func TestDegradedReadRebuildsOtherLostShards(t *testing.T) {
+	tv := makeVolume(t, 300, 4)
+	s := Scheme{Data: 4, Parity: 3}
+	ev := tv.encode(t, s)
+	l := ev.Layout()
+	for key := range tv.files {
+		e, _ := ev.Locate(key)
+		x, _ := l.Locate(e.Offset, needle.RecordSize(e.Size))
+		if len(x) != 1 || x[0].Len > BlockSize/2 {
+			continue
+		}
+		other := (x[0].Shard + 1) % s.Data
+		lost := SetOf(x[0].Shard, other, s.Data) // two data shards, one parity
+		sf := &lostSinkFetch{Fetcher: localFetch(ev, lost), lost: lost, bytes: map[int][]byte{}, off: map[int]int64{}}
+		rec, _, err := ev.Read(context.Background(), key, uint32(key*3), sf, nil, time.Now())
+		if err != nil || !bytes.Equal(rec.Data, tv.files[key]) {
+			t.Fatalf("degraded read: %v", err)
+		}
+		if _, ok := sf.bytes[s.Data]; ok {
+			t.Fatal("a parity shard was rebuilt for a read")
+		}
+		for _, sh := range []int{x[0].Shard, other} {
+			b, ok := sf.bytes[sh]
+			if !ok {
+				t.Fatalf("shard %d not rebuilt (lost: %v)", sh, lost)
+			}
+			want, err := ev.ReadLocal(sh, sf.off[sh], int64(len(b)), true)
+			if err != nil || !bytes.Equal(b, want) {
+				t.Fatalf("shard %d rebuilt wrong: %v", sh, err)
+			}
+		}
+		return
+	}
+	t.Fatal("no small needle found")
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kelpfs/kelp/internal/erasure"
 	"github.com/kelpfs/kelp/internal/needle"
+	"github.com/kelpfs/kelp/internal/pb/filerpb"
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
 	"github.com/kelpfs/kelp/internal/pb/volumepb"
 	"github.com/kelpfs/kelp/internal/topology"
@@ -467,9 +468,23 @@ func setupECRebuild(fs *flag.FlagSet) runFunc {
 	collection := fs.String("collection", "", "only volumes of this collection")
 	id := fs.Uint("volumeId", 0, "only this volume")
 	force := fs.Bool("force", false, "apply the plan; without it only print it")
+	filer := fs.String("filer", "", "a filer (host:port, its HTTP port, or host:port.grpcPort) whose tree is walked to name the files of volumes with fewer than k shards")
+	scanLimit := fs.Int("filerScanLimit", 1000000, "stop the filer walk of -filer after this many entries")
 	return func(ctx context.Context, s *Shell, args []string) error {
 		if err := noArgs(args); err != nil {
 			return err
+		}
+		filerGRPC := ""
+		if *filer != "" {
+			// host:port (gRPC at port+10000) or host:port.grpcPort, as for masters.
+			a, err := parseMaster(*filer)
+			if err != nil {
+				return fmt.Errorf("%w: -filer %q: want host:port or host:port.grpcPort", ErrUsage, *filer)
+			}
+			filerGRPC = a.grpc
+		}
+		if *scanLimit <= 0 {
+			return fmt.Errorf("%w: -filerScanLimit must be positive", ErrUsage)
 		}
 		v, err := s.planView(ctx, *force)
 		if err != nil {
@@ -482,6 +497,7 @@ func setupECRebuild(fs *flag.FlagSet) runFunc {
 		}
 		var jobs []job
 		var lost []string
+		lostKeysOf := map[uint32]map[uint64]bool{} // volume -> needles lost
 		states := v.ecStates(*collection)
 		if *id != 0 {
 			states = slices.DeleteFunc(states, func(st ecState) bool { return st.id != uint32(*id) })
@@ -505,8 +521,15 @@ func setupECRebuild(fs *flag.FlagSet) runFunc {
 				continue
 			}
 			if st.present.Count() < st.scheme.Data {
+				desc, keys := s.describeLost(ctx, v, st)
 				lost = append(lost, fmt.Sprintf("volume %d (collection %q): only shards %s of %s are left; %s",
-					st.id, st.collection, st.present, st.scheme, s.describeLost(ctx, v, st)))
+					st.id, st.collection, st.present, st.scheme, desc))
+				if len(keys) > 0 {
+					lostKeysOf[st.id] = map[uint64]bool{}
+					for _, k := range keys {
+						lostKeysOf[st.id][k] = true
+					}
+				}
 				continue
 			}
 			p := topology.NewShardPlacer(v.snapshot(), load)
@@ -529,6 +552,13 @@ func setupECRebuild(fs *flag.FlagSet) runFunc {
 		}
 		for _, l := range lost {
 			fmt.Fprintln(s.out, "cannot rebuild "+l)
+		}
+		if len(lostKeysOf) > 0 {
+			if filerGRPC == "" {
+				fmt.Fprintln(s.out, "  (run with -filer=host:port to name the files through a filer)")
+			} else {
+				s.printLostFiles(ctx, filerGRPC, lostKeysOf, *scanLimit)
+			}
 		}
 		if *force {
 			// A holder that was down missed the deletes made meanwhile.
@@ -587,7 +617,7 @@ func setupECRebuild(fs *flag.FlagSet) runFunc {
 // describeLost names the needles of an EC volume with fewer than k shards
 // that cannot be read: those whose record touches a lost data shard (the
 // others are still read from their shard). It reads the EC index from a holder.
-func (s *Shell) describeLost(ctx context.Context, v *view, st ecState) string {
+func (s *Shell) describeLost(ctx context.Context, v *view, st ecState) (string, []uint64) {
 	var raw bytes.Buffer
 	err := errors.New("no holder")
 	for _, url := range slices.Sorted(maps.Keys(st.holders)) {
@@ -601,11 +631,11 @@ func (s *Shell) describeLost(ctx context.Context, v *view, st ecState) string {
 		}
 	}
 	if err != nil {
-		return fmt.Sprintf("the files of its lost data shards cannot be read (their list is unavailable: %v)", err)
+		return fmt.Sprintf("the files of its lost data shards cannot be read (their list is unavailable: %v)", err), nil
 	}
 	x, err := erasure.ParseIndex(raw.Bytes())
 	if err != nil {
-		return fmt.Sprintf("the files of its lost data shards cannot be read (their list is unavailable: %v)", err)
+		return fmt.Sprintf("the files of its lost data shards cannot be read (their list is unavailable: %v)", err), nil
 	}
 	keys := lostKeys(x, st.present)
 	var b strings.Builder
@@ -618,7 +648,39 @@ func (s *Shell) describeLost(ctx context.Context, v *view, st ecState) string {
 		fmt.Fprintf(&b, " %x", k)
 	}
 	b.WriteString(")")
-	return b.String()
+	return b.String(), keys
+}
+
+// printLostFiles names, through the filer at grpcAddr, the files using
+// the lost needles (see eclostfiles.go).
+func (s *Shell) printLostFiles(ctx context.Context, grpcAddr string, lost map[uint32]map[uint64]bool, limit int) {
+	cc, err := s.conns.conn(grpcAddr)
+	if err != nil {
+		fmt.Fprintf(s.out, "  the lost files cannot be named: %v\n", err)
+		return
+	}
+	fmt.Fprintf(s.out, "walking the filer at %s for the files of the lost needles (at most %d entries)\n", grpcAddr, limit)
+	paths, walked, complete, err := lostFiles(ctx, filerpb.NewFilerClient(cc), lost, limit)
+	if err != nil {
+		fmt.Fprintf(s.out, "  the lost files cannot be named: %v\n", err)
+		return
+	}
+	for _, vid := range slices.Sorted(maps.Keys(lost)) {
+		p := paths[vid]
+		fmt.Fprintf(s.out, "volume %d: %d files lost in the filer (%d needles lost)\n", vid, len(p), len(lost[vid]))
+		for i, f := range p {
+			if i == 1000 {
+				fmt.Fprintf(s.out, "  ... and %d more\n", len(p)-1000)
+				break
+			}
+			fmt.Fprintf(s.out, "  lost file %s\n", f)
+		}
+	}
+	if !complete {
+		fmt.Fprintf(s.out, "the filer walk stopped after %d entries (-filerScanLimit): more files may be lost\n", walked)
+	} else {
+		fmt.Fprintf(s.out, "filer walk complete: %d entries; lost needles not named by any file belong to no file of this filer\n", walked)
+	}
 }
 
 // lostKeys lists the needles whose record touches a data shard not in present.

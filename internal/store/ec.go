@@ -269,6 +269,24 @@ func (s *Store) EcUnmount(id uint32, shards erasure.ShardSet) error {
 	if !ok {
 		return fmt.Errorf("store: EC volume %d: %w", id, ErrNotFound)
 	}
+	if e.v.Shards()&^shards == 0 {
+		// The last shards here go. When this server holds the volume
+		// decoded from them (ec.decode's switch), deletes journaled on the
+		// EC volume after the decode read the journal would be lost: new
+		// requests are sent to the decoded volume first, then the journal
+		// is applied to it.
+		if nv, ok := s.Volume(id); ok {
+			s.mu.Lock()
+			delete(s.ec, id)
+			s.mu.Unlock()
+			if err := applyECDeletes(e.v, nv); err != nil {
+				s.mu.Lock()
+				s.ec[id] = e
+				s.mu.Unlock()
+				return fmt.Errorf("store: EC volume %d: deletes not yet in the decoded volume: %w", id, err)
+			}
+		}
+	}
 	err := e.v.Unmount(shards, true)
 	if e.v.Shards() == 0 {
 		s.mu.Lock()
@@ -278,6 +296,41 @@ func (s *Store) EcUnmount(id uint32, shards erasure.ShardSet) error {
 	}
 	s.notify()
 	return err
+}
+
+// applyECDeletes deletes from nv, the volume decoded from ev, the needles
+// ev's journal has deleted and nv still has.
+func applyECDeletes(ev *erasure.Volume, nv *volume.Volume) error {
+	deleted := ev.Deleted()
+	if len(deleted) == 0 {
+		return nil
+	}
+	r, _, release, err := nv.OpenData()
+	if err != nil {
+		return err
+	}
+	defer release()
+	head := make([]byte, needle.HeaderSize)
+	for _, key := range deleted {
+		e, ok := ev.Index.Find(key)
+		if !ok {
+			continue
+		}
+		// The decoded .dat has the EC volume's bytes: the record, with
+		// the cookie a tombstone names, is at the same offset.
+		if _, err := r.ReadAt(head, e.Offset); err != nil {
+			return fmt.Errorf("needle %x: %w", key, err)
+		}
+		h, err := needle.ParseHeader(head)
+		if err != nil || h.Key != key {
+			return fmt.Errorf("needle %x: %w", key, needle.ErrCorrupt)
+		}
+		if _, err := nv.Delete(context.Background(), key, h.Cookie); err != nil &&
+			!errors.Is(err, volume.ErrDeleted) && !errors.Is(err, volume.ErrNotFound) {
+			return fmt.Errorf("needle %x: %w", key, err)
+		}
+	}
+	return nil
 }
 
 // EcRebuild reconstructs shards of EC volume id here from k others read

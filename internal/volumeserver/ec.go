@@ -187,6 +187,21 @@ func (e *ecSource) PreferShards(ctx context.Context) []int {
 	return out
 }
 
+// UnavailableShards implements erasure.UnavailableReporter: the shards
+// neither here nor on a holder that has not failed lately.
+func (e *ecSource) UnavailableShards(ctx context.Context) erasure.ShardSet {
+	var out erasure.ShardSet
+	for i := range erasure.MaxShards {
+		if e.local(i) {
+			continue
+		}
+		if _, err := e.remote(ctx, i); err != nil {
+			out = out.With(i)
+		}
+	}
+	return out
+}
+
 // Reconstructed implements erasure.ReconstructionSink: rebuilt blocks are
 // cached for the next reads of the same blocks.
 func (e *ecSource) Reconstructed(shard int, off int64, b []byte) {
