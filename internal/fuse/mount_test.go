@@ -51,7 +51,7 @@ func startFiler(t *testing.T) *filerserver.Server {
 func mount(t *testing.T, s *filerserver.Server) string {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	v, err := fsview.New(context.Background(), fsview.Config{Filer: s.GRPCAddr(), Logger: log})
+	v, err := fsview.New(context.Background(), fsview.Config{Filer: s.GRPCAddr(), Logger: log, DeferDurability: true})
 	if err != nil {
 		t.Fatal(err)
 	}

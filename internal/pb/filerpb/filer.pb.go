@@ -73,7 +73,7 @@ func (x MetadataEvent_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MetadataEvent_Type.Descriptor instead.
 func (MetadataEvent_Type) EnumDescriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{17, 0}
+	return file_filer_proto_rawDescGZIP(), []int{19, 0}
 }
 
 type Chunk struct {
@@ -533,12 +533,17 @@ func (x *ListEntriesResponse) GetMore() bool {
 }
 
 type CreateEntryRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entry         *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
-	Exclusive     bool                   `protobuf:"varint,2,opt,name=exclusive,proto3" json:"exclusive,omitempty"`
-	NoParents     bool                   `protobuf:"varint,3,opt,name=no_parents,json=noParents,proto3" json:"no_parents,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Entry     *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	Exclusive bool                   `protobuf:"varint,2,opt,name=exclusive,proto3" json:"exclusive,omitempty"`
+	NoParents bool                   `protobuf:"varint,3,opt,name=no_parents,json=noParents,proto3" json:"no_parents,omitempty"`
+	// deferred_durability: commit atomically (visible, checked against
+	// concurrent changes) but answer before the store's sync; the filer syncs
+	// in the background within milliseconds, and Sync (or any later durable
+	// change) waits for it. Stores that cannot defer commit durably.
+	DeferredDurability bool `protobuf:"varint,4,opt,name=deferred_durability,json=deferredDurability,proto3" json:"deferred_durability,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *CreateEntryRequest) Reset() {
@@ -592,6 +597,13 @@ func (x *CreateEntryRequest) GetNoParents() bool {
 	return false
 }
 
+func (x *CreateEntryRequest) GetDeferredDurability() bool {
+	if x != nil {
+		return x.DeferredDurability
+	}
+	return false
+}
+
 type CreateEntryResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -629,10 +641,11 @@ func (*CreateEntryResponse) Descriptor() ([]byte, []int) {
 }
 
 type UpdateEntryRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entry         *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Entry              *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	DeferredDurability bool                   `protobuf:"varint,2,opt,name=deferred_durability,json=deferredDurability,proto3" json:"deferred_durability,omitempty"` // as in CreateEntryRequest
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *UpdateEntryRequest) Reset() {
@@ -672,6 +685,13 @@ func (x *UpdateEntryRequest) GetEntry() *Entry {
 	return nil
 }
 
+func (x *UpdateEntryRequest) GetDeferredDurability() bool {
+	if x != nil {
+		return x.DeferredDurability
+	}
+	return false
+}
+
 type UpdateEntryResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -708,6 +728,78 @@ func (*UpdateEntryResponse) Descriptor() ([]byte, []int) {
 	return file_filer_proto_rawDescGZIP(), []int{9}
 }
 
+type SyncRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncRequest) Reset() {
+	*x = SyncRequest{}
+	mi := &file_filer_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncRequest) ProtoMessage() {}
+
+func (x *SyncRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_filer_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
+func (*SyncRequest) Descriptor() ([]byte, []int) {
+	return file_filer_proto_rawDescGZIP(), []int{10}
+}
+
+type SyncResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncResponse) Reset() {
+	*x = SyncResponse{}
+	mi := &file_filer_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncResponse) ProtoMessage() {}
+
+func (x *SyncResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_filer_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
+func (*SyncResponse) Descriptor() ([]byte, []int) {
+	return file_filer_proto_rawDescGZIP(), []int{11}
+}
+
 type DeleteEntryRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
@@ -718,7 +810,7 @@ type DeleteEntryRequest struct {
 
 func (x *DeleteEntryRequest) Reset() {
 	*x = DeleteEntryRequest{}
-	mi := &file_filer_proto_msgTypes[10]
+	mi := &file_filer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -730,7 +822,7 @@ func (x *DeleteEntryRequest) String() string {
 func (*DeleteEntryRequest) ProtoMessage() {}
 
 func (x *DeleteEntryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[10]
+	mi := &file_filer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -743,7 +835,7 @@ func (x *DeleteEntryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEntryRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEntryRequest) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{10}
+	return file_filer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteEntryRequest) GetPath() string {
@@ -768,7 +860,7 @@ type DeleteEntryResponse struct {
 
 func (x *DeleteEntryResponse) Reset() {
 	*x = DeleteEntryResponse{}
-	mi := &file_filer_proto_msgTypes[11]
+	mi := &file_filer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +872,7 @@ func (x *DeleteEntryResponse) String() string {
 func (*DeleteEntryResponse) ProtoMessage() {}
 
 func (x *DeleteEntryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[11]
+	mi := &file_filer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +885,7 @@ func (x *DeleteEntryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEntryResponse.ProtoReflect.Descriptor instead.
 func (*DeleteEntryResponse) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{11}
+	return file_filer_proto_rawDescGZIP(), []int{13}
 }
 
 type RenameRequest struct {
@@ -806,7 +898,7 @@ type RenameRequest struct {
 
 func (x *RenameRequest) Reset() {
 	*x = RenameRequest{}
-	mi := &file_filer_proto_msgTypes[12]
+	mi := &file_filer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -818,7 +910,7 @@ func (x *RenameRequest) String() string {
 func (*RenameRequest) ProtoMessage() {}
 
 func (x *RenameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[12]
+	mi := &file_filer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -831,7 +923,7 @@ func (x *RenameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameRequest.ProtoReflect.Descriptor instead.
 func (*RenameRequest) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{12}
+	return file_filer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RenameRequest) GetFrom() string {
@@ -856,7 +948,7 @@ type RenameResponse struct {
 
 func (x *RenameResponse) Reset() {
 	*x = RenameResponse{}
-	mi := &file_filer_proto_msgTypes[13]
+	mi := &file_filer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +960,7 @@ func (x *RenameResponse) String() string {
 func (*RenameResponse) ProtoMessage() {}
 
 func (x *RenameResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[13]
+	mi := &file_filer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +973,7 @@ func (x *RenameResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameResponse.ProtoReflect.Descriptor instead.
 func (*RenameResponse) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{13}
+	return file_filer_proto_rawDescGZIP(), []int{15}
 }
 
 type AssignVolumeRequest struct {
@@ -897,7 +989,7 @@ type AssignVolumeRequest struct {
 
 func (x *AssignVolumeRequest) Reset() {
 	*x = AssignVolumeRequest{}
-	mi := &file_filer_proto_msgTypes[14]
+	mi := &file_filer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +1001,7 @@ func (x *AssignVolumeRequest) String() string {
 func (*AssignVolumeRequest) ProtoMessage() {}
 
 func (x *AssignVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[14]
+	mi := &file_filer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1014,7 @@ func (x *AssignVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignVolumeRequest.ProtoReflect.Descriptor instead.
 func (*AssignVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{14}
+	return file_filer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AssignVolumeRequest) GetCount() uint64 {
@@ -972,7 +1064,7 @@ type AssignVolumeResponse struct {
 
 func (x *AssignVolumeResponse) Reset() {
 	*x = AssignVolumeResponse{}
-	mi := &file_filer_proto_msgTypes[15]
+	mi := &file_filer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1076,7 @@ func (x *AssignVolumeResponse) String() string {
 func (*AssignVolumeResponse) ProtoMessage() {}
 
 func (x *AssignVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[15]
+	mi := &file_filer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1089,7 @@ func (x *AssignVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignVolumeResponse.ProtoReflect.Descriptor instead.
 func (*AssignVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{15}
+	return file_filer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AssignVolumeResponse) GetFid() string {
@@ -1037,7 +1129,7 @@ type SubscribeMetadataRequest struct {
 
 func (x *SubscribeMetadataRequest) Reset() {
 	*x = SubscribeMetadataRequest{}
-	mi := &file_filer_proto_msgTypes[16]
+	mi := &file_filer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1049,7 +1141,7 @@ func (x *SubscribeMetadataRequest) String() string {
 func (*SubscribeMetadataRequest) ProtoMessage() {}
 
 func (x *SubscribeMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[16]
+	mi := &file_filer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1062,7 +1154,7 @@ func (x *SubscribeMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeMetadataRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{16}
+	return file_filer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SubscribeMetadataRequest) GetSinceSeq() uint64 {
@@ -1085,7 +1177,7 @@ type MetadataEvent struct {
 
 func (x *MetadataEvent) Reset() {
 	*x = MetadataEvent{}
-	mi := &file_filer_proto_msgTypes[17]
+	mi := &file_filer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1097,7 +1189,7 @@ func (x *MetadataEvent) String() string {
 func (*MetadataEvent) ProtoMessage() {}
 
 func (x *MetadataEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[17]
+	mi := &file_filer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1110,7 +1202,7 @@ func (x *MetadataEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataEvent.ProtoReflect.Descriptor instead.
 func (*MetadataEvent) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{17}
+	return file_filer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MetadataEvent) GetSeq() uint64 {
@@ -1156,7 +1248,7 @@ type GetConfigurationRequest struct {
 
 func (x *GetConfigurationRequest) Reset() {
 	*x = GetConfigurationRequest{}
-	mi := &file_filer_proto_msgTypes[18]
+	mi := &file_filer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1260,7 @@ func (x *GetConfigurationRequest) String() string {
 func (*GetConfigurationRequest) ProtoMessage() {}
 
 func (x *GetConfigurationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[18]
+	mi := &file_filer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1273,7 @@ func (x *GetConfigurationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigurationRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigurationRequest) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{18}
+	return file_filer_proto_rawDescGZIP(), []int{20}
 }
 
 type GetConfigurationResponse struct {
@@ -1197,7 +1289,7 @@ type GetConfigurationResponse struct {
 
 func (x *GetConfigurationResponse) Reset() {
 	*x = GetConfigurationResponse{}
-	mi := &file_filer_proto_msgTypes[19]
+	mi := &file_filer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1301,7 @@ func (x *GetConfigurationResponse) String() string {
 func (*GetConfigurationResponse) ProtoMessage() {}
 
 func (x *GetConfigurationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[19]
+	mi := &file_filer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1314,7 @@ func (x *GetConfigurationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigurationResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigurationResponse) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{19}
+	return file_filer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetConfigurationResponse) GetMasters() []string {
@@ -1309,16 +1401,20 @@ const file_filer_proto_rawDesc = "" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\"R\n" +
 	"\x13ListEntriesResponse\x12'\n" +
 	"\x05entry\x18\x01 \x01(\v2\x11.kelp.filer.EntryR\x05entry\x12\x12\n" +
-	"\x04more\x18\x02 \x01(\bR\x04more\"z\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\"\xab\x01\n" +
 	"\x12CreateEntryRequest\x12'\n" +
 	"\x05entry\x18\x01 \x01(\v2\x11.kelp.filer.EntryR\x05entry\x12\x1c\n" +
 	"\texclusive\x18\x02 \x01(\bR\texclusive\x12\x1d\n" +
 	"\n" +
-	"no_parents\x18\x03 \x01(\bR\tnoParents\"\x15\n" +
-	"\x13CreateEntryResponse\"=\n" +
+	"no_parents\x18\x03 \x01(\bR\tnoParents\x12/\n" +
+	"\x13deferred_durability\x18\x04 \x01(\bR\x12deferredDurability\"\x15\n" +
+	"\x13CreateEntryResponse\"n\n" +
 	"\x12UpdateEntryRequest\x12'\n" +
-	"\x05entry\x18\x01 \x01(\v2\x11.kelp.filer.EntryR\x05entry\"\x15\n" +
-	"\x13UpdateEntryResponse\"F\n" +
+	"\x05entry\x18\x01 \x01(\v2\x11.kelp.filer.EntryR\x05entry\x12/\n" +
+	"\x13deferred_durability\x18\x02 \x01(\bR\x12deferredDurability\"\x15\n" +
+	"\x13UpdateEntryResponse\"\r\n" +
+	"\vSyncRequest\"\x0e\n" +
+	"\fSyncResponse\"F\n" +
 	"\x12DeleteEntryRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1c\n" +
 	"\trecursive\x18\x02 \x01(\bR\trecursive\"\x15\n" +
@@ -1369,7 +1465,7 @@ const file_filer_proto_rawDesc = "" +
 	"collection\x18\x03 \x01(\tR\n" +
 	"collection\x12 \n" +
 	"\vreplication\x18\x04 \x01(\tR\vreplication\x12\x19\n" +
-	"\blast_seq\x18\x05 \x01(\x04R\alastSeq2\xe4\x05\n" +
+	"\blast_seq\x18\x05 \x01(\x04R\alastSeq2\x9f\x06\n" +
 	"\x05Filer\x12N\n" +
 	"\vLookupEntry\x12\x1e.kelp.filer.LookupEntryRequest\x1a\x1f.kelp.filer.LookupEntryResponse\x12P\n" +
 	"\vListEntries\x12\x1e.kelp.filer.ListEntriesRequest\x1a\x1f.kelp.filer.ListEntriesResponse0\x01\x12N\n" +
@@ -1379,7 +1475,8 @@ const file_filer_proto_rawDesc = "" +
 	"\x06Rename\x12\x19.kelp.filer.RenameRequest\x1a\x1a.kelp.filer.RenameResponse\x12Q\n" +
 	"\fAssignVolume\x12\x1f.kelp.filer.AssignVolumeRequest\x1a .kelp.filer.AssignVolumeResponse\x12V\n" +
 	"\x11SubscribeMetadata\x12$.kelp.filer.SubscribeMetadataRequest\x1a\x19.kelp.filer.MetadataEvent0\x01\x12]\n" +
-	"\x10GetConfiguration\x12#.kelp.filer.GetConfigurationRequest\x1a$.kelp.filer.GetConfigurationResponseB,Z*github.com/kelpfs/kelp/internal/pb/filerpbb\x06proto3"
+	"\x10GetConfiguration\x12#.kelp.filer.GetConfigurationRequest\x1a$.kelp.filer.GetConfigurationResponse\x129\n" +
+	"\x04Sync\x12\x17.kelp.filer.SyncRequest\x1a\x18.kelp.filer.SyncResponseB,Z*github.com/kelpfs/kelp/internal/pb/filerpbb\x06proto3"
 
 var (
 	file_filer_proto_rawDescOnce sync.Once
@@ -1394,7 +1491,7 @@ func file_filer_proto_rawDescGZIP() []byte {
 }
 
 var file_filer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_filer_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_filer_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_filer_proto_goTypes = []any{
 	(MetadataEvent_Type)(0),          // 0: kelp.filer.MetadataEvent.Type
 	(*Chunk)(nil),                    // 1: kelp.filer.Chunk
@@ -1407,22 +1504,24 @@ var file_filer_proto_goTypes = []any{
 	(*CreateEntryResponse)(nil),      // 8: kelp.filer.CreateEntryResponse
 	(*UpdateEntryRequest)(nil),       // 9: kelp.filer.UpdateEntryRequest
 	(*UpdateEntryResponse)(nil),      // 10: kelp.filer.UpdateEntryResponse
-	(*DeleteEntryRequest)(nil),       // 11: kelp.filer.DeleteEntryRequest
-	(*DeleteEntryResponse)(nil),      // 12: kelp.filer.DeleteEntryResponse
-	(*RenameRequest)(nil),            // 13: kelp.filer.RenameRequest
-	(*RenameResponse)(nil),           // 14: kelp.filer.RenameResponse
-	(*AssignVolumeRequest)(nil),      // 15: kelp.filer.AssignVolumeRequest
-	(*AssignVolumeResponse)(nil),     // 16: kelp.filer.AssignVolumeResponse
-	(*SubscribeMetadataRequest)(nil), // 17: kelp.filer.SubscribeMetadataRequest
-	(*MetadataEvent)(nil),            // 18: kelp.filer.MetadataEvent
-	(*GetConfigurationRequest)(nil),  // 19: kelp.filer.GetConfigurationRequest
-	(*GetConfigurationResponse)(nil), // 20: kelp.filer.GetConfigurationResponse
-	nil,                              // 21: kelp.filer.Entry.UserMetadataEntry
-	nil,                              // 22: kelp.filer.Entry.XattrsEntry
+	(*SyncRequest)(nil),              // 11: kelp.filer.SyncRequest
+	(*SyncResponse)(nil),             // 12: kelp.filer.SyncResponse
+	(*DeleteEntryRequest)(nil),       // 13: kelp.filer.DeleteEntryRequest
+	(*DeleteEntryResponse)(nil),      // 14: kelp.filer.DeleteEntryResponse
+	(*RenameRequest)(nil),            // 15: kelp.filer.RenameRequest
+	(*RenameResponse)(nil),           // 16: kelp.filer.RenameResponse
+	(*AssignVolumeRequest)(nil),      // 17: kelp.filer.AssignVolumeRequest
+	(*AssignVolumeResponse)(nil),     // 18: kelp.filer.AssignVolumeResponse
+	(*SubscribeMetadataRequest)(nil), // 19: kelp.filer.SubscribeMetadataRequest
+	(*MetadataEvent)(nil),            // 20: kelp.filer.MetadataEvent
+	(*GetConfigurationRequest)(nil),  // 21: kelp.filer.GetConfigurationRequest
+	(*GetConfigurationResponse)(nil), // 22: kelp.filer.GetConfigurationResponse
+	nil,                              // 23: kelp.filer.Entry.UserMetadataEntry
+	nil,                              // 24: kelp.filer.Entry.XattrsEntry
 }
 var file_filer_proto_depIdxs = []int32{
-	21, // 0: kelp.filer.Entry.user_metadata:type_name -> kelp.filer.Entry.UserMetadataEntry
-	22, // 1: kelp.filer.Entry.xattrs:type_name -> kelp.filer.Entry.XattrsEntry
+	23, // 0: kelp.filer.Entry.user_metadata:type_name -> kelp.filer.Entry.UserMetadataEntry
+	24, // 1: kelp.filer.Entry.xattrs:type_name -> kelp.filer.Entry.XattrsEntry
 	1,  // 2: kelp.filer.Entry.chunks:type_name -> kelp.filer.Chunk
 	2,  // 3: kelp.filer.LookupEntryResponse.entry:type_name -> kelp.filer.Entry
 	2,  // 4: kelp.filer.ListEntriesResponse.entry:type_name -> kelp.filer.Entry
@@ -1435,22 +1534,24 @@ var file_filer_proto_depIdxs = []int32{
 	5,  // 11: kelp.filer.Filer.ListEntries:input_type -> kelp.filer.ListEntriesRequest
 	7,  // 12: kelp.filer.Filer.CreateEntry:input_type -> kelp.filer.CreateEntryRequest
 	9,  // 13: kelp.filer.Filer.UpdateEntry:input_type -> kelp.filer.UpdateEntryRequest
-	11, // 14: kelp.filer.Filer.DeleteEntry:input_type -> kelp.filer.DeleteEntryRequest
-	13, // 15: kelp.filer.Filer.Rename:input_type -> kelp.filer.RenameRequest
-	15, // 16: kelp.filer.Filer.AssignVolume:input_type -> kelp.filer.AssignVolumeRequest
-	17, // 17: kelp.filer.Filer.SubscribeMetadata:input_type -> kelp.filer.SubscribeMetadataRequest
-	19, // 18: kelp.filer.Filer.GetConfiguration:input_type -> kelp.filer.GetConfigurationRequest
-	4,  // 19: kelp.filer.Filer.LookupEntry:output_type -> kelp.filer.LookupEntryResponse
-	6,  // 20: kelp.filer.Filer.ListEntries:output_type -> kelp.filer.ListEntriesResponse
-	8,  // 21: kelp.filer.Filer.CreateEntry:output_type -> kelp.filer.CreateEntryResponse
-	10, // 22: kelp.filer.Filer.UpdateEntry:output_type -> kelp.filer.UpdateEntryResponse
-	12, // 23: kelp.filer.Filer.DeleteEntry:output_type -> kelp.filer.DeleteEntryResponse
-	14, // 24: kelp.filer.Filer.Rename:output_type -> kelp.filer.RenameResponse
-	16, // 25: kelp.filer.Filer.AssignVolume:output_type -> kelp.filer.AssignVolumeResponse
-	18, // 26: kelp.filer.Filer.SubscribeMetadata:output_type -> kelp.filer.MetadataEvent
-	20, // 27: kelp.filer.Filer.GetConfiguration:output_type -> kelp.filer.GetConfigurationResponse
-	19, // [19:28] is the sub-list for method output_type
-	10, // [10:19] is the sub-list for method input_type
+	13, // 14: kelp.filer.Filer.DeleteEntry:input_type -> kelp.filer.DeleteEntryRequest
+	15, // 15: kelp.filer.Filer.Rename:input_type -> kelp.filer.RenameRequest
+	17, // 16: kelp.filer.Filer.AssignVolume:input_type -> kelp.filer.AssignVolumeRequest
+	19, // 17: kelp.filer.Filer.SubscribeMetadata:input_type -> kelp.filer.SubscribeMetadataRequest
+	21, // 18: kelp.filer.Filer.GetConfiguration:input_type -> kelp.filer.GetConfigurationRequest
+	11, // 19: kelp.filer.Filer.Sync:input_type -> kelp.filer.SyncRequest
+	4,  // 20: kelp.filer.Filer.LookupEntry:output_type -> kelp.filer.LookupEntryResponse
+	6,  // 21: kelp.filer.Filer.ListEntries:output_type -> kelp.filer.ListEntriesResponse
+	8,  // 22: kelp.filer.Filer.CreateEntry:output_type -> kelp.filer.CreateEntryResponse
+	10, // 23: kelp.filer.Filer.UpdateEntry:output_type -> kelp.filer.UpdateEntryResponse
+	14, // 24: kelp.filer.Filer.DeleteEntry:output_type -> kelp.filer.DeleteEntryResponse
+	16, // 25: kelp.filer.Filer.Rename:output_type -> kelp.filer.RenameResponse
+	18, // 26: kelp.filer.Filer.AssignVolume:output_type -> kelp.filer.AssignVolumeResponse
+	20, // 27: kelp.filer.Filer.SubscribeMetadata:output_type -> kelp.filer.MetadataEvent
+	22, // 28: kelp.filer.Filer.GetConfiguration:output_type -> kelp.filer.GetConfigurationResponse
+	12, // 29: kelp.filer.Filer.Sync:output_type -> kelp.filer.SyncResponse
+	20, // [20:30] is the sub-list for method output_type
+	10, // [10:20] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
 	10, // [10:10] is the sub-list for extension extendee
 	0,  // [0:10] is the sub-list for field type_name
@@ -1467,7 +1568,7 @@ func file_filer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_filer_proto_rawDesc), len(file_filer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	Filer_AssignVolume_FullMethodName      = "/kelp.filer.Filer/AssignVolume"
 	Filer_SubscribeMetadata_FullMethodName = "/kelp.filer.Filer/SubscribeMetadata"
 	Filer_GetConfiguration_FullMethodName  = "/kelp.filer.Filer/GetConfiguration"
+	Filer_Sync_FullMethodName              = "/kelp.filer.Filer/Sync"
 )
 
 // FilerClient is the client API for Filer service.
@@ -56,6 +57,9 @@ type FilerClient interface {
 	// GetConfiguration tells a gateway that stores chunks itself (a FUSE
 	// mount, WebDAV) where the masters are and how this filer cuts files.
 	GetConfiguration(ctx context.Context, in *GetConfigurationRequest, opts ...grpc.CallOption) (*GetConfigurationResponse, error)
+	// Sync returns once every change this filer has committed so far,
+	// including those committed with deferred_durability, is durable.
+	Sync(ctx context.Context, in *SyncRequest, opts ...grpc.CallOption) (*SyncResponse, error)
 }
 
 type filerClient struct {
@@ -174,6 +178,16 @@ func (c *filerClient) GetConfiguration(ctx context.Context, in *GetConfiguration
 	return out, nil
 }
 
+func (c *filerClient) Sync(ctx context.Context, in *SyncRequest, opts ...grpc.CallOption) (*SyncResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SyncResponse)
+	err := c.cc.Invoke(ctx, Filer_Sync_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FilerServer is the server API for Filer service.
 // All implementations must embed UnimplementedFilerServer
 // for forward compatibility.
@@ -200,6 +214,9 @@ type FilerServer interface {
 	// GetConfiguration tells a gateway that stores chunks itself (a FUSE
 	// mount, WebDAV) where the masters are and how this filer cuts files.
 	GetConfiguration(context.Context, *GetConfigurationRequest) (*GetConfigurationResponse, error)
+	// Sync returns once every change this filer has committed so far,
+	// including those committed with deferred_durability, is durable.
+	Sync(context.Context, *SyncRequest) (*SyncResponse, error)
 	mustEmbedUnimplementedFilerServer()
 }
 
@@ -236,6 +253,9 @@ func (UnimplementedFilerServer) SubscribeMetadata(*SubscribeMetadataRequest, grp
 }
 func (UnimplementedFilerServer) GetConfiguration(context.Context, *GetConfigurationRequest) (*GetConfigurationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetConfiguration not implemented")
+}
+func (UnimplementedFilerServer) Sync(context.Context, *SyncRequest) (*SyncResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Sync not implemented")
 }
 func (UnimplementedFilerServer) mustEmbedUnimplementedFilerServer() {}
 func (UnimplementedFilerServer) testEmbeddedByValue()               {}
@@ -406,6 +426,24 @@ func _Filer_GetConfiguration_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Filer_Sync_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SyncRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FilerServer).Sync(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Filer_Sync_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FilerServer).Sync(ctx, req.(*SyncRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Filer_ServiceDesc is the grpc.ServiceDesc for Filer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -440,6 +478,10 @@ var Filer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetConfiguration",
 			Handler:    _Filer_GetConfiguration_Handler,
+		},
+		{
+			MethodName: "Sync",
+			Handler:    _Filer_Sync_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
