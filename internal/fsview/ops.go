@@ -390,6 +390,9 @@ func pointerEntry(full string, like *filerpb.Entry, id string) *filerpb.Entry {
 // open file when there is one (so that its buffered data is committed
 // with it), else read-modify-write.
 func (fs *FS) updateContent(ctx context.Context, cp string, fn func(e *filerpb.Entry) error) error {
+	// Attribute changes (chmod, chown, utimens, xattrs) are made durable by
+	// fsync, like the data: deferred, as creates.
+	ctx = deferred(ctx)
 	if f := fs.openFile(cp); f != nil {
 		return f.modify(ctx, fn)
 	}
