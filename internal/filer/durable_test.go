@@ -2,6 +2,7 @@ package filer
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -168,4 +169,60 @@ func reopenFiler(t *testing.T, fsys vfs.FS) *Filer {
 	}
 	t.Cleanup(func() { f.Close(); st.Close() })
 	return f
+}
+
+// TestDeferredCreateSyncAndEvents: a create under deferred durability
+// answers while its WAL sync is stalled and is visible at once; Sync waits
+// for that sync, subscribers get its event only once it is durable, and
+// after Sync it survives a power cut.
+func TestDeferredCreateSyncAndEvents(t *testing.T) {
+	ctx := context.Background()
+	f, st, fsys, mem := newStalledFiler(t)
+	since, err := f.LastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := fsys.Stall()
+	t.Cleanup(release)
+	e := &Entry{Path: "/d/f", Mode: 0o644}
+	if err := f.CreateEntry(store.WithDeferredDurability(ctx), e, CreateOptions{Exclusive: true}); err != nil {
+		t.Fatalf("deferred create: %v", err)
+	}
+	if _, err := f.FindEntry(ctx, "/d/f"); err != nil {
+		t.Fatalf("deferred create not visible: %v", err)
+	}
+	// Exclusivity is checked in the transaction, durable or not.
+	if err := f.CreateEntry(store.WithDeferredDurability(ctx), e, CreateOptions{Exclusive: true}); !errors.Is(err, ErrExists) {
+		t.Fatalf("second exclusive create: %v, want ErrExists", err)
+	}
+
+	subCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	events := make(chan *Event, 16)
+	go f.Subscribe(subCtx, since, func(ev *Event) error { events <- ev; return nil })
+	synced := make(chan error, 1)
+	go func() { synced <- f.Sync(ctx) }()
+	testutil.WaitFor(t, 10*time.Second, func() bool { return st.inFlight.Load() >= 2 },
+		"Sync and the subscriber to wait for the deferred commit's sync")
+	select {
+	case err := <-synced:
+		t.Fatalf("Sync answered (%v) while the deferred create's WAL sync is stalled", err)
+	case ev := <-events:
+		t.Fatalf("event %d handed out before its commit is durable", ev.Seq)
+	default:
+	}
+	release()
+	if err := <-synced; err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	select {
+	case <-events:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event after the sync")
+	}
+	af := reopenFiler(t, crashed)
+	if _, err := af.FindEntry(ctx, "/d/f"); err != nil {
+		t.Fatalf("deferred create lost after Sync and a power cut: %v", err)
+	}
 }

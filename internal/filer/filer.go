@@ -167,6 +167,13 @@ func (f *Filer) durable(ctx context.Context) error {
 	return f.st.Update(ctx, func(store.Tx) error { return nil })
 }
 
+// Sync returns once every change committed so far through this filer's
+// store (by any filer sharing it), including those committed under
+// store.WithDeferredDurability, is durable.
+func (f *Filer) Sync(ctx context.Context) error {
+	return storeErr(f.durable(ctx))
+}
+
 // storeErr keeps filer errors as they are and marks the others as coming
 // from the store.
 func storeErr(err error) error {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/filer"
+	"github.com/kelpfs/kelp/internal/filer/store"
 	"github.com/kelpfs/kelp/internal/pb/filerpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -42,6 +43,9 @@ func (g *grpcServer) ListEntries(req *filerpb.ListEntriesRequest, stream filerpb
 }
 
 func (g *grpcServer) CreateEntry(ctx context.Context, req *filerpb.CreateEntryRequest) (*filerpb.CreateEntryResponse, error) {
+	if req.DeferredDurability {
+		ctx = store.WithDeferredDurability(ctx)
+	}
 	err := g.s.filer.CreateEntry(ctx, fromPB(req.Entry), filer.CreateOptions{Exclusive: req.Exclusive, NoParents: req.NoParents})
 	if err != nil {
 		return nil, g.err("create", err)
@@ -50,10 +54,22 @@ func (g *grpcServer) CreateEntry(ctx context.Context, req *filerpb.CreateEntryRe
 }
 
 func (g *grpcServer) UpdateEntry(ctx context.Context, req *filerpb.UpdateEntryRequest) (*filerpb.UpdateEntryResponse, error) {
+	if req.DeferredDurability {
+		ctx = store.WithDeferredDurability(ctx)
+	}
 	if err := g.s.filer.UpdateEntry(ctx, fromPB(req.Entry)); err != nil {
 		return nil, g.err("update", err)
 	}
 	return &filerpb.UpdateEntryResponse{}, nil
+}
+
+// Sync waits until every change committed so far, deferred ones included,
+// is durable in the filer's store.
+func (g *grpcServer) Sync(ctx context.Context, req *filerpb.SyncRequest) (*filerpb.SyncResponse, error) {
+	if err := g.s.filer.Sync(ctx); err != nil {
+		return nil, g.err("sync", err)
+	}
+	return &filerpb.SyncResponse{}, nil
 }
 
 func (g *grpcServer) DeleteEntry(ctx context.Context, req *filerpb.DeleteEntryRequest) (*filerpb.DeleteEntryResponse, error) {

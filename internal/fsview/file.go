@@ -78,17 +78,30 @@ type upload struct {
 
 // acquire opens the content path cp here (or counts one more user).
 func (fs *FS) acquire(ctx context.Context, cp string) (*file, error) {
-	return fs.acquireEntry(ctx, cp, nil)
+	return fs.acquireEntry(ctx, cp, nil, 0)
+}
+
+// forgetGen is read before looking up an entry that is then passed to
+// acquireEntry.
+func (fs *FS) forgetGen() uint64 {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.forgets
 }
 
 // acquireEntry is acquire with the entry at cp when the caller has just
-// read or written it (nil: look it up).
-func (fs *FS) acquireEntry(ctx context.Context, cp string, e *filerpb.Entry) (*file, error) {
+// read or written it (nil: look it up), with forgetGen read before. If a
+// file was forgotten since (its commit done), e may be older than that
+// commit and is looked up again.
+func (fs *FS) acquireEntry(ctx context.Context, cp string, e *filerpb.Entry, gen uint64) (*file, error) {
 	fs.mu.Lock()
 	if f := fs.files[cp]; f != nil {
 		f.refs++
 		fs.mu.Unlock()
 		return f, nil
+	}
+	if fs.forgets != gen {
+		e = nil
 	}
 	fs.mu.Unlock()
 	if e == nil {
@@ -137,7 +150,7 @@ func (fs *FS) releaseLater(f *file) {
 // finish commits f, queued by releaseLater, and forgets it unless it was
 // opened again meanwhile.
 func (fs *FS) finish(f *file) {
-	ctx := context.Background()
+	ctx := deferred(context.Background())
 	for {
 		err := f.flush(ctx)
 		if err != nil {
@@ -162,6 +175,7 @@ func (fs *FS) finish(f *file) {
 		f.queued = false
 		if fs.files[f.path] == f {
 			delete(fs.files, f.path)
+			fs.forgets++
 		}
 		unlinked, p := f.unlinked, f.path
 		f.mu.Unlock()
@@ -190,6 +204,9 @@ func (fs *FS) Sync(ctx context.Context) error {
 			first = err
 		}
 	}
+	if err := fs.syncFiler(ctx); err != nil && first == nil {
+		first = err
+	}
 	return first
 }
 
@@ -201,6 +218,7 @@ func (fs *FS) release(ctx context.Context, f *file) error {
 	last := f.refs == 0
 	if last && fs.files[f.path] == f {
 		delete(fs.files, f.path)
+		fs.forgets++
 	}
 	unlinked := f.unlinked
 	fs.mu.Unlock()

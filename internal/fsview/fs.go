@@ -42,6 +42,12 @@ type Config struct {
 	// there from an earlier run is used.
 	CacheDir  string
 	CacheSize int64
+	// DeferDurability lets creates (open O_CREAT, mkdir, symlink, mknod)
+	// and background commits after close answer before the filer's store
+	// has synced them (the filer syncs them within milliseconds); fsync,
+	// fdatasync, Sync and Close then ask the filer to Sync. POSIX makes
+	// fsync the durability point; the FUSE mount sets it.
+	DeferDurability bool
 }
 
 // FS is a POSIX view of a filer directory. All paths given to it are
@@ -60,6 +66,9 @@ type FS struct {
 
 	mu    sync.Mutex
 	files map[string]*file // open files by content path (filer path)
+	// forgets counts removals from files: an entry looked up before one may
+	// predate that file's last commit (see acquireEntry).
+	forgets uint64
 
 	cache      *metaCache
 	stopFollow context.CancelFunc
@@ -190,6 +199,9 @@ func (fs *FS) Close() error {
 	for range cap(fs.commits) {
 		<-fs.commits
 	}
+	if err := fs.syncFiler(context.Background()); err != nil && first == nil {
+		first = err
+	}
 	fs.endLocks()
 	if fs.stopFollow != nil {
 		fs.stopFollow()
@@ -260,17 +272,41 @@ func (fs *FS) lookupRaw(ctx context.Context, full string) (*filerpb.Entry, error
 // The changes below evict what they touch from the cache, before and
 // after: this view reads its own writes even before their events arrive.
 
+type deferKey struct{}
+
+// deferred marks ctx so that the creates and updates made under it ask the
+// filer for deferred durability, if Config.DeferDurability allows.
+func deferred(ctx context.Context) context.Context {
+	return context.WithValue(ctx, deferKey{}, true)
+}
+
+func (fs *FS) deferring(ctx context.Context) bool {
+	v, _ := ctx.Value(deferKey{}).(bool)
+	return v && fs.cfg.DeferDurability
+}
+
+// syncFiler returns once every change committed in the filer so far, the
+// deferred ones included, is durable (a no-op without DeferDurability:
+// nothing was deferred).
+func (fs *FS) syncFiler(ctx context.Context) error {
+	if !fs.cfg.DeferDurability {
+		return nil
+	}
+	_, err := fs.filer.Sync(ctx, &filerpb.SyncRequest{})
+	return err
+}
+
 func (fs *FS) update(ctx context.Context, e *filerpb.Entry) error {
 	fs.cache.evict(e.Path)
 	defer fs.cache.evict(e.Path)
-	_, err := fs.filer.UpdateEntry(ctx, &filerpb.UpdateEntryRequest{Entry: e})
+	_, err := fs.filer.UpdateEntry(ctx, &filerpb.UpdateEntryRequest{Entry: e, DeferredDurability: fs.deferring(ctx)})
 	return err
 }
 
 func (fs *FS) create(ctx context.Context, e *filerpb.Entry, exclusive bool) error {
 	fs.cache.evict(e.Path)
 	defer fs.cache.evict(e.Path)
-	_, err := fs.filer.CreateEntry(ctx, &filerpb.CreateEntryRequest{Entry: e, Exclusive: exclusive, NoParents: true})
+	_, err := fs.filer.CreateEntry(ctx, &filerpb.CreateEntryRequest{Entry: e, Exclusive: exclusive, NoParents: true, DeferredDurability: fs.deferring(ctx)})
 	return err
 }
 

@@ -20,6 +20,7 @@ type Handle struct {
 
 // Open opens file p with open(2) flags (O_TRUNC and O_APPEND honoured).
 func (fs *FS) Open(ctx context.Context, p string, flags int) (*Handle, error) {
+	gen := fs.forgetGen()
 	n, err := fs.resolve(ctx, p)
 	if err != nil {
 		return nil, err
@@ -27,11 +28,12 @@ func (fs *FS) Open(ctx context.Context, p string, flags int) (*Handle, error) {
 	if n.isDir() {
 		return nil, errnof(syscall.EISDIR, "%s", p)
 	}
-	return fs.openNode(ctx, n, p, flags)
+	return fs.openNode(ctx, n, p, flags, gen)
 }
 
-func (fs *FS) openNode(ctx context.Context, n *node, p string, flags int) (*Handle, error) {
-	f, err := fs.acquireEntry(ctx, n.contentPath(), n.content)
+// openNode opens n, resolved after forgetGen returned gen.
+func (fs *FS) openNode(ctx context.Context, n *node, p string, flags int, gen uint64) (*Handle, error) {
+	f, err := fs.acquireEntry(ctx, n.contentPath(), n.content, gen)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +56,8 @@ func (fs *FS) Create(ctx context.Context, p string, flags int, perm os.FileMode,
 	e := &filerpb.Entry{Path: fs.full(p), Mode: uint32(perm & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)),
 		Uid: uid, Gid: gid, MtimeNs: time.Now().UnixNano()}
 	e.CrtimeNs = e.MtimeNs // known here, so the inode number is too (inoOfEntry)
-	if err := fs.create(ctx, e, true); err != nil {
+	gen := fs.forgetGen()
+	if err := fs.create(deferred(ctx), e, true); err != nil {
 		if Errno(err) == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
 			return fs.Open(ctx, p, flags)
 		}
@@ -62,7 +65,7 @@ func (fs *FS) Create(ctx context.Context, p string, flags int, perm os.FileMode,
 	}
 	// The entry just created is the one to open: no need to look it up.
 	e.CtimeNs = e.MtimeNs
-	return fs.openNode(ctx, &node{name: e, content: e}, p, flags&^syscall.O_TRUNC)
+	return fs.openNode(ctx, &node{name: e, content: e}, p, flags&^syscall.O_TRUNC, gen)
 }
 
 // ReadAt reads from the file at off; a read at or past the end is io.EOF.
@@ -83,6 +86,17 @@ func (h *Handle) WriteAt(ctx context.Context, p []byte, off int64) (int, error) 
 
 // Flush commits the buffered writes (close(2) and fsync(2) call it).
 func (h *Handle) Flush(ctx context.Context) error { return h.f.flush(ctx) }
+
+// Fsync commits the buffered writes and returns once they, the file's
+// entry and every change before them are durable in the filer's store
+// (fsync(2), fdatasync(2)): after a deferred create or background commit
+// the flush may have nothing left to commit, so the filer is asked to Sync.
+func (h *Handle) Fsync(ctx context.Context) error {
+	if err := h.f.flush(ctx); err != nil {
+		return err
+	}
+	return h.fs.syncFiler(ctx)
+}
 
 // Release closes the handle; the last one of a file commits and forgets it.
 func (h *Handle) Release(ctx context.Context) error { return h.fs.release(ctx, h.f) }

@@ -125,7 +125,7 @@ func (fs *FS) Mkdir(ctx context.Context, p string, perm os.FileMode, uid, gid ui
 	}
 	e := &filerpb.Entry{Path: fs.full(p), Mode: uint32(os.ModeDir | perm), IsDir: true, Uid: uid, Gid: gid,
 		MtimeNs: time.Now().UnixNano()}
-	if err := fs.create(ctx, e, true); err != nil {
+	if err := fs.create(deferred(ctx), e, true); err != nil {
 		return Attr{}, err
 	}
 	return fs.Lookup(ctx, p)
@@ -190,6 +190,7 @@ func (fs *FS) hideOpen(ctx context.Context, f *file) error {
 		return err
 	}
 	delete(fs.files, f.path)
+	fs.forgets++
 	f.setPath(dst)
 	f.unlinked = true
 	fs.files[dst] = f
@@ -284,6 +285,7 @@ func (fs *FS) renameOpen(from, to string) {
 		if p == from || strings.HasPrefix(p, from+"/") {
 			np := to + p[len(from):]
 			delete(fs.files, p)
+			fs.forgets++
 			f.setPath(np)
 			fs.files[np] = f
 		}
@@ -297,7 +299,7 @@ func (fs *FS) Symlink(ctx context.Context, target, p string, uid, gid uint32) (A
 	}
 	e := &filerpb.Entry{Path: fs.full(p), Mode: uint32(os.ModeSymlink | 0o777), SymlinkTarget: target,
 		Uid: uid, Gid: gid, MtimeNs: time.Now().UnixNano()}
-	if err := fs.create(ctx, e, true); err != nil {
+	if err := fs.create(deferred(ctx), e, true); err != nil {
 		return Attr{}, err
 	}
 	return fs.Lookup(ctx, p)
@@ -388,6 +390,9 @@ func pointerEntry(full string, like *filerpb.Entry, id string) *filerpb.Entry {
 // open file when there is one (so that its buffered data is committed
 // with it), else read-modify-write.
 func (fs *FS) updateContent(ctx context.Context, cp string, fn func(e *filerpb.Entry) error) error {
+	// Attribute changes (chmod, chown, utimens, xattrs) are made durable by
+	// fsync, like the data: deferred, as creates.
+	ctx = deferred(ctx)
 	if f := fs.openFile(cp); f != nil {
 		return f.modify(ctx, fn)
 	}
@@ -645,7 +650,7 @@ func (fs *FS) Mknod(ctx context.Context, p string, mode os.FileMode, uid, gid ui
 	now := time.Now().UnixNano()
 	e := &filerpb.Entry{Path: fs.full(p), Mode: uint32(mode & (os.ModeNamedPipe | os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)),
 		Uid: uid, Gid: gid, MtimeNs: now, CrtimeNs: now}
-	if err := fs.create(ctx, e, true); err != nil {
+	if err := fs.create(deferred(ctx), e, true); err != nil {
 		return Attr{}, err
 	}
 	return fs.Lookup(ctx, p)

@@ -57,7 +57,7 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 }
 
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	return h.v.Errno(h.h.Flush(ctx))
+	return h.v.Errno(h.h.Fsync(ctx))
 }
 
 func (h *handle) Release(ctx context.Context) syscall.Errno {

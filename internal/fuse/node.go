@@ -427,9 +427,10 @@ func goMode(u uint32) os.FileMode {
 var _ = time.Second
 
 // Fsync of a directory (FSYNCDIR) commits the files closed here whose
-// background commit has not run yet (every namespace change itself returned
-// only after the filer committed it durably), so that fsync of a directory
-// after writing files into it makes them durable, as on a local disk. A
+// background commit has not run yet and then asks the filer to Sync (creates
+// are committed with deferred durability), so that fsync of a directory
+// after writing files into it makes them and their names durable, as on a
+// local disk. A
 // file's FSYNC goes to its handle (handle.Fsync).
 func (n *node) Fsync(ctx context.Context, f gofs.FileHandle, flags uint32) syscall.Errno {
 	if h, ok := f.(*handle); ok {

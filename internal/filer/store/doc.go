@@ -54,6 +54,12 @@
 //     durable yet (pebble makes commits visible before their fsync
 //     returns): a caller that acts irreversibly on what it read (deleting
 //     blobs, handing out events) runs an empty Update first.
+//   - Deferred durability: an Update whose context carries
+//     WithDeferredDurability may return before its writes are durable
+//     (pebble: the WAL sync is queued and waited for in the background).
+//     The rule above still holds for every Update without the flag, so an
+//     empty Update is the "sync everything deferred so far" call. Backends
+//     that cannot defer (PostgreSQL, Redis for now) ignore the flag.
 //   - Close waits for calls in flight, then releases the backend; later
 //     calls return ErrClosed. Close is idempotent.
 //

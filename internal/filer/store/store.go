@@ -110,3 +110,22 @@ func PrefixEnd(prefix []byte) []byte {
 func EmptyRange(start, end []byte) bool {
 	return end != nil && string(start) >= string(end)
 }
+
+type deferredKey struct{}
+
+// WithDeferredDurability returns a context under which Update may answer
+// once its transaction is committed and visible (atomic and serialised as
+// always) but before it is durable; the backend makes it durable in the
+// background within milliseconds. An Update without the flag (an empty one
+// included) still returns only once its writes and every commit visible
+// when it began are durable, so it waits for the deferred ones. Backends
+// that cannot defer ignore the flag and commit durably.
+func WithDeferredDurability(ctx context.Context) context.Context {
+	return context.WithValue(ctx, deferredKey{}, true)
+}
+
+// DeferredDurability reports whether ctx carries WithDeferredDurability.
+func DeferredDurability(ctx context.Context) bool {
+	v, _ := ctx.Value(deferredKey{}).(bool)
+	return v
+}

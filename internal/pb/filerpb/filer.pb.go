@@ -73,7 +73,7 @@ func (x MetadataEvent_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MetadataEvent_Type.Descriptor instead.
 func (MetadataEvent_Type) EnumDescriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{17, 0}
+	return file_filer_proto_rawDescGZIP(), []int{19, 0}
 }
 
 type PosixLockRequest_Op int32
@@ -128,7 +128,7 @@ func (x PosixLockRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PosixLockRequest_Op.Descriptor instead.
 func (PosixLockRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{22, 0}
+	return file_filer_proto_rawDescGZIP(), []int{24, 0}
 }
 
 type DavLockRequest_Op int32
@@ -180,7 +180,7 @@ func (x DavLockRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DavLockRequest_Op.Descriptor instead.
 func (DavLockRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{25, 0}
+	return file_filer_proto_rawDescGZIP(), []int{27, 0}
 }
 
 type Chunk struct {
@@ -640,12 +640,17 @@ func (x *ListEntriesResponse) GetMore() bool {
 }
 
 type CreateEntryRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entry         *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
-	Exclusive     bool                   `protobuf:"varint,2,opt,name=exclusive,proto3" json:"exclusive,omitempty"`
-	NoParents     bool                   `protobuf:"varint,3,opt,name=no_parents,json=noParents,proto3" json:"no_parents,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Entry     *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	Exclusive bool                   `protobuf:"varint,2,opt,name=exclusive,proto3" json:"exclusive,omitempty"`
+	NoParents bool                   `protobuf:"varint,3,opt,name=no_parents,json=noParents,proto3" json:"no_parents,omitempty"`
+	// deferred_durability: commit atomically (visible, checked against
+	// concurrent changes) but answer before the store's sync; the filer syncs
+	// in the background within milliseconds, and Sync (or any later durable
+	// change) waits for it. Stores that cannot defer commit durably.
+	DeferredDurability bool `protobuf:"varint,4,opt,name=deferred_durability,json=deferredDurability,proto3" json:"deferred_durability,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *CreateEntryRequest) Reset() {
@@ -699,6 +704,13 @@ func (x *CreateEntryRequest) GetNoParents() bool {
 	return false
 }
 
+func (x *CreateEntryRequest) GetDeferredDurability() bool {
+	if x != nil {
+		return x.DeferredDurability
+	}
+	return false
+}
+
 type CreateEntryResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -736,10 +748,11 @@ func (*CreateEntryResponse) Descriptor() ([]byte, []int) {
 }
 
 type UpdateEntryRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entry         *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Entry              *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	DeferredDurability bool                   `protobuf:"varint,2,opt,name=deferred_durability,json=deferredDurability,proto3" json:"deferred_durability,omitempty"` // as in CreateEntryRequest
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *UpdateEntryRequest) Reset() {
@@ -779,6 +792,13 @@ func (x *UpdateEntryRequest) GetEntry() *Entry {
 	return nil
 }
 
+func (x *UpdateEntryRequest) GetDeferredDurability() bool {
+	if x != nil {
+		return x.DeferredDurability
+	}
+	return false
+}
+
 type UpdateEntryResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -815,6 +835,78 @@ func (*UpdateEntryResponse) Descriptor() ([]byte, []int) {
 	return file_filer_proto_rawDescGZIP(), []int{9}
 }
 
+type SyncRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncRequest) Reset() {
+	*x = SyncRequest{}
+	mi := &file_filer_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncRequest) ProtoMessage() {}
+
+func (x *SyncRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_filer_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
+func (*SyncRequest) Descriptor() ([]byte, []int) {
+	return file_filer_proto_rawDescGZIP(), []int{10}
+}
+
+type SyncResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncResponse) Reset() {
+	*x = SyncResponse{}
+	mi := &file_filer_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncResponse) ProtoMessage() {}
+
+func (x *SyncResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_filer_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
+func (*SyncResponse) Descriptor() ([]byte, []int) {
+	return file_filer_proto_rawDescGZIP(), []int{11}
+}
+
 type DeleteEntryRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
@@ -825,7 +917,7 @@ type DeleteEntryRequest struct {
 
 func (x *DeleteEntryRequest) Reset() {
 	*x = DeleteEntryRequest{}
-	mi := &file_filer_proto_msgTypes[10]
+	mi := &file_filer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +929,7 @@ func (x *DeleteEntryRequest) String() string {
 func (*DeleteEntryRequest) ProtoMessage() {}
 
 func (x *DeleteEntryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[10]
+	mi := &file_filer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +942,7 @@ func (x *DeleteEntryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEntryRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEntryRequest) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{10}
+	return file_filer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteEntryRequest) GetPath() string {
@@ -875,7 +967,7 @@ type DeleteEntryResponse struct {
 
 func (x *DeleteEntryResponse) Reset() {
 	*x = DeleteEntryResponse{}
-	mi := &file_filer_proto_msgTypes[11]
+	mi := &file_filer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +979,7 @@ func (x *DeleteEntryResponse) String() string {
 func (*DeleteEntryResponse) ProtoMessage() {}
 
 func (x *DeleteEntryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[11]
+	mi := &file_filer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +992,7 @@ func (x *DeleteEntryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEntryResponse.ProtoReflect.Descriptor instead.
 func (*DeleteEntryResponse) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{11}
+	return file_filer_proto_rawDescGZIP(), []int{13}
 }
 
 type RenameRequest struct {
@@ -913,7 +1005,7 @@ type RenameRequest struct {
 
 func (x *RenameRequest) Reset() {
 	*x = RenameRequest{}
-	mi := &file_filer_proto_msgTypes[12]
+	mi := &file_filer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1017,7 @@ func (x *RenameRequest) String() string {
 func (*RenameRequest) ProtoMessage() {}
 
 func (x *RenameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[12]
+	mi := &file_filer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1030,7 @@ func (x *RenameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameRequest.ProtoReflect.Descriptor instead.
 func (*RenameRequest) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{12}
+	return file_filer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RenameRequest) GetFrom() string {
@@ -963,7 +1055,7 @@ type RenameResponse struct {
 
 func (x *RenameResponse) Reset() {
 	*x = RenameResponse{}
-	mi := &file_filer_proto_msgTypes[13]
+	mi := &file_filer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -975,7 +1067,7 @@ func (x *RenameResponse) String() string {
 func (*RenameResponse) ProtoMessage() {}
 
 func (x *RenameResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[13]
+	mi := &file_filer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -988,7 +1080,7 @@ func (x *RenameResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameResponse.ProtoReflect.Descriptor instead.
 func (*RenameResponse) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{13}
+	return file_filer_proto_rawDescGZIP(), []int{15}
 }
 
 type AssignVolumeRequest struct {
@@ -1004,7 +1096,7 @@ type AssignVolumeRequest struct {
 
 func (x *AssignVolumeRequest) Reset() {
 	*x = AssignVolumeRequest{}
-	mi := &file_filer_proto_msgTypes[14]
+	mi := &file_filer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1108,7 @@ func (x *AssignVolumeRequest) String() string {
 func (*AssignVolumeRequest) ProtoMessage() {}
 
 func (x *AssignVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[14]
+	mi := &file_filer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1121,7 @@ func (x *AssignVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignVolumeRequest.ProtoReflect.Descriptor instead.
 func (*AssignVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{14}
+	return file_filer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AssignVolumeRequest) GetCount() uint64 {
@@ -1079,7 +1171,7 @@ type AssignVolumeResponse struct {
 
 func (x *AssignVolumeResponse) Reset() {
 	*x = AssignVolumeResponse{}
-	mi := &file_filer_proto_msgTypes[15]
+	mi := &file_filer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1183,7 @@ func (x *AssignVolumeResponse) String() string {
 func (*AssignVolumeResponse) ProtoMessage() {}
 
 func (x *AssignVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[15]
+	mi := &file_filer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1196,7 @@ func (x *AssignVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignVolumeResponse.ProtoReflect.Descriptor instead.
 func (*AssignVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{15}
+	return file_filer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AssignVolumeResponse) GetFid() string {
@@ -1144,7 +1236,7 @@ type SubscribeMetadataRequest struct {
 
 func (x *SubscribeMetadataRequest) Reset() {
 	*x = SubscribeMetadataRequest{}
-	mi := &file_filer_proto_msgTypes[16]
+	mi := &file_filer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1156,7 +1248,7 @@ func (x *SubscribeMetadataRequest) String() string {
 func (*SubscribeMetadataRequest) ProtoMessage() {}
 
 func (x *SubscribeMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[16]
+	mi := &file_filer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1169,7 +1261,7 @@ func (x *SubscribeMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeMetadataRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{16}
+	return file_filer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SubscribeMetadataRequest) GetSinceSeq() uint64 {
@@ -1192,7 +1284,7 @@ type MetadataEvent struct {
 
 func (x *MetadataEvent) Reset() {
 	*x = MetadataEvent{}
-	mi := &file_filer_proto_msgTypes[17]
+	mi := &file_filer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1296,7 @@ func (x *MetadataEvent) String() string {
 func (*MetadataEvent) ProtoMessage() {}
 
 func (x *MetadataEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[17]
+	mi := &file_filer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1309,7 @@ func (x *MetadataEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataEvent.ProtoReflect.Descriptor instead.
 func (*MetadataEvent) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{17}
+	return file_filer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MetadataEvent) GetSeq() uint64 {
@@ -1263,7 +1355,7 @@ type GetConfigurationRequest struct {
 
 func (x *GetConfigurationRequest) Reset() {
 	*x = GetConfigurationRequest{}
-	mi := &file_filer_proto_msgTypes[18]
+	mi := &file_filer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1367,7 @@ func (x *GetConfigurationRequest) String() string {
 func (*GetConfigurationRequest) ProtoMessage() {}
 
 func (x *GetConfigurationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[18]
+	mi := &file_filer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1380,7 @@ func (x *GetConfigurationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigurationRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigurationRequest) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{18}
+	return file_filer_proto_rawDescGZIP(), []int{20}
 }
 
 type GetConfigurationResponse struct {
@@ -1304,7 +1396,7 @@ type GetConfigurationResponse struct {
 
 func (x *GetConfigurationResponse) Reset() {
 	*x = GetConfigurationResponse{}
-	mi := &file_filer_proto_msgTypes[19]
+	mi := &file_filer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1316,7 +1408,7 @@ func (x *GetConfigurationResponse) String() string {
 func (*GetConfigurationResponse) ProtoMessage() {}
 
 func (x *GetConfigurationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[19]
+	mi := &file_filer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1329,7 +1421,7 @@ func (x *GetConfigurationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigurationResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigurationResponse) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{19}
+	return file_filer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetConfigurationResponse) GetMasters() []string {
@@ -1375,7 +1467,7 @@ type StatfsRequest struct {
 
 func (x *StatfsRequest) Reset() {
 	*x = StatfsRequest{}
-	mi := &file_filer_proto_msgTypes[20]
+	mi := &file_filer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1479,7 @@ func (x *StatfsRequest) String() string {
 func (*StatfsRequest) ProtoMessage() {}
 
 func (x *StatfsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[20]
+	mi := &file_filer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1492,7 @@ func (x *StatfsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatfsRequest.ProtoReflect.Descriptor instead.
 func (*StatfsRequest) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{20}
+	return file_filer_proto_rawDescGZIP(), []int{22}
 }
 
 type StatfsResponse struct {
@@ -1415,7 +1507,7 @@ type StatfsResponse struct {
 
 func (x *StatfsResponse) Reset() {
 	*x = StatfsResponse{}
-	mi := &file_filer_proto_msgTypes[21]
+	mi := &file_filer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1427,7 +1519,7 @@ func (x *StatfsResponse) String() string {
 func (*StatfsResponse) ProtoMessage() {}
 
 func (x *StatfsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[21]
+	mi := &file_filer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1440,7 +1532,7 @@ func (x *StatfsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatfsResponse.ProtoReflect.Descriptor instead.
 func (*StatfsResponse) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{21}
+	return file_filer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StatfsResponse) GetTotalBytes() uint64 {
@@ -1488,7 +1580,7 @@ type PosixLockRequest struct {
 
 func (x *PosixLockRequest) Reset() {
 	*x = PosixLockRequest{}
-	mi := &file_filer_proto_msgTypes[22]
+	mi := &file_filer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1500,7 +1592,7 @@ func (x *PosixLockRequest) String() string {
 func (*PosixLockRequest) ProtoMessage() {}
 
 func (x *PosixLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[22]
+	mi := &file_filer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1513,7 +1605,7 @@ func (x *PosixLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PosixLockRequest.ProtoReflect.Descriptor instead.
 func (*PosixLockRequest) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{22}
+	return file_filer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PosixLockRequest) GetOp() PosixLockRequest_Op {
@@ -1592,7 +1684,7 @@ type PosixLockResponse struct {
 
 func (x *PosixLockResponse) Reset() {
 	*x = PosixLockResponse{}
-	mi := &file_filer_proto_msgTypes[23]
+	mi := &file_filer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1696,7 @@ func (x *PosixLockResponse) String() string {
 func (*PosixLockResponse) ProtoMessage() {}
 
 func (x *PosixLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[23]
+	mi := &file_filer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1709,7 @@ func (x *PosixLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PosixLockResponse.ProtoReflect.Descriptor instead.
 func (*PosixLockResponse) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{23}
+	return file_filer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PosixLockResponse) GetConflict() bool {
@@ -1666,7 +1758,7 @@ type DavCondition struct {
 
 func (x *DavCondition) Reset() {
 	*x = DavCondition{}
-	mi := &file_filer_proto_msgTypes[24]
+	mi := &file_filer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1678,7 +1770,7 @@ func (x *DavCondition) String() string {
 func (*DavCondition) ProtoMessage() {}
 
 func (x *DavCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[24]
+	mi := &file_filer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1691,7 +1783,7 @@ func (x *DavCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DavCondition.ProtoReflect.Descriptor instead.
 func (*DavCondition) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{24}
+	return file_filer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DavCondition) GetNot() bool {
@@ -1732,7 +1824,7 @@ type DavLockRequest struct {
 
 func (x *DavLockRequest) Reset() {
 	*x = DavLockRequest{}
-	mi := &file_filer_proto_msgTypes[25]
+	mi := &file_filer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +1836,7 @@ func (x *DavLockRequest) String() string {
 func (*DavLockRequest) ProtoMessage() {}
 
 func (x *DavLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[25]
+	mi := &file_filer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +1849,7 @@ func (x *DavLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DavLockRequest.ProtoReflect.Descriptor instead.
 func (*DavLockRequest) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{25}
+	return file_filer_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DavLockRequest) GetOp() DavLockRequest_Op {
@@ -1836,7 +1928,7 @@ type DavLockResponse struct {
 
 func (x *DavLockResponse) Reset() {
 	*x = DavLockResponse{}
-	mi := &file_filer_proto_msgTypes[26]
+	mi := &file_filer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +1940,7 @@ func (x *DavLockResponse) String() string {
 func (*DavLockResponse) ProtoMessage() {}
 
 func (x *DavLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[26]
+	mi := &file_filer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +1953,7 @@ func (x *DavLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DavLockResponse.ProtoReflect.Descriptor instead.
 func (*DavLockResponse) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{26}
+	return file_filer_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DavLockResponse) GetToken() string {
@@ -1948,16 +2040,20 @@ const file_filer_proto_rawDesc = "" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\"R\n" +
 	"\x13ListEntriesResponse\x12'\n" +
 	"\x05entry\x18\x01 \x01(\v2\x11.kelp.filer.EntryR\x05entry\x12\x12\n" +
-	"\x04more\x18\x02 \x01(\bR\x04more\"z\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\"\xab\x01\n" +
 	"\x12CreateEntryRequest\x12'\n" +
 	"\x05entry\x18\x01 \x01(\v2\x11.kelp.filer.EntryR\x05entry\x12\x1c\n" +
 	"\texclusive\x18\x02 \x01(\bR\texclusive\x12\x1d\n" +
 	"\n" +
-	"no_parents\x18\x03 \x01(\bR\tnoParents\"\x15\n" +
-	"\x13CreateEntryResponse\"=\n" +
+	"no_parents\x18\x03 \x01(\bR\tnoParents\x12/\n" +
+	"\x13deferred_durability\x18\x04 \x01(\bR\x12deferredDurability\"\x15\n" +
+	"\x13CreateEntryResponse\"n\n" +
 	"\x12UpdateEntryRequest\x12'\n" +
-	"\x05entry\x18\x01 \x01(\v2\x11.kelp.filer.EntryR\x05entry\"\x15\n" +
-	"\x13UpdateEntryResponse\"F\n" +
+	"\x05entry\x18\x01 \x01(\v2\x11.kelp.filer.EntryR\x05entry\x12/\n" +
+	"\x13deferred_durability\x18\x02 \x01(\bR\x12deferredDurability\"\x15\n" +
+	"\x13UpdateEntryResponse\"\r\n" +
+	"\vSyncRequest\"\x0e\n" +
+	"\fSyncResponse\"F\n" +
 	"\x12DeleteEntryRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1c\n" +
 	"\trecursive\x18\x02 \x01(\bR\trecursive\"\x15\n" +
@@ -2072,7 +2168,7 @@ const file_filer_proto_rawDesc = "" +
 	"zero_depth\x18\x03 \x01(\bR\tzeroDepth\x12\x1b\n" +
 	"\towner_xml\x18\x04 \x01(\tR\bownerXml\x12\x1f\n" +
 	"\vduration_ns\x18\x05 \x01(\x03R\n" +
-	"durationNs2\xb3\a\n" +
+	"durationNs2\xee\a\n" +
 	"\x05Filer\x12N\n" +
 	"\vLookupEntry\x12\x1e.kelp.filer.LookupEntryRequest\x1a\x1f.kelp.filer.LookupEntryResponse\x12P\n" +
 	"\vListEntries\x12\x1e.kelp.filer.ListEntriesRequest\x1a\x1f.kelp.filer.ListEntriesResponse0\x01\x12N\n" +
@@ -2085,7 +2181,8 @@ const file_filer_proto_rawDesc = "" +
 	"\x10GetConfiguration\x12#.kelp.filer.GetConfigurationRequest\x1a$.kelp.filer.GetConfigurationResponse\x12?\n" +
 	"\x06Statfs\x12\x19.kelp.filer.StatfsRequest\x1a\x1a.kelp.filer.StatfsResponse\x12H\n" +
 	"\tPosixLock\x12\x1c.kelp.filer.PosixLockRequest\x1a\x1d.kelp.filer.PosixLockResponse\x12B\n" +
-	"\aDavLock\x12\x1a.kelp.filer.DavLockRequest\x1a\x1b.kelp.filer.DavLockResponseB,Z*github.com/kelpfs/kelp/internal/pb/filerpbb\x06proto3"
+	"\aDavLock\x12\x1a.kelp.filer.DavLockRequest\x1a\x1b.kelp.filer.DavLockResponse\x129\n" +
+	"\x04Sync\x12\x17.kelp.filer.SyncRequest\x1a\x18.kelp.filer.SyncResponseB,Z*github.com/kelpfs/kelp/internal/pb/filerpbb\x06proto3"
 
 var (
 	file_filer_proto_rawDescOnce sync.Once
@@ -2100,7 +2197,7 @@ func file_filer_proto_rawDescGZIP() []byte {
 }
 
 var file_filer_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_filer_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_filer_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_filer_proto_goTypes = []any{
 	(MetadataEvent_Type)(0),          // 0: kelp.filer.MetadataEvent.Type
 	(PosixLockRequest_Op)(0),         // 1: kelp.filer.PosixLockRequest.Op
@@ -2115,29 +2212,31 @@ var file_filer_proto_goTypes = []any{
 	(*CreateEntryResponse)(nil),      // 10: kelp.filer.CreateEntryResponse
 	(*UpdateEntryRequest)(nil),       // 11: kelp.filer.UpdateEntryRequest
 	(*UpdateEntryResponse)(nil),      // 12: kelp.filer.UpdateEntryResponse
-	(*DeleteEntryRequest)(nil),       // 13: kelp.filer.DeleteEntryRequest
-	(*DeleteEntryResponse)(nil),      // 14: kelp.filer.DeleteEntryResponse
-	(*RenameRequest)(nil),            // 15: kelp.filer.RenameRequest
-	(*RenameResponse)(nil),           // 16: kelp.filer.RenameResponse
-	(*AssignVolumeRequest)(nil),      // 17: kelp.filer.AssignVolumeRequest
-	(*AssignVolumeResponse)(nil),     // 18: kelp.filer.AssignVolumeResponse
-	(*SubscribeMetadataRequest)(nil), // 19: kelp.filer.SubscribeMetadataRequest
-	(*MetadataEvent)(nil),            // 20: kelp.filer.MetadataEvent
-	(*GetConfigurationRequest)(nil),  // 21: kelp.filer.GetConfigurationRequest
-	(*GetConfigurationResponse)(nil), // 22: kelp.filer.GetConfigurationResponse
-	(*StatfsRequest)(nil),            // 23: kelp.filer.StatfsRequest
-	(*StatfsResponse)(nil),           // 24: kelp.filer.StatfsResponse
-	(*PosixLockRequest)(nil),         // 25: kelp.filer.PosixLockRequest
-	(*PosixLockResponse)(nil),        // 26: kelp.filer.PosixLockResponse
-	(*DavCondition)(nil),             // 27: kelp.filer.DavCondition
-	(*DavLockRequest)(nil),           // 28: kelp.filer.DavLockRequest
-	(*DavLockResponse)(nil),          // 29: kelp.filer.DavLockResponse
-	nil,                              // 30: kelp.filer.Entry.UserMetadataEntry
-	nil,                              // 31: kelp.filer.Entry.XattrsEntry
+	(*SyncRequest)(nil),              // 13: kelp.filer.SyncRequest
+	(*SyncResponse)(nil),             // 14: kelp.filer.SyncResponse
+	(*DeleteEntryRequest)(nil),       // 15: kelp.filer.DeleteEntryRequest
+	(*DeleteEntryResponse)(nil),      // 16: kelp.filer.DeleteEntryResponse
+	(*RenameRequest)(nil),            // 17: kelp.filer.RenameRequest
+	(*RenameResponse)(nil),           // 18: kelp.filer.RenameResponse
+	(*AssignVolumeRequest)(nil),      // 19: kelp.filer.AssignVolumeRequest
+	(*AssignVolumeResponse)(nil),     // 20: kelp.filer.AssignVolumeResponse
+	(*SubscribeMetadataRequest)(nil), // 21: kelp.filer.SubscribeMetadataRequest
+	(*MetadataEvent)(nil),            // 22: kelp.filer.MetadataEvent
+	(*GetConfigurationRequest)(nil),  // 23: kelp.filer.GetConfigurationRequest
+	(*GetConfigurationResponse)(nil), // 24: kelp.filer.GetConfigurationResponse
+	(*StatfsRequest)(nil),            // 25: kelp.filer.StatfsRequest
+	(*StatfsResponse)(nil),           // 26: kelp.filer.StatfsResponse
+	(*PosixLockRequest)(nil),         // 27: kelp.filer.PosixLockRequest
+	(*PosixLockResponse)(nil),        // 28: kelp.filer.PosixLockResponse
+	(*DavCondition)(nil),             // 29: kelp.filer.DavCondition
+	(*DavLockRequest)(nil),           // 30: kelp.filer.DavLockRequest
+	(*DavLockResponse)(nil),          // 31: kelp.filer.DavLockResponse
+	nil,                              // 32: kelp.filer.Entry.UserMetadataEntry
+	nil,                              // 33: kelp.filer.Entry.XattrsEntry
 }
 var file_filer_proto_depIdxs = []int32{
-	30, // 0: kelp.filer.Entry.user_metadata:type_name -> kelp.filer.Entry.UserMetadataEntry
-	31, // 1: kelp.filer.Entry.xattrs:type_name -> kelp.filer.Entry.XattrsEntry
+	32, // 0: kelp.filer.Entry.user_metadata:type_name -> kelp.filer.Entry.UserMetadataEntry
+	33, // 1: kelp.filer.Entry.xattrs:type_name -> kelp.filer.Entry.XattrsEntry
 	3,  // 2: kelp.filer.Entry.chunks:type_name -> kelp.filer.Chunk
 	4,  // 3: kelp.filer.LookupEntryResponse.entry:type_name -> kelp.filer.Entry
 	4,  // 4: kelp.filer.ListEntriesResponse.entry:type_name -> kelp.filer.Entry
@@ -2148,33 +2247,35 @@ var file_filer_proto_depIdxs = []int32{
 	4,  // 9: kelp.filer.MetadataEvent.new_entry:type_name -> kelp.filer.Entry
 	1,  // 10: kelp.filer.PosixLockRequest.op:type_name -> kelp.filer.PosixLockRequest.Op
 	2,  // 11: kelp.filer.DavLockRequest.op:type_name -> kelp.filer.DavLockRequest.Op
-	27, // 12: kelp.filer.DavLockRequest.conditions:type_name -> kelp.filer.DavCondition
+	29, // 12: kelp.filer.DavLockRequest.conditions:type_name -> kelp.filer.DavCondition
 	5,  // 13: kelp.filer.Filer.LookupEntry:input_type -> kelp.filer.LookupEntryRequest
 	7,  // 14: kelp.filer.Filer.ListEntries:input_type -> kelp.filer.ListEntriesRequest
 	9,  // 15: kelp.filer.Filer.CreateEntry:input_type -> kelp.filer.CreateEntryRequest
 	11, // 16: kelp.filer.Filer.UpdateEntry:input_type -> kelp.filer.UpdateEntryRequest
-	13, // 17: kelp.filer.Filer.DeleteEntry:input_type -> kelp.filer.DeleteEntryRequest
-	15, // 18: kelp.filer.Filer.Rename:input_type -> kelp.filer.RenameRequest
-	17, // 19: kelp.filer.Filer.AssignVolume:input_type -> kelp.filer.AssignVolumeRequest
-	19, // 20: kelp.filer.Filer.SubscribeMetadata:input_type -> kelp.filer.SubscribeMetadataRequest
-	21, // 21: kelp.filer.Filer.GetConfiguration:input_type -> kelp.filer.GetConfigurationRequest
-	23, // 22: kelp.filer.Filer.Statfs:input_type -> kelp.filer.StatfsRequest
-	25, // 23: kelp.filer.Filer.PosixLock:input_type -> kelp.filer.PosixLockRequest
-	28, // 24: kelp.filer.Filer.DavLock:input_type -> kelp.filer.DavLockRequest
-	6,  // 25: kelp.filer.Filer.LookupEntry:output_type -> kelp.filer.LookupEntryResponse
-	8,  // 26: kelp.filer.Filer.ListEntries:output_type -> kelp.filer.ListEntriesResponse
-	10, // 27: kelp.filer.Filer.CreateEntry:output_type -> kelp.filer.CreateEntryResponse
-	12, // 28: kelp.filer.Filer.UpdateEntry:output_type -> kelp.filer.UpdateEntryResponse
-	14, // 29: kelp.filer.Filer.DeleteEntry:output_type -> kelp.filer.DeleteEntryResponse
-	16, // 30: kelp.filer.Filer.Rename:output_type -> kelp.filer.RenameResponse
-	18, // 31: kelp.filer.Filer.AssignVolume:output_type -> kelp.filer.AssignVolumeResponse
-	20, // 32: kelp.filer.Filer.SubscribeMetadata:output_type -> kelp.filer.MetadataEvent
-	22, // 33: kelp.filer.Filer.GetConfiguration:output_type -> kelp.filer.GetConfigurationResponse
-	24, // 34: kelp.filer.Filer.Statfs:output_type -> kelp.filer.StatfsResponse
-	26, // 35: kelp.filer.Filer.PosixLock:output_type -> kelp.filer.PosixLockResponse
-	29, // 36: kelp.filer.Filer.DavLock:output_type -> kelp.filer.DavLockResponse
-	25, // [25:37] is the sub-list for method output_type
-	13, // [13:25] is the sub-list for method input_type
+	15, // 17: kelp.filer.Filer.DeleteEntry:input_type -> kelp.filer.DeleteEntryRequest
+	17, // 18: kelp.filer.Filer.Rename:input_type -> kelp.filer.RenameRequest
+	19, // 19: kelp.filer.Filer.AssignVolume:input_type -> kelp.filer.AssignVolumeRequest
+	21, // 20: kelp.filer.Filer.SubscribeMetadata:input_type -> kelp.filer.SubscribeMetadataRequest
+	23, // 21: kelp.filer.Filer.GetConfiguration:input_type -> kelp.filer.GetConfigurationRequest
+	25, // 22: kelp.filer.Filer.Statfs:input_type -> kelp.filer.StatfsRequest
+	27, // 23: kelp.filer.Filer.PosixLock:input_type -> kelp.filer.PosixLockRequest
+	30, // 24: kelp.filer.Filer.DavLock:input_type -> kelp.filer.DavLockRequest
+	13, // 25: kelp.filer.Filer.Sync:input_type -> kelp.filer.SyncRequest
+	6,  // 26: kelp.filer.Filer.LookupEntry:output_type -> kelp.filer.LookupEntryResponse
+	8,  // 27: kelp.filer.Filer.ListEntries:output_type -> kelp.filer.ListEntriesResponse
+	10, // 28: kelp.filer.Filer.CreateEntry:output_type -> kelp.filer.CreateEntryResponse
+	12, // 29: kelp.filer.Filer.UpdateEntry:output_type -> kelp.filer.UpdateEntryResponse
+	16, // 30: kelp.filer.Filer.DeleteEntry:output_type -> kelp.filer.DeleteEntryResponse
+	18, // 31: kelp.filer.Filer.Rename:output_type -> kelp.filer.RenameResponse
+	20, // 32: kelp.filer.Filer.AssignVolume:output_type -> kelp.filer.AssignVolumeResponse
+	22, // 33: kelp.filer.Filer.SubscribeMetadata:output_type -> kelp.filer.MetadataEvent
+	24, // 34: kelp.filer.Filer.GetConfiguration:output_type -> kelp.filer.GetConfigurationResponse
+	26, // 35: kelp.filer.Filer.Statfs:output_type -> kelp.filer.StatfsResponse
+	28, // 36: kelp.filer.Filer.PosixLock:output_type -> kelp.filer.PosixLockResponse
+	31, // 37: kelp.filer.Filer.DavLock:output_type -> kelp.filer.DavLockResponse
+	14, // 38: kelp.filer.Filer.Sync:output_type -> kelp.filer.SyncResponse
+	26, // [26:39] is the sub-list for method output_type
+	13, // [13:26] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
 	13, // [13:13] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name
@@ -2191,7 +2292,7 @@ func file_filer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_filer_proto_rawDesc), len(file_filer_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

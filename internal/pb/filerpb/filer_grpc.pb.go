@@ -31,6 +31,7 @@ const (
 	Filer_Statfs_FullMethodName            = "/kelp.filer.Filer/Statfs"
 	Filer_PosixLock_FullMethodName         = "/kelp.filer.Filer/PosixLock"
 	Filer_DavLock_FullMethodName           = "/kelp.filer.Filer/DavLock"
+	Filer_Sync_FullMethodName              = "/kelp.filer.Filer/Sync"
 )
 
 // FilerClient is the client API for Filer service.
@@ -69,6 +70,9 @@ type FilerClient interface {
 	// in the filer's memory. Errors: FailedPrecondition "locked", NotFound (no
 	// such lock), Aborted (confirmation failed), PermissionDenied (forbidden).
 	DavLock(ctx context.Context, in *DavLockRequest, opts ...grpc.CallOption) (*DavLockResponse, error)
+	// Sync returns once every change this filer has committed so far,
+	// including those committed with deferred_durability, is durable.
+	Sync(ctx context.Context, in *SyncRequest, opts ...grpc.CallOption) (*SyncResponse, error)
 }
 
 type filerClient struct {
@@ -217,6 +221,16 @@ func (c *filerClient) DavLock(ctx context.Context, in *DavLockRequest, opts ...g
 	return out, nil
 }
 
+func (c *filerClient) Sync(ctx context.Context, in *SyncRequest, opts ...grpc.CallOption) (*SyncResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SyncResponse)
+	err := c.cc.Invoke(ctx, Filer_Sync_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FilerServer is the server API for Filer service.
 // All implementations must embed UnimplementedFilerServer
 // for forward compatibility.
@@ -253,6 +267,9 @@ type FilerServer interface {
 	// in the filer's memory. Errors: FailedPrecondition "locked", NotFound (no
 	// such lock), Aborted (confirmation failed), PermissionDenied (forbidden).
 	DavLock(context.Context, *DavLockRequest) (*DavLockResponse, error)
+	// Sync returns once every change this filer has committed so far,
+	// including those committed with deferred_durability, is durable.
+	Sync(context.Context, *SyncRequest) (*SyncResponse, error)
 	mustEmbedUnimplementedFilerServer()
 }
 
@@ -298,6 +315,9 @@ func (UnimplementedFilerServer) PosixLock(context.Context, *PosixLockRequest) (*
 }
 func (UnimplementedFilerServer) DavLock(context.Context, *DavLockRequest) (*DavLockResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DavLock not implemented")
+}
+func (UnimplementedFilerServer) Sync(context.Context, *SyncRequest) (*SyncResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Sync not implemented")
 }
 func (UnimplementedFilerServer) mustEmbedUnimplementedFilerServer() {}
 func (UnimplementedFilerServer) testEmbeddedByValue()               {}
@@ -522,6 +542,24 @@ func _Filer_DavLock_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Filer_Sync_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SyncRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FilerServer).Sync(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Filer_Sync_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FilerServer).Sync(ctx, req.(*SyncRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Filer_ServiceDesc is the grpc.ServiceDesc for Filer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -568,6 +606,10 @@ var Filer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DavLock",
 			Handler:    _Filer_DavLock_Handler,
+		},
+		{
+			MethodName: "Sync",
+			Handler:    _Filer_Sync_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

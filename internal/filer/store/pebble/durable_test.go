@@ -88,3 +88,54 @@ func TestNoOpUpdateWaitsForWhatItRead(t *testing.T) {
 		t.Fatalf("the retry was acknowledged before the entry it saw was durable; after the power cut: %v", err)
 	}
 }
+
+// TestDeferredUpdateAnswersBeforeSyncAndSyncWaitsForIt: an Update under
+// WithDeferredDurability answers while its WAL sync is stalled (visible at
+// once); an empty Update (the filer's Sync) waits until that sync is done,
+// and what it vouched for survives a power cut.
+func TestDeferredUpdateAnswersBeforeSyncAndSyncWaitsForIt(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	fsys := pebbletest.NewStallFS(mem)
+	s, err := Open("/db", &Options{FS: fsys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := fsys.Stall()
+	defer release()
+
+	ctx := context.Background()
+	key := []byte("/dir/file")
+	if err := s.Update(store.WithDeferredDurability(ctx), func(tx store.Tx) error {
+		return tx.Put(key, []byte("entry"))
+	}); err != nil {
+		t.Fatalf("deferred update: %v", err)
+	}
+	if _, err := s.Get(ctx, key); err != nil {
+		t.Fatalf("deferred commit not visible: %v", err)
+	}
+	synced := make(chan error, 1)
+	go func() { synced <- s.Update(ctx, func(store.Tx) error { return nil }) }()
+	testutil.WaitFor(t, 10*time.Second, func() bool { return s.syncWaits.Load() > 0 },
+		"the empty Update to wait for the deferred commit's sync")
+	select {
+	case err := <-synced:
+		t.Fatalf("Sync answered (%v) while the deferred commit's WAL sync is stalled", err)
+	default:
+	}
+	release()
+	if err := <-synced; err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := Open("/db", &Options{FS: crashed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer after.Close()
+	if _, err := after.Get(ctx, key); err != nil {
+		t.Fatalf("deferred commit lost after Sync and a power cut: %v", err)
+	}
+}

@@ -44,6 +44,8 @@ type Store struct {
 	gate      gate.Gate
 	unsynced  atomic.Int64 // batches applied whose WAL sync has not returned
 	syncWaits atomic.Int32 // no-op Updates waiting for others' syncs (tests)
+	// deferredErrs counts WAL syncs of deferred Updates that failed.
+	deferredErrs atomic.Int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -195,11 +197,33 @@ func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
 		return err
 	}
 	b := s.db.NewIndexedBatch()
-	defer b.Close()
 	wait, err := s.apply(ctx, b, fn)
 	if err != nil {
+		b.Close()
 		return err
 	}
+	if wait == waitOwn && store.DeferredDurability(ctx) {
+		// The WAL sync is queued already (Pebble's log writer syncs it
+		// with the next group, whether or not anyone waits); answer now and
+		// count the batch as unsynced until the sync returns, so that every
+		// empty or non-deferred Update meanwhile waits for it. The gate stays
+		// entered so that Close waits too.
+		if err := s.gate.Enter(); err != nil {
+			b.Close()
+			return err
+		}
+		go func() {
+			defer s.gate.Leave()
+			if err := b.SyncWait(); err != nil {
+				// Pebble treats a failed WAL sync as fatal; nothing to hand back.
+				s.deferredErrs.Add(1)
+			}
+			s.unsynced.Add(-1)
+			b.Close()
+		}()
+		return nil
+	}
+	defer b.Close()
 	// Wait for the WAL sync outside the writer lock, so that concurrent
 	// transactions share one fsync (group commit) instead of queueing on it.
 	switch wait {
