@@ -146,15 +146,19 @@ func (s *Server) heartbeat() *masterpb.HeartbeatRequest {
 		disk := &masterpb.DiskInfo{Dir: d.Dir, MaxVolumes: uint32(d.MaxVolumes), FreeBytes: d.FreeBytes}
 		for _, v := range d.Volumes {
 			disk.Volumes = append(disk.Volumes, &masterpb.VolumeInfo{
-				Id:             v.ID,
-				Collection:     v.Collection,
-				Replication:    v.Replication.String(),
-				Ttl:            v.TTL.String(),
-				Size:           uint64(v.Size),
-				FileCount:      uint64(v.FileCount),
-				DeleteCount:    uint64(v.DeleteCount),
-				DeletedBytes:   uint64(v.DeletedBytes),
-				ReadOnly:       v.ReadOnly,
+				Id:           v.ID,
+				Collection:   v.Collection,
+				Replication:  v.Replication.String(),
+				Ttl:          v.TTL.String(),
+				Size:         uint64(v.Size),
+				FileCount:    uint64(v.FileCount),
+				DeleteCount:  uint64(v.DeleteCount),
+				DeletedBytes: uint64(v.DeletedBytes),
+				// A full volume (a write found less room left than it needed)
+				// is read-only to the master: its size may be a few bytes under
+				// the limit, which alone would leave it writable in the master's
+				// view while it refuses nearly every write.
+				ReadOnly:       v.ReadOnly || v.Full,
 				Version:        uint32(v.Version),
 				ModifiedAtUnix: uint64(v.ModifiedAt.Unix()),
 			})

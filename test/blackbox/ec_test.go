@@ -34,7 +34,7 @@ func TestErasureCodingKillDashNine(t *testing.T) {
 	dir := t.TempDir()
 	ports := testutil.FreePorts(t, 5, pb.GRPCPortOffset, pb.RaftPortOffset)
 	master := hostport(ports[0])
-	startKelp(t, "master", "--ip=127.0.0.1", "--port="+strconv.Itoa(ports[0]), "--mdir="+filepath.Join(dir, "m"), "--volume-size-limit-mb=2")
+	startKelp(t, "master", "--ip=127.0.0.1", "--port="+strconv.Itoa(ports[0]), "--mdir="+filepath.Join(dir, "m"), "--volume-size-limit-mb=4")
 	waitAnswers(t, "http://"+master+"/healthz")
 	vols := make([]*process, 4)
 	urls := make([]string, 4)
@@ -58,8 +58,23 @@ func TestErasureCodingKillDashNine(t *testing.T) {
 		return err == nil
 	}, "the volume servers to take writes")
 
-	// 3000 small files and 4 large ones, written by 8 workers.
+	// 4 large files, one after the other while the 4 MiB volumes are
+	// empty (each holds two of them), then 3000 small ones by 8 workers.
+	// A large file written later could find every volume too full for it
+	// (507) before the master learns from heartbeats that they are.
 	files := map[fid.FileID][]byte{}
+	r := rand.New(rand.NewPCG(99, 11))
+	for range 4 {
+		data := make([]byte, 768<<10+r.IntN(768<<10))
+		for j := range data {
+			data[j] = byte(r.Uint32())
+		}
+		id, _, err := cl.PutBytes(ctx, client.AssignRequest{Collection: "ec"}, data, client.UploadOptions{})
+		if err != nil {
+			t.Fatalf("put of a large file: %v", err)
+		}
+		files[id] = data
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	errc := make(chan error, 8)
@@ -68,11 +83,8 @@ func TestErasureCodingKillDashNine(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(w), 11))
-			for i := w; i < 3004; i += 8 {
+			for i := w; i < 3000; i += 8 {
 				size := 200 + r.IntN(2000)
-				if i >= 3000 {
-					size = 768<<10 + r.IntN(768<<10)
-				}
 				data := make([]byte, size)
 				for j := range data {
 					data[j] = byte(r.Uint32())
