@@ -176,7 +176,17 @@ func TestStatfsAndAtime(t *testing.T) {
 	if _, err := os.ReadFile(p); err != nil {
 		t.Fatal(err)
 	}
-	// A fresh mount reads the times from the filer, not the kernel's cache.
+	// Closed files commit in the background: fsync of the directory waits
+	// for that (docs/mount.md), then a fresh mount reads the times from the
+	// filer, not the kernel's cache.
+	d, err := os.Open(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Sync(); err != nil {
+		t.Fatalf("fsync of the directory: %v", err)
+	}
+	d.Close()
 	var sb syscall.Stat_t
 	if err := syscall.Stat(filepath.Join(mount(t, s), "timed"), &sb); err != nil {
 		t.Fatal(err)
