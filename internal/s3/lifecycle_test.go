@@ -112,9 +112,16 @@ func TestLifecycleApply(t *testing.T) {
 	if st, err := e.gw.layer.ApplyLifecycle(e.ctx, time.Now()); err != nil || st.Expired+st.UploadsAborted != 0 {
 		t.Fatalf("apply now: %+v %v", st, err)
 	}
-	// In two days (rounded up to midnight) the tagged tmp object and the
-	// upload are due, the logs not yet.
-	st, err := e.gw.layer.ApplyLifecycle(e.ctx, time.Now().Add(49*time.Hour).Truncate(24*time.Hour))
+	// At the second midnight after the objects were made the tagged tmp
+	// object (1 day, rounded up to midnight UTC) and the upload are due,
+	// the logs (2 days) not yet. Counted from the objects' own time, not
+	// the clock's: from now, the answer would depend on the hour the test
+	// runs at.
+	head, err := e.c.HeadObject(e.ctx, &s3.HeadObjectInput{Bucket: b, Key: aws.String("tmp/tagged")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.gw.layer.ApplyLifecycle(e.ctx, head.LastModified.UTC().Truncate(24*time.Hour).Add(48*time.Hour))
 	if err != nil || exists("tmp/tagged") || !exists("tmp/plain") || !exists("logs/a") || st.UploadsAborted != 1 {
 		t.Fatalf("after two days: %+v %v", st, err)
 	}
