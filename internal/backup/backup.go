@@ -13,12 +13,13 @@ import (
 	"os"
 	"path"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kelpfs/kelp/internal/filersync"
 	"github.com/kelpfs/kelp/internal/pb/filerpb"
@@ -317,50 +318,26 @@ func (r *run) copyTree(ctx context.Context, p string) error {
 // walkCopy copies everything under filer directory p, Workers files at a
 // time, and returns the relative paths it saw.
 func (r *run) walkCopy(ctx context.Context, p string) (map[string]bool, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	seen := map[string]bool{}
-	work := make(chan *filerpb.Entry, 256)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
-	for range r.cfg.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for e := range work {
-				rel, _ := r.rel(e.Path)
-				if err := r.copy(ctx, e, rel); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-						cancel()
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	err := r.site.Walk(ctx, p, func(e *filerpb.Entry) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(r.cfg.Workers)
+	err := r.site.Walk(gctx, p, func(e *filerpb.Entry) error {
 		rel, ok := r.rel(e.Path)
 		if !ok {
 			return nil
 		}
 		seen[rel] = true
 		if e.IsDir {
-			return r.copy(ctx, e, rel)
+			return r.copy(gctx, e, rel)
 		}
-		select {
-		case work <- e:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := gctx.Err(); err != nil {
+			return err // a worker failed: stop walking
 		}
+		g.Go(func() error { return r.copy(gctx, e, rel) })
+		return nil
 	})
-	close(work)
-	wg.Wait()
-	if first != nil {
-		return seen, first
+	if gerr := g.Wait(); gerr != nil {
+		return seen, gerr
 	}
 	return seen, err
 }
@@ -408,47 +385,20 @@ func Restore(ctx context.Context, cfg Config) (*Stats, error) {
 		return nil, err
 	}
 	defer r.site.Close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type item struct {
-		rel string
-		m   Meta
-	}
-	work := make(chan item, 256)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
-	for range cfg.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for it := range work {
-				if err := r.restoreOne(ctx, it.rel, it.m); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-						cancel()
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	err = cfg.Dest.Walk(ctx, func(rel string, m Meta) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(cfg.Workers)
+	err = cfg.Dest.Walk(gctx, func(rel string, m Meta) error {
 		if m.Mode.IsDir() { // parents first, with their permissions
-			return r.site.CreateMeta(ctx, &filerpb.Entry{Path: r.abs(rel), Mode: uint32(m.Mode), IsDir: true, MtimeNs: m.Mtime.UnixNano()})
+			return r.site.CreateMeta(gctx, &filerpb.Entry{Path: r.abs(rel), Mode: uint32(m.Mode), IsDir: true, MtimeNs: m.Mtime.UnixNano()})
 		}
-		select {
-		case work <- item{rel, m}:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := gctx.Err(); err != nil {
+			return err // a worker failed: stop walking
 		}
+		g.Go(func() error { return r.restoreOne(gctx, rel, m) })
+		return nil
 	})
-	close(work)
-	wg.Wait()
-	if first != nil {
-		return r.stats, first
+	if gerr := g.Wait(); gerr != nil {
+		return r.stats, gerr
 	}
 	return r.stats, err
 }

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -806,51 +807,23 @@ func (d *direction) syncTree(ctx context.Context, sp, dp string) error {
 
 // copyTree copies every entry under src's sp, Workers at a time.
 func (d *direction) copyTree(ctx context.Context, sp string) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	work := make(chan *filerpb.Entry, 256)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
-	for range d.s.cfg.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for e := range work {
-				dp, ok := d.mapPath(e.Path)
-				if !ok {
-					continue
-				}
-				if err := d.copyRetrying(ctx, e, dp); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-						cancel()
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	err := d.src.Walk(ctx, sp, func(e *filerpb.Entry) error {
-		if e.IsDir { // parents first, so directories keep their attributes
-			dp, ok := d.mapPath(e.Path)
-			if ok {
-				return d.copyRetrying(ctx, e, dp)
-			}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(d.s.cfg.Workers)
+	err := d.src.Walk(gctx, sp, func(e *filerpb.Entry) error {
+		dp, ok := d.mapPath(e.Path)
+		switch {
+		case !ok:
 			return nil
+		case e.IsDir: // parents first, so directories keep their attributes
+			return d.copyRetrying(gctx, e, dp)
+		case gctx.Err() != nil:
+			return gctx.Err() // a worker failed: stop walking
 		}
-		select {
-		case work <- e:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		g.Go(func() error { return d.copyRetrying(gctx, e, dp) })
+		return nil
 	})
-	close(work)
-	wg.Wait()
-	if first != nil {
-		return first
+	if gerr := g.Wait(); gerr != nil {
+		return gerr
 	}
 	return err
 }
