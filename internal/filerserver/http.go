@@ -212,7 +212,9 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, p string, appendO
 			return
 		}
 		defer part.Close()
-		body, opts.Mime, opts.SizeHint = part, part.Header.Get("Content-Type"), -1
+		// The form's length bounds its file part's: as a size hint it
+		// sizes the chunk buffer to hold the whole part of a small form.
+		body, opts.Mime = part, part.Header.Get("Content-Type")
 		if dirSlash {
 			name := path.Base(strings.ReplaceAll(part.FileName(), `\`, "/"))
 			if name == "" || name == "." || name == "/" {
