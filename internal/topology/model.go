@@ -245,7 +245,15 @@ func (t *Topology) UpdateNode(info NodeInfo, now time.Time) (maxVolumeID uint32)
 	defer t.mu.Unlock()
 	affected := map[LayoutKey]bool{}
 	n := &node{info: info, lastSeen: now}
+	// touched are the volumes whose copies this heartbeat replaces: the
+	// only ones whose writability it can change (see refreshLayoutVids).
+	var touched []uint32
 	if old := t.nodes[info.URL]; old != nil {
+		for di := range old.info.Disks {
+			for _, v := range old.info.Disks[di].Volumes {
+				touched = append(touched, v.ID)
+			}
+		}
 		t.detach(old, affected)
 		n.keepPending(old.pending, info.Sequence)
 	}
@@ -266,8 +274,9 @@ func (t *Topology) UpdateNode(info NodeInfo, now time.Time) (maxVolumeID uint32)
 	if len(t.failures) > 0 {
 		t.healLocked(vids, now, affected)
 	}
+	touched = append(touched, vids...)
 	for k := range affected {
-		t.refreshLayout(k)
+		t.refreshLayoutVids(k, touched)
 	}
 	return maxVolumeID
 }
