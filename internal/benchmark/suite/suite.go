@@ -86,14 +86,20 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			fmt.Fprintf(cfg.Progress, "bench-compare: "+format+"\n", args...)
 		}
 	}
-	var err error
-	logf("disk write limit")
-	if res.DiskMBps, err = DiskWriteMBps(cfg.Dir, int64(scaled(256, cfg.Scale, 16))<<20); err != nil {
-		return nil, err
-	}
-	logf("loopback TCP limit")
-	if res.TCPMBps, err = TCPMBps(int64(scaled(2048, cfg.Scale, 64)) << 20); err != nil {
-		return nil, err
+	// A limit is what the machine can do: the best of three tries, so
+	// that a moment of other load does not lower it.
+	for try := 0; try < 3; try++ {
+		logf("disk write limit (%d of 3)", try+1)
+		mbps, err := DiskWriteMBps(cfg.Dir, int64(scaled(256, cfg.Scale, 16))<<20)
+		if err != nil {
+			return nil, err
+		}
+		res.DiskMBps = max(res.DiskMBps, mbps)
+		logf("loopback TCP limit (%d of 3)", try+1)
+		if mbps, err = TCPMBps(int64(scaled(2048, cfg.Scale, 64)) << 20); err != nil {
+			return nil, err
+		}
+		res.TCPMBps = max(res.TCPMBps, mbps)
 	}
 	add := func(name, limit string, p benchmark.Phase, note string) {
 		r := Row{Workload: name, Phase: p, Limit: limit, Note: note}
@@ -167,8 +173,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 func (res *Result) print(out io.Writer) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "limit\tMB/s\t\n")
-	fmt.Fprintf(tw, "disk write, 1 MiB writes + fsync\t%.1f\t\n", res.DiskMBps)
-	fmt.Fprintf(tw, "loopback TCP, one stream\t%.1f\t\n", res.TCPMBps)
+	fmt.Fprintf(tw, "disk write, 1 MiB writes + fsync (best of 3)\t%.1f\t\n", res.DiskMBps)
+	fmt.Fprintf(tw, "loopback TCP, one stream (best of 3)\t%.1f\t\n", res.TCPMBps)
 	tw.Flush()
 	fmt.Fprintln(out)
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
