@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin/kelp
 
-.PHONY: build image test unit proto bench vet deps clean
+.PHONY: build image test unit proto bench bench-compare vet deps clean
 
 # build: one static binary (no cgo), the same that deploy/Dockerfile wraps.
 build:
@@ -36,6 +36,11 @@ proto:
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/...
+
+# bench-compare: the issue-16 workloads side by side with the disk and loopback
+# limits, one table (docs/benchmark.md#side-by-side). SCALE=0.1 for a quick run.
+bench-compare:
+	SCALE=$${SCALE:-1} ./scripts/bench-compare.sh
 
 clean:
 	rm -rf bin

@@ -40,7 +40,7 @@ func TestSplitSizes(t *testing.T) {
 	const cs = 1000
 	rnd := rand.New(rand.NewPCG(1, 2))
 	for _, n := range []int{0, 1, cs - 1, cs, cs + 1, 3*cs + 17} {
-		for _, hint := range []int64{-1, int64(n), 5} {
+		for _, hint := range []int64{-1, int64(n), 5, int64(n) + 300} { // +300: a multipart form's length
 			t.Run(strconv.Itoa(n)+"/hint"+strconv.FormatInt(hint, 10), func(t *testing.T) {
 				m := chunktest.New()
 				data := randBytes(rnd, n)

@@ -60,9 +60,9 @@ func Split(ctx context.Context, p Putter, r io.Reader, base int64, opts SplitOpt
 		now = time.Now
 	}
 	// A small stream must not cost a whole chunk buffer: start with one of
-	// the hinted size (+1 to see EOF without a second buffer), or 64 KiB
-	// when the size is unknown, and switch to full chunks if it is longer.
-	bufSize := min(chunkSize, 64<<10)
+	// the hinted size (+1 to see EOF without a second buffer), or 64 KiB+1
+	// when the size is unknown, and grow towards full chunks if it is longer.
+	bufSize := min(chunkSize, 64<<10+1)
 	if opts.SizeHint > 0 {
 		bufSize = int(min(opts.SizeHint+1, int64(chunkSize)))
 	}
@@ -106,9 +106,12 @@ func Split(ctx context.Context, p Putter, r io.Reader, base int64, opts SplitOpt
 		}
 		eof := err != nil
 		if !eof && bufSize < chunkSize {
-			// The size hint was low: grow to full chunks from now on.
-			pending = append([]byte(nil), buf[:n]...)
-			bufSize = chunkSize
+			// The size hint was low (or missing): grow the buffer 4× at a
+			// time up to a whole chunk, so that a stream of a few hundred
+			// KiB does not cost an 8 MiB buffer (nor its zeroing). The
+			// bytes read so far carry over; this buffer was never shared.
+			pending = buf[:n]
+			bufSize = min(bufSize*4, chunkSize)
 			continue
 		}
 		if n == 0 {

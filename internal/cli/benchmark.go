@@ -10,6 +10,7 @@ import (
 
 	"github.com/kelpfs/kelp/internal/benchmark"
 	"github.com/kelpfs/kelp/internal/benchmark/s3bench"
+	"github.com/kelpfs/kelp/internal/benchmark/suite"
 )
 
 func newBenchmarkCommand(g *globalFlags) *cobra.Command {
@@ -46,6 +47,44 @@ func newBenchmarkCommand(g *globalFlags) *cobra.Command {
 	fl.StringVar(&cfg.Save, "save", "", "write the list of files written to this file, for a later --reads-from")
 	fl.StringVar(&cfg.ReadsFrom, "reads-from", "", "skip writing; read the files listed by an earlier --save again (e.g. after ec.encode)")
 	cmd.AddCommand(newS3BenchmarkCommand(g))
+	cmd.AddCommand(newSuiteBenchmarkCommand())
+	return cmd
+}
+
+// newSuiteBenchmarkCommand is `kelp benchmark suite`: the workloads of
+// docs/benchmark.md#side-by-side against one cluster, with the disk and
+// loopback limits measured in the same run (make bench-compare).
+func newSuiteBenchmarkCommand() *cobra.Command {
+	var masters string
+	cfg := suite.Config{}
+	cmd := &cobra.Command{
+		Use:   "suite",
+		Short: "Run the filer, small-file and S3 workloads side by side with the disk and loopback limits, as one table",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg.Masters = splitList(masters)
+			if cfg.AccessKey == "" && cfg.SecretKey == "" {
+				cfg.AccessKey, cfg.SecretKey = os.Getenv("KELP_ACCESS_KEY"), os.Getenv("KELP_SECRET_KEY")
+			}
+			cfg.Out, cfg.Progress = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			ctx, stop := signalContext()
+			defer stop()
+			res, err := suite.Run(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			return res.Err()
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&masters, "master", "127.0.0.1:9333", `master addresses for the 1 KiB workload ("" skips it)`)
+	fl.StringVar(&cfg.Filer, "filer", "127.0.0.1:8888", `filer host:port for the 64 KiB workloads ("" skips them)`)
+	fl.StringVar(&cfg.S3, "s3", "http://127.0.0.1:8333", `S3 endpoint ("" skips the S3 workloads)`)
+	fl.StringVar(&cfg.AccessKey, "access-key", "", "S3 access key (or env KELP_ACCESS_KEY)")
+	fl.StringVar(&cfg.SecretKey, "secret-key", "", "S3 secret key (or env KELP_SECRET_KEY)")
+	fl.Float64Var(&cfg.Scale, "scale", 1, "multiply every workload's size (0.05 for a quick run)")
+	fl.StringVar(&cfg.Dir, "dir", "", "directory for the disk-limit file (the volume servers' disk; default the temp dir)")
+	fl.IntVar(&cfg.Concurrency, "concurrency", 16, "clients per workload")
 	return cmd
 }
 

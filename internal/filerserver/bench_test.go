@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -72,6 +73,26 @@ func BenchmarkHTTP64KiB(b *testing.B) {
 			return nil
 		})
 	})
+	// The same bytes as a multipart/form-data POST to a directory (what
+	// `curl -F file=@x http://filer/dir/` sends): compare its files/s with
+	// upload's, on the same server.
+	b.Run("upload-multipart", func(b *testing.B) {
+		run(b, b.N, func(i int) error {
+			body, ctype := multipartBody(fmt.Sprintf("m%d", i), data)
+			req, _ := http.NewRequest("POST", fmt.Sprintf("%s/bench/m%d/", base, i%32), bytes.NewReader(body))
+			req.Header.Set("Content-Type", ctype)
+			resp, err := hc.Do(req)
+			if err != nil {
+				return err
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 201 {
+				return fmt.Errorf("POST multipart: %d", resp.StatusCode)
+			}
+			return nil
+		})
+	})
 	b.Run("download", func(b *testing.B) {
 		run(b, b.N, func(i int) error {
 			resp, err := hc.Get(fmt.Sprintf("%s/bench/d%d/f%d", base, (i%n)%32, i%n))
@@ -86,4 +107,15 @@ func BenchmarkHTTP64KiB(b *testing.B) {
 			return nil
 		})
 	})
+}
+
+// multipartBody is a form with one file part named name holding data, as
+// curl -F file=@name sends it.
+func multipartBody(name string, data []byte) ([]byte, string) {
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	fw, _ := mw.CreateFormFile("file", name)
+	fw.Write(data)
+	mw.Close()
+	return buf.Bytes(), mw.FormDataContentType()
 }

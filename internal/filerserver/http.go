@@ -1,13 +1,16 @@
 package filerserver
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/kelpfs/kelp/internal/filer"
 )
@@ -206,13 +209,16 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, p string, appendO
 	opts := filer.WriteOptions{Mode: mode, Mime: r.Header.Get("Content-Type"), SizeHint: r.ContentLength}
 	var body io.Reader = r.Body
 	if isMultipart(r) {
-		part, err := firstFilePart(r)
+		part, release, err := firstFilePart(r)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
+		defer release()
 		defer part.Close()
-		body, opts.Mime, opts.SizeHint = part, part.Header.Get("Content-Type"), -1
+		// The form's length bounds its file part's: as a size hint it
+		// sizes the chunk buffer to hold the whole part of a small form.
+		body, opts.Mime = part, part.Header.Get("Content-Type")
 		if dirSlash {
 			name := path.Base(strings.ReplaceAll(part.FileName(), `\`, "/"))
 			if name == "" || name == "." || name == "/" {
@@ -264,26 +270,41 @@ func isMultipart(r *http.Request) bool {
 }
 
 // firstFilePart returns the first part of a multipart form that carries a
-// file (a filename), streaming: nothing is buffered to memory or disk.
-func firstFilePart(r *http.Request) (*filePart, error) {
-	mr, err := r.MultipartReader()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errBadRequest, err)
+// file (a filename), streaming: nothing is buffered to memory or disk beyond
+// one read buffer. The form is read through a 64 KiB buffer (returned to its
+// pool by release, once the part is consumed): the multipart reader reads
+// 4 KiB at a time, which straight from the connection cost a read syscall
+// each, where a PUT's body is read in chunk-sized reads.
+func firstFilePart(r *http.Request) (*filePart, func(), error) {
+	release := func() {}
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
+		return nil, release, fmt.Errorf("%w: not a multipart/form-data body with a boundary", errBadRequest)
 	}
+	br := formReaders.Get().(*bufio.Reader)
+	br.Reset(r.Body)
+	release = func() {
+		br.Reset(nil)
+		formReaders.Put(br)
+	}
+	mr := multipart.NewReader(br, params["boundary"])
 	for {
 		part, err := mr.NextPart()
 		if err == io.EOF {
-			return nil, fmt.Errorf("%w: multipart form has no file", errBadRequest)
+			return nil, release, fmt.Errorf("%w: multipart form has no file", errBadRequest)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", errBadRequest, err)
+			return nil, release, fmt.Errorf("%w: %v", errBadRequest, err)
 		}
 		if part.FileName() != "" || part.FormName() == "file" {
-			return &filePart{Part: part}, nil
+			return &filePart{Part: part}, release, nil
 		}
 		part.Close()
 	}
 }
+
+// formReaders are the read buffers of multipart uploads.
+var formReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
 
 func parseMode(s string, def uint32) (osMode, error) {
 	if s == "" {

@@ -245,8 +245,19 @@ func (t *Topology) UpdateNode(info NodeInfo, now time.Time) (maxVolumeID uint32)
 	defer t.mu.Unlock()
 	affected := map[LayoutKey]bool{}
 	n := &node{info: info, lastSeen: now}
+	// touched are the volumes whose copies this heartbeat replaces: the
+	// only ones whose writability it can change (see refreshLayoutVids).
+	var touched []uint32
 	if old := t.nodes[info.URL]; old != nil {
-		t.detach(old, affected)
+		for di := range old.info.Disks {
+			for _, v := range old.info.Disks[di].Volumes {
+				touched = append(touched, v.ID)
+			}
+		}
+		// The volumes the node reports again keep their entries (no
+		// delete and re-insert in maps of a million); sweepEmpty drops the
+		// ones it no longer has.
+		t.detachKeep(old, affected, true)
 		n.keepPending(old.pending, info.Sequence)
 	}
 	t.nodes[info.URL] = n
@@ -266,8 +277,10 @@ func (t *Topology) UpdateNode(info NodeInfo, now time.Time) (maxVolumeID uint32)
 	if len(t.failures) > 0 {
 		t.healLocked(vids, now, affected)
 	}
+	t.sweepEmpty(touched[:len(touched):len(touched)])
+	touched = append(touched, vids...)
 	for k := range affected {
-		t.refreshLayout(k)
+		t.refreshLayoutVids(k, touched)
 	}
 	return maxVolumeID
 }
@@ -409,6 +422,24 @@ func (t *Topology) attach(n *node, v Volume, affected map[LayoutKey]bool) {
 }
 
 func (t *Topology) detach(n *node, affected map[LayoutKey]bool) {
+	t.detachKeep(n, affected, false)
+}
+
+// sweepEmpty drops the entries of vids left without copies (see detachKeep).
+func (t *Topology) sweepEmpty(vids []uint32) {
+	for _, vid := range vids {
+		if e := t.volumes[vid]; e != nil && len(e.copies) == 0 {
+			delete(t.volumes, vid)
+			if l := t.layouts[e.key]; l != nil {
+				delete(l.vids, vid)
+			}
+		}
+	}
+}
+
+// detachKeep is detach; with keepEmpty, a volume left without copies keeps
+// its entry, for the caller to re-attach or sweepEmpty.
+func (t *Topology) detachKeep(n *node, affected map[LayoutKey]bool, keepEmpty bool) {
 	t.detachEC(n)
 	for di := range n.info.Disks {
 		for _, v := range n.info.Disks[di].Volumes {
@@ -418,7 +449,7 @@ func (t *Topology) detach(n *node, affected map[LayoutKey]bool) {
 			}
 			e.copies = slices.DeleteFunc(e.copies, func(c volumeCopy) bool { return c.node == n })
 			affected[e.key] = true
-			if len(e.copies) == 0 {
+			if len(e.copies) == 0 && !keepEmpty {
 				delete(t.volumes, v.ID)
 				if l := t.layouts[e.key]; l != nil {
 					delete(l.vids, v.ID)
