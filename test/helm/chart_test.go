@@ -470,6 +470,13 @@ func checkCSI(t *testing.T, m *manifests, kubeletDir string) {
 	if id, _ := flag(plugin.Args, "node-id"); id != "$(NODE_NAME)" {
 		t.Errorf("node plugin --node-id=%q, want $(NODE_NAME)", id)
 	}
+	// The state files survive the plugin: they are on the host.
+	if sd, _ := flag(plugin.Args, "state-dir"); true {
+		svol, srel, ok := mountFor(plugin, sd)
+		if hv := volume(spec, svol); !ok || hv == nil || hv.HostPath == nil || path.Join(hv.HostPath.Path, srel) != "/var/lib/kelp-csi" {
+			t.Errorf("node plugin: --state-dir=%q is not the host's /var/lib/kelp-csi", sd)
+		}
+	}
 	if sc := plugin.SecurityContext; sc == nil || sc.Privileged == nil || !*sc.Privileged {
 		t.Errorf("node plugin is not privileged")
 	}
