@@ -785,6 +785,7 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"postgres without DSN", map[string]any{"filer": map[string]any{"store": "postgres"}}, "storeDSN"},
 		{"data center name", map[string]any{"volume": map[string]any{"dataCenters": []any{
 			map[string]any{"name": "DC_1", "racks": []any{map[string]any{"name": "r1", "replicas": 1}}}}}}, "lower case"},
+		{"S3 keys per filer", map[string]any{"filer": map[string]any{"replicas": 2, "store": "redis", "storeDSN": "redis://r:6379/0"}}, "key pair of its own"},
 		{"access key alone", map[string]any{"s3": map[string]any{"accessKey": "AK"}}, "secretKey"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
