@@ -9,6 +9,7 @@ package helm
 
 import (
 	"fmt"
+	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -804,4 +805,41 @@ func TestChartKubeletDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkCSI(t, parse(t, files), "/var/snap/microk8s/common/var/lib/kubelet")
+}
+
+// Every key of values.yaml is described in the chart's README (by its
+// dotted path, or as `.key` in a row of its siblings).
+func TestChartValuesDocumented(t *testing.T) {
+	vals, err := chartutil.ReadValuesFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(readme)
+	var walk func(prefix string, v map[string]any)
+	walk = func(prefix string, v map[string]any) {
+		for k, sub := range v {
+			p := prefix + k
+			if m, ok := sub.(map[string]any); ok && len(m) > 0 && k != "resources" {
+				walk(p+".", m)
+				continue
+			}
+			// A leaf (resources counts as one): its path, its path with one
+			// level as *, .key after a sibling's path, or a list's p[].field.
+			parts := strings.Split(p, ".")
+			found := strings.Contains(doc, "`"+p+"`") || strings.Contains(doc, "`."+k+"`") || strings.Contains(doc, "`"+p+"[].")
+			for i := range parts {
+				w := slices.Clone(parts)
+				w[i] = "*"
+				found = found || strings.Contains(doc, "`"+strings.Join(w, ".")+"`")
+			}
+			if !found {
+				t.Errorf("values.yaml: %s is not in README.md", p)
+			}
+		}
+	}
+	walk("", vals)
 }
