@@ -696,8 +696,12 @@ func TestChartTwoDataCenters(t *testing.T) {
 	if u, _ := flag(master.Args, "admin.user"); u != "admin" {
 		t.Errorf("masters: --admin.user=%q", u)
 	}
-	if p, _ := flag(master.Args, "admin.password"); p != "$(KELP_ADMIN_PASSWORD)" {
-		t.Errorf("masters: --admin.password=%q: the password must come from the Secret, not the pod spec", p)
+	if p, ok := flag(master.Args, "admin.password"); ok {
+		t.Errorf("masters: --admin.password=%q: the password must come from the Secret (env KELP_ADMIN_PASSWORD), not the args", p)
+	}
+	if i := slices.IndexFunc(master.Env, func(e corev1.EnvVar) bool { return e.Name == "KELP_ADMIN_PASSWORD" }); i < 0 ||
+		master.Env[i].ValueFrom == nil || master.Env[i].ValueFrom.SecretKeyRef == nil || master.Env[i].ValueFrom.SecretKeyRef.Name != release+"-admin" {
+		t.Errorf("masters: KELP_ADMIN_PASSWORD not from the Secret %s-admin: %+v", release, master.Env)
 	}
 	if s := m.secrets[release+"-admin"]; s == nil || s.StringData["password"] != "change-me" {
 		t.Errorf("no admin Secret with the password")
