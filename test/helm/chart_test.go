@@ -847,3 +847,48 @@ func TestChartValuesDocumented(t *testing.T) {
 	}
 	walk("", vals)
 }
+
+// With tls.secret every Kelp process gets the certificate, key and CA from
+// that Secret, and its probes speak HTTPS.
+func TestChartTLS(t *testing.T) {
+	files, err := render(t, "ci/two-dc-values.yaml", map[string]any{"tls": map[string]any{"secret": "kelp-certs"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := parse(t, files)
+	checkSelectors(t, m)
+	n := 0
+	for _, w := range m.workloads() {
+		for _, c := range w.template.Spec.Containers {
+			if c.Image != "kelp:latest" {
+				continue
+			}
+			n++
+			where := w.name + "/" + c.Name
+			for f, file := range map[string]string{"tls.cert": "tls.crt", "tls.key": "tls.key", "tls.ca": "ca.crt"} {
+				v, _ := flag(c.Args, f)
+				vol, rel, ok := mountFor(c, v)
+				sv := volume(w.template.Spec, vol)
+				if !ok || sv == nil || sv.Secret == nil || sv.Secret.SecretName != "kelp-certs" || rel != "/"+file {
+					t.Errorf("%s: --%s=%q is not %s of the Secret kelp-certs", where, f, v, file)
+				}
+			}
+			if c.Args[0] != "csi" {
+				for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe} {
+					if p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+						t.Errorf("%s: probe scheme %q with TLS on", where, p.HTTPGet.Scheme)
+					}
+				}
+			}
+		}
+	}
+	if n != 9 { // masters, 4 volume groups, filer, webdav, 2 CSI
+		t.Errorf("%d Kelp containers, want 9", n)
+	}
+	// Without TLS the probes are plain HTTP.
+	for _, s := range mustRender(t, "").statefulSets {
+		if p := s.Spec.Template.Spec.Containers[0].ReadinessProbe; p.HTTPGet.Scheme != corev1.URISchemeHTTP {
+			t.Errorf("%s: probe scheme %q without TLS", s.Name, p.HTTPGet.Scheme)
+		}
+	}
+}

@@ -68,19 +68,20 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- define "kelp.commonArgs" -}}
 {{- $a := list -}}
 {{- if .Values.metrics.enabled -}}{{- $a = append $a (printf "--metrics.port=%v" .Values.metrics.port) -}}{{- end -}}
+{{- if .Values.tls.secret -}}{{- $a = concat $a (list "--tls.cert=/etc/kelp/tls/tls.crt" "--tls.key=/etc/kelp/tls/tls.key" "--tls.ca=/etc/kelp/tls/ca.crt") -}}{{- end -}}
 {{- range .Values.extraArgs -}}{{- $a = append $a . -}}{{- end -}}
 {{- range $i, $v := $a -}}{{- if $i }}{{ "\n" }}{{ end }}- {{ $v | quote }}{{- end -}}
 {{- end -}}
 
-{{/* Probes on /healthz of a named port: call with (dict "port" "http"). */}}
+{{/* Probes on /healthz of a named port: call with (dict "port" "http" "scheme" (include "kelp.scheme" .)). */}}
 {{- define "kelp.probes" -}}
 readinessProbe:
-  httpGet: {path: /healthz, port: {{ .port }}}
+  httpGet: {path: /healthz, port: {{ .port }}, scheme: {{ .scheme }}}
   periodSeconds: 5
   timeoutSeconds: 5
   failureThreshold: 3
 livenessProbe:
-  httpGet: {path: /healthz, port: {{ .port }}}
+  httpGet: {path: /healthz, port: {{ .port }}, scheme: {{ .scheme }}}
   initialDelaySeconds: 20
   periodSeconds: 10
   timeoutSeconds: 5
@@ -129,3 +130,17 @@ livenessProbe:
   timeoutSeconds: 5
   failureThreshold: 5
 {{- end -}}
+
+{{/* TLS (tls.secret): the flags, the mount and the volume of every Kelp container; no leading newline, nothing without TLS. */}}
+{{- define "kelp.tlsMount" -}}
+{{- if .Values.tls.secret -}}
+- {name: kelp-tls, mountPath: /etc/kelp/tls, readOnly: true}
+{{- end -}}
+{{- end -}}
+{{- define "kelp.tlsVolume" -}}
+{{- if .Values.tls.secret -}}
+- name: kelp-tls
+  secret: {secretName: {{ .Values.tls.secret }}}
+{{- end -}}
+{{- end -}}
+{{- define "kelp.scheme" -}}{{ ternary "HTTPS" "HTTP" (not (empty .Values.tls.secret)) }}{{- end -}}
