@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin/kelp
 
-.PHONY: build image test unit proto bench bench-compare vet deps clean
+.PHONY: build image test unit proto bench bench-compare vet deps clean helm-test
 
 # build: one static binary (no cgo), the same that deploy/Dockerfile wraps.
 build:
@@ -17,6 +17,13 @@ image: build
 test: deps vet build
 	$(GO) test -count=1 -race -timeout 15m ./internal/...
 	$(GO) test -count=1 -timeout 15m ./cmd/... ./test/...
+	$(MAKE) helm-test
+
+# helm-test: renders deploy/helm/kelp with Helm's library and checks the
+# manifests. A module of its own (test/helm/go.mod): Helm's dependencies stay
+# out of Kelp's go.mod.
+helm-test:
+	cd test/helm && $(GO) vet ./... && $(GO) test -count=1 -timeout 5m ./...
 
 unit:
 	$(GO) test -count=1 -short ./internal/...

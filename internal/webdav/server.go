@@ -91,7 +91,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.users != nil {
 		h = requireAuth(s.users, h)
 	}
-	s.srv = httpserve.New(h, s.log)
+	s.srv = httpserve.New(withHealthz(h), s.log)
 	s.mu.Unlock()
 	errc := make(chan error, 1)
 	go func() { errc <- s.srv.Serve(s.ln) }()
