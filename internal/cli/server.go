@@ -29,6 +29,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 	vf := &volumeFlags{}
 	ff := &filerFlags{}
 	sf := &s3Flags{}
+	af := &authFlags{}
 	var webdavPort int
 	var webdavUsers string
 	cmd := &cobra.Command{
@@ -63,6 +64,11 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			sec, err := af.setup()
+			if err != nil {
+				return err
+			}
+			sec.applyMaster(&mcfg)
 			m, err := master.New(mcfg)
 			if err != nil {
 				return err
@@ -72,6 +78,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return fail(err)
 			}
+			vcfg.Signer, vcfg.ReadSigner, vcfg.Audit = sec.signer, sec.readSigner, sec.audit
 			v, err := volumeserver.New(vcfg)
 			if err != nil {
 				return fail(err)
@@ -87,6 +94,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 				Handlers: map[string]http.Handler{v.URL(): v.Handler(), v.PublicURL(): v.Handler()},
 				Next:     client.NewHTTPClient().Transport,
 			}}
+			fcfg.Signer, fcfg.ReadSigner, fcfg.Access, fcfg.Audit = sec.signer, sec.readSigner, sec.access, sec.audit
 			f, err := filerserver.New(fcfg)
 			if err != nil {
 				return fail(err)
@@ -98,6 +106,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return fail(err)
 			}
+			scfg.Audit = sec.audit
 			gw, err := s3.New(scfg)
 			if err != nil {
 				return fail(err)
@@ -112,7 +121,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 				// WebDAV reaches the filer over its gRPC API like any
 				// gateway; Run waits for the filer to serve.
 				dav, err = webdav.New(webdav.Config{IP: addr.ip, BindIP: bind, Port: webdavPort, Logger: log, UsersFile: webdavUsers,
-					View: fsview.Config{Filer: f.GRPCAddr(), ConnectTimeout: time.Minute}})
+					View: fsview.Config{Filer: f.GRPCAddr(), ConnectTimeout: time.Minute, AccessToken: sec.internalToken("kelp-server-webdav")}})
 				if err != nil {
 					return fail(err)
 				}
@@ -143,6 +152,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 	vf.addFlags(fl, "volume.")
 	ff.addFlags(fl, "filer.")
 	sf.addFlags(fl, "s3.")
+	af.addFlags(fl, true, false)
 	fl.IntVar(&webdavPort, "webdav.port", 7333, "WebDAV port (0: no WebDAV server)")
 	fl.StringVar(&webdavUsers, "webdav.users", "", "WebDAV basic auth: a file of name:bcrypt-hash lines (htpasswd -nbB); empty: no auth")
 	return cmd

@@ -32,6 +32,9 @@ type Assignment struct {
 	URL       string // "host:port" for cluster-internal traffic
 	PublicURL string
 	Count     uint64
+	// Auth is the file token volume servers require when file ids are
+	// signed: valid for FID and the Count-1 keys after it, for seconds.
+	Auth string
 }
 
 // Location is one volume server holding a volume.
@@ -76,7 +79,7 @@ func (c *Client) assign(ctx context.Context, until time.Time, req AssignRequest)
 	if ans.Count == 0 {
 		ans.Count = 1
 	}
-	return Assignment{FID: id, URL: ans.URL, PublicURL: ans.PublicURL, Count: ans.Count}, nil
+	return Assignment{FID: id, URL: ans.URL, PublicURL: ans.PublicURL, Count: ans.Count, Auth: ans.Auth}, nil
 }
 
 func assignPath(req AssignRequest) string {

@@ -85,7 +85,13 @@ func (s *Server) handleAssign(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeRawJSON(w, http.StatusOK, appendAssignJSON(make([]byte, 0, 160), res))
+	b := appendAssignJSON(make([]byte, 0, 384), res)
+	if tok := s.cfg.Signer.Sign(res.FID, res.Count); tok != "" {
+		b = append(b[:len(b)-1], `,"auth":`...)
+		b = appendJSONString(b, tok)
+		b = append(b, '}')
+	}
+	writeRawJSON(w, http.StatusOK, b)
 }
 
 // appendAssignJSON encodes the assign answer by hand: it is the hot path and
