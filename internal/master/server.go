@@ -76,7 +76,7 @@ type Config struct {
 	Signer *auth.Signer
 	Access *auth.Access
 	Audit  *auth.Audit
-	Logger   *slog.Logger
+	Logger *slog.Logger
 }
 
 // Server is a master. Create with New, start with Run, stop with Close (or by

@@ -51,7 +51,7 @@ type Config struct {
 	Signer     *auth.Signer
 	ReadSigner *auth.Signer
 	Audit      *auth.Audit // refused writes; nil: none
-	Logger        *slog.Logger
+	Logger     *slog.Logger
 }
 
 // Server is a running volume server.
