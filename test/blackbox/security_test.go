@@ -143,6 +143,8 @@ func TestSecurityAuth(t *testing.T) {
 	}
 	st, body = c.do("PUT", volume+"/1,0123456789abcdef", "", []byte("x"))
 	c.want("volume write of a made-up fid", st, 401, body)
+	st, body = c.do("DELETE", volume+"/1,0123456789abcdef", "", nil)
+	c.want("volume delete of a made-up fid", st, 401, body)
 	st, body = c.do("GET", volume+"/sync/index?volume="+fmt.Sprint(idA.Volume), "", nil)
 	c.want("volume /sync/index without the server token", st, 401, body)
 
