@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -227,6 +228,20 @@ func TestSecurityAuth(t *testing.T) {
 	if st != 200 || body != "via fsview" {
 		t.Errorf("read of the fsview write: %d %q", st, body)
 	}
+
+	// The admin shell: the lock (a master mutation) needs the token.
+	adminFile := filepath.Join(dir, "admin.token")
+	os.WriteFile(adminFile, []byte(admin+"\n"), 0o600)
+	shellOut, err := exec.Command(kelpBin, "shell", "--master="+hostport(ports.master), "-c", "lock; unlock").CombinedOutput()
+	if err == nil {
+		t.Errorf("kelp shell lock without a token succeeded: %s", shellOut)
+	}
+	c.errs = append(c.errs, string(shellOut))
+	shellOut, err = exec.Command(kelpBin, "shell", "--master="+hostport(ports.master), "--access.token=@"+adminFile, "-c", "lock; unlock").CombinedOutput()
+	if err != nil {
+		t.Errorf("kelp shell lock with the admin token: %v: %s", err, shellOut)
+	}
+	c.errs = append(c.errs, string(shellOut))
 
 	// The master's status page and the audit log.
 	st, body = c.do("GET", master+"/cluster/status", "", nil)
