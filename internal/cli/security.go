@@ -134,6 +134,16 @@ func (f *authFlags) applySecure(dir string, out io.Writer) error {
 	return nil
 }
 
+// secureFromFlag applies applySecure when the command has a --secure flag
+// set (`kelp server --secure`, whose flag and TLS part live with the TLS
+// code): the authentication part then needs no other wiring.
+func (f *authFlags) secureFromFlag(fl *pflag.FlagSet, dir string, out io.Writer) error {
+	if s := fl.Lookup("secure"); s == nil || s.Value.String() != "true" {
+		return nil
+	}
+	return f.applySecure(dir, out)
+}
+
 // clientToken resolves --access.token (or KELP_ACCESS_TOKEN).
 func clientToken(v string) (string, error) {
 	if v == "" {

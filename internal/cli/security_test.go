@@ -2,9 +2,12 @@ package cli
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 
 	"github.com/kelpfs/kelp/internal/auth"
 )
@@ -48,5 +51,21 @@ func TestApplySecure(t *testing.T) {
 	fi, _ := os.Stat(s.TokensFile)
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("tokens file mode %v", fi.Mode().Perm())
+	}
+}
+
+// TestSecureFromFlag: a --secure flag, once some code registers it, turns
+// the authentication part on; without it nothing changes.
+func TestSecureFromFlag(t *testing.T) {
+	dir := t.TempDir()
+	fl := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	f := &authFlags{}
+	if err := f.secureFromFlag(fl, dir, io.Discard); err != nil || f.signingKey != "" {
+		t.Fatalf("no --secure flag: %v %q", err, f.signingKey)
+	}
+	fl.Bool("secure", false, "")
+	fl.Parse([]string{"--secure"})
+	if err := f.secureFromFlag(fl, dir, io.Discard); err != nil || f.signingKey == "" || f.accessTokens == "" {
+		t.Fatalf("--secure: %v, key set %v, tokens %q", err, f.signingKey != "", f.accessTokens)
 	}
 }

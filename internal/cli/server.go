@@ -64,6 +64,9 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := af.secureFromFlag(cmd.Flags(), dir, cmd.OutOrStdout()); err != nil {
+				return err
+			}
 			sec, err := af.setup()
 			if err != nil {
 				return err
