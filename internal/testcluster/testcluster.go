@@ -67,8 +67,9 @@ type Options struct {
 	// ReplaceAfter is the masters' Config.ReplaceAfter; 0 means the default.
 	ReplaceAfter time.Duration
 	Logger       *slog.Logger
-	// Signer turns signed file ids on (masters and volume servers).
-	Signer *auth.Signer
+	// Signer turns signed file ids on (masters and volume servers);
+	// ReadSigner signed reads (volume servers).
+	Signer, ReadSigner *auth.Signer
 }
 
 // Cluster is a running in-process cluster.
@@ -391,6 +392,7 @@ func (c *Cluster) volumeNode(i int, spec VolumeSpec) *Node {
 	}
 	cfg := volumeserver.Config{
 		Signer:          c.opts.Signer,
+		ReadSigner:      c.opts.ReadSigner,
 		IP:              "127.0.0.1",
 		Masters:         c.MasterAddrs(),
 		DataCenter:      spec.DataCenter,
