@@ -3,7 +3,11 @@ package auth
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +17,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
 
 	"github.com/kelpfs/kelp/internal/fid"
 )
@@ -173,5 +179,26 @@ func BenchmarkSignVerify(b *testing.B) {
 		if err := s.Verify(s.Sign(id, 1), id); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestMTLSIdentity: a verified client certificate counts as a read-write
+// server identity, over HTTP and gRPC; an unverified one does not.
+func TestMTLSIdentity(t *testing.T) {
+	a, _ := NewAccess("", NewSigner("k", time.Minute))
+	cert := &x509.Certificate{Subject: pkix.Name{CommonName: "volume-7"}}
+	r := httptest.NewRequest("PUT", "/x", nil)
+	r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{cert}}}
+	if id, ok := a.FromHTTP(r); !ok || id.Role != RoleWrite || id.Name != "mtls:volume-7" {
+		t.Errorf("HTTP: %v %v", id, ok)
+	}
+	r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}} // presented, not verified
+	if _, ok := a.FromHTTP(r); ok {
+		t.Error("an unverified certificate authenticated")
+	}
+	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)},
+		AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{cert}}}}})
+	if id, ok := a.FromGRPC(ctx); !ok || id.Role != RoleWrite {
+		t.Errorf("gRPC: %v %v", id, ok)
 	}
 }
