@@ -228,6 +228,19 @@ func TestSecurityAuth(t *testing.T) {
 	if st != 200 || body != "via fsview" {
 		t.Errorf("read of the fsview write: %d %q", st, body)
 	}
+	// A read-only identity over gRPC: lists and reads, cannot create.
+	ro, err := fsview.New(ctx, fsview.Config{Filer: grpcFiler, ConnectTimeout: 10 * time.Second, AccessToken: viewer})
+	if err != nil {
+		t.Fatalf("fsview with a read-only token: %v", err)
+	}
+	defer ro.Close()
+	if _, err := ro.Create(ctx, "/docs/ro.txt", os.O_WRONLY, 0o644, 0, 0); err == nil {
+		t.Error("a read-only identity created a file over gRPC")
+	} else {
+		c.errs = append(c.errs, err.Error())
+	}
+	st, body = c.do("GET", filerURL+"/docs/ro.txt", admin, nil)
+	c.want("read of the refused gRPC create", st, 404, body)
 
 	// The admin shell: the lock (a master mutation) needs the token.
 	adminFile := filepath.Join(dir, "admin.token")
@@ -249,7 +262,8 @@ func TestSecurityAuth(t *testing.T) {
 	status := body
 	auditLog, _ := os.ReadFile(auditFile)
 	for _, want := range []string{`"service":"filer","who":"alice"`, `"service":"filer","who":"bob","role":"ro"`, `"status":403`,
-		`"service":"master","who":"alice"`, `"service":"s3"`, `"service":"volume","who":""`, `"status":401`} {
+		`"service":"master","who":"alice"`, `"service":"s3"`, `"service":"volume","who":""`, `"status":401`,
+		`"service":"filer","who":"bob","role":"ro","remote":"127.0.0.1","action":"grpc"`} {
 		if !strings.Contains(string(auditLog), want) {
 			t.Errorf("audit log lacks %s:\n%s", want, auditLog)
 		}
