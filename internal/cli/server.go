@@ -98,6 +98,11 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 				Next:     client.NewHTTPClient().Transport,
 			}}
 			fcfg.Signer, fcfg.ReadSigner, fcfg.Access, fcfg.Audit = sec.signer, sec.readSigner, sec.access, sec.audit
+			if sec.signer == nil {
+				// Access tokens without signed file ids: the filer shows
+				// the master a token of its own for its assigns.
+				fcfg.AccessToken = sec.internalToken("kelp-server-filer")
+			}
 			f, err := filerserver.New(fcfg)
 			if err != nil {
 				return fail(err)

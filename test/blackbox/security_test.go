@@ -279,3 +279,36 @@ func TestSecurityAuth(t *testing.T) {
 		t.Logf("server log (tail):\n%s", tail(p.log.String()))
 	}
 }
+
+// TestSecurityAccessTokensOnly: access tokens without signed file ids; the
+// filer of `kelp server` still assigns (with a token of its own), and the
+// master and the filer still refuse the unauthenticated.
+func TestSecurityAccessTokensOnly(t *testing.T) {
+	dir := t.TempDir()
+	admin := "admintok-" + auth.NewToken()
+	tokFile := filepath.Join(dir, "tokens")
+	os.WriteFile(tokFile, []byte("admin rw "+admin+"\n"), 0o600)
+	var ports serverPorts
+	p := startServer(t, filepath.Join(dir, "data"), &ports, "--access.tokens="+tokFile, "--s3.access-key=secak0000000002", "--s3.secret-key=secsk-"+auth.NewToken())
+	c := &secClient{t: t}
+	master, filerURL := "http://"+hostport(ports.master), "http://"+hostport(ports.filer)
+	st, body := c.do("GET", master+"/dir/assign", "", nil)
+	c.want("assign without a token", st, 401, body)
+	st, body = c.do("PUT", filerURL+"/intruder.txt", "", []byte("x"))
+	c.want("filer write without a token", st, 401, body)
+	st, body = c.do("PUT", filerURL+"/a.txt", admin, []byte("data"))
+	for deadline := time.Now().Add(30 * time.Second); st == 503 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond) // until the volume server's heartbeat is in
+		st, body = c.do("PUT", filerURL+"/a.txt", admin, []byte("data"))
+	}
+	if st/100 != 2 {
+		t.Errorf("filer write with the admin token: %d %s\n%s", st, body, tail(p.log.String()))
+	}
+	st, body = c.do("GET", filerURL+"/a.txt", admin, nil)
+	if st != 200 || body != "data" {
+		t.Errorf("filer read: %d %q", st, body)
+	}
+	if strings.Contains(p.log.String(), admin) {
+		t.Error("the admin token appears in the log")
+	}
+}
