@@ -85,7 +85,7 @@ func (f *authFlags) setup() (authSetup, error) {
 // applyMaster sets the master's security; with authentication on, the
 // master's own shell (the automatic EC rebuild) gets a token of its own.
 func (a authSetup) applyMaster(cfg *master.Config) {
-	cfg.Signer, cfg.Access, cfg.Audit = a.signer, a.access, a.audit
+	cfg.Signer, cfg.ReadSigner, cfg.Access, cfg.Audit = a.signer, a.readSigner, a.access, a.audit
 	if a.access == nil {
 		return
 	}

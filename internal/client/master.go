@@ -340,3 +340,18 @@ func (c *Client) remember(base string) {
 func (c *Client) MasterGetJSON(ctx context.Context, path string, v any) error {
 	return c.masterGet(ctx, path, func(body []byte) error { return json.Unmarshal(body, v) })
 }
+
+// readToken asks a master for a read token of id (GET /dir/readtoken).
+func (c *Client) readToken(ctx context.Context, id fid.FileID) (string, error) {
+	var ans struct {
+		Auth string `json:"auth"`
+	}
+	err := c.masterGet(ctx, "/dir/readtoken?fileId="+id.String(), func(body []byte) error { return json.Unmarshal(body, &ans) })
+	if err != nil {
+		return "", fmt.Errorf("read token: %w", err)
+	}
+	if ans.Auth == "" {
+		return "", fmt.Errorf("read token: the master answered none")
+	}
+	return ans.Auth, nil
+}

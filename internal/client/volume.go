@@ -253,6 +253,20 @@ func (c *Client) get(ctx context.Context, server string, id fid.FileID, rng *Ran
 	if err != nil {
 		return nil, fmt.Errorf("client: get %s: %w", target, err)
 	}
+	if resp.StatusCode == http.StatusUnauthorized && c.readSigner == nil && c.accessToken != nil {
+		// The cluster signs reads and this client holds no read key: ask
+		// a master for a read token of this file id, then read again.
+		drainClose(resp.Body)
+		tok, err := c.readToken(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("client: get %s: %w", target, err)
+		}
+		req2 := req.Clone(ctx)
+		req2.Header["Authorization"] = []string{"Bearer " + tok}
+		if resp, err = c.doVolume(req2, within); err != nil {
+			return nil, fmt.Errorf("client: get %s: %w", target, err)
+		}
+	}
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent {
 		he, _ := c.httpError(resp)
 		return nil, he

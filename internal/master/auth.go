@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/kelpfs/kelp/internal/auth"
+	"github.com/kelpfs/kelp/internal/fid"
 )
 
 // With Config.Access set the master's mutating APIs need an access token
@@ -17,6 +18,8 @@ import (
 
 func httpNeed(r *http.Request) auth.Role {
 	switch r.URL.Path {
+	case "/dir/readtoken":
+		return auth.RoleRead
 	case "/dir/assign", "/cluster/configure", "/admin/lock", "/admin/unlock", "/vol/grow":
 		return auth.RoleWrite
 	}
@@ -24,6 +27,22 @@ func httpNeed(r *http.Request) auth.Role {
 		return auth.RoleWrite
 	}
 	return auth.RoleNone
+}
+
+// handleReadToken answers GET /dir/readtoken?fileId=FID with {"auth": a
+// read token for FID} (the read-only role suffices), or 404 when this
+// master holds no read key.
+func (s *Server) handleReadToken(w http.ResponseWriter, r *http.Request) {
+	id, err := fid.Parse(r.URL.Query().Get("fileId"))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "fileId: " + err.Error()})
+		return
+	}
+	if !s.cfg.ReadSigner.Enabled() {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "reads are not signed"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"auth": s.cfg.ReadSigner.Sign(id, 1)})
 }
 
 func (s *Server) grpcNeed(method string) auth.Role {

@@ -74,7 +74,10 @@ type Config struct {
 	// nil: signed file ids are off. Access, when set, makes the mutating
 	// APIs need an access token (auth.go); Audit logs them.
 	Signer *auth.Signer
-	Access *auth.Access
+	// ReadSigner, the read key, signs read tokens for authenticated
+	// clients that do not hold it (GET /dir/readtoken: FUSE, WebDAV).
+	ReadSigner *auth.Signer
+	Access     *auth.Access
 	Audit  *auth.Audit
 	Logger *slog.Logger
 }

@@ -196,6 +196,7 @@ func (c *Cluster) masterNode(i, port int, peers []string) *Node {
 	os.RemoveAll(dir) // left by an attempt on other ports
 	mcfg := master.Config{
 		Signer:               c.opts.Signer,
+		ReadSigner:           c.opts.ReadSigner,
 		IP:                   "127.0.0.1",
 		Port:                 port,
 		MetaDir:              dir,

@@ -73,14 +73,16 @@ func (c *secClient) want(what string, got, want int, body string) {
 // appears in any log line or error.
 func TestSecurityAuth(t *testing.T) {
 	dir := t.TempDir()
-	signKey := "signkey-" + auth.NewToken()
+	signKey, readKey := "signkey-"+auth.NewToken(), "readkey-"+auth.NewToken()
 	admin, viewer := "admintok-"+auth.NewToken(), "viewertok-"+auth.NewToken()
 	s3Secret := "s3secret-" + auth.NewToken()
 	keyFile, tokFile, auditFile := filepath.Join(dir, "jwt.key"), filepath.Join(dir, "tokens"), filepath.Join(dir, "audit.log")
 	os.WriteFile(keyFile, []byte(signKey+"\n"), 0o600)
+	readKeyFile := filepath.Join(dir, "read.key")
+	os.WriteFile(readKeyFile, []byte(readKey+"\n"), 0o600)
 	os.WriteFile(tokFile, []byte("# test\nalice rw "+admin+"\nbob ro "+viewer+"\n"), 0o600)
 	var ports serverPorts
-	p := startServer(t, filepath.Join(dir, "data"), &ports, "--jwt.signing.key=@"+keyFile, "--access.tokens="+tokFile,
+	p := startServer(t, filepath.Join(dir, "data"), &ports, "--jwt.signing.key=@"+keyFile, "--jwt.signing.read.key=@"+readKeyFile, "--access.tokens="+tokFile,
 		"--audit.log="+auditFile, "--s3.access-key=secak0000000001", "--s3.secret-key="+s3Secret)
 	c := &secClient{t: t}
 	master, volume, filerURL := "http://"+hostport(ports.master), "http://"+hostport(ports.volume), "http://"+hostport(ports.filer)
@@ -128,7 +130,8 @@ func TestSecurityAuth(t *testing.T) {
 		st, body := c.do("PUT", urlA, tc.tok, []byte("intruder"))
 		c.want("volume write with "+tc.name, st, 401, body)
 	}
-	st, body = c.do("GET", urlA, "", nil)
+	readA := auth.NewSigner(readKey, time.Minute).Sign(idA, 1)
+	st, body = c.do("GET", urlA, readA, nil)
 	c.want("read of a refused write", st, 404, body)
 	st, body = c.do("PUT", urlA, tokA, []byte("hello"))
 	c.want("volume write with its token", st, 201, body)
@@ -139,6 +142,10 @@ func TestSecurityAuth(t *testing.T) {
 		c.want("volume delete with "+tc.name, st, 401, body)
 	}
 	st, body = c.do("GET", urlA, "", nil)
+	c.want("volume read without a read token", st, 401, body)
+	st, body = c.do("GET", urlA, tokA, nil)
+	c.want("volume read with a write token", st, 401, body)
+	st, body = c.do("GET", urlA, readA, nil)
 	if st != 200 || body != "hello" {
 		t.Errorf("after refused deletes: %d %q, want 200 hello", st, body)
 	}
@@ -234,6 +241,16 @@ func TestSecurityAuth(t *testing.T) {
 		t.Fatalf("fsview with a read-only token: %v", err)
 	}
 	defer ro.Close()
+	rh, err := ro.Open(ctx, "/docs/view.txt", os.O_RDONLY)
+	if err != nil {
+		t.Fatalf("read-only fsview open: %v", err)
+	}
+	buf := make([]byte, 64)
+	n, err := rh.ReadAt(ctx, buf, 0)
+	if string(buf[:n]) != "via fsview" {
+		t.Errorf("read-only fsview read (chunks need a read token from the master): %q %v", buf[:n], err)
+	}
+	rh.Release(ctx)
 	if _, err := ro.Create(ctx, "/docs/ro.txt", os.O_WRONLY, 0o644, 0, 0); err == nil {
 		t.Error("a read-only identity created a file over gRPC")
 	} else {
@@ -270,7 +287,7 @@ func TestSecurityAuth(t *testing.T) {
 	}
 	p.kill()
 	everything := p.log.String() + "\n" + string(auditLog) + "\n" + status + "\n" + strings.Join(c.errs, "\n")
-	for name, secret := range map[string]string{"signing key": signKey, "admin token": admin, "read-only token": viewer, "s3 secret": s3Secret, "file token": tokA} {
+	for name, secret := range map[string]string{"signing key": signKey, "read key": readKey, "admin token": admin, "read-only token": viewer, "s3 secret": s3Secret, "file token": tokA} {
 		if strings.Contains(everything, secret) {
 			t.Errorf("the %s appears in a log line, error or status page", name)
 		}
