@@ -78,8 +78,8 @@ type Config struct {
 	// clients that do not hold it (GET /dir/readtoken: FUSE, WebDAV).
 	ReadSigner *auth.Signer
 	Access     *auth.Access
-	Audit  *auth.Audit
-	Logger *slog.Logger
+	Audit      *auth.Audit
+	Logger     *slog.Logger
 }
 
 // Server is a master. Create with New, start with Run, stop with Close (or by
