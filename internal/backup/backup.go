@@ -34,6 +34,8 @@ type Config struct {
 	Once       bool // backup: stop when caught up with the log as it was at the start
 	HTTPClient *http.Client
 	Logger     *slog.Logger
+	// AccessToken is shown to the filer and its masters ("" none).
+	AccessToken string
 }
 
 // Stats count what a run did.
@@ -67,7 +69,7 @@ func start(ctx context.Context, cfg *Config) (*run, error) {
 		return nil, fmt.Errorf("backup: path %q is not absolute", root)
 	}
 	root = path.Clean(root)
-	site, err := filersync.OpenSite(ctx, "filer", cfg.Filer, time.Minute, cfg.HTTPClient, cfg.Logger)
+	site, err := filersync.OpenSiteAuth(ctx, "filer", cfg.Filer, cfg.AccessToken, time.Minute, cfg.HTTPClient, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}

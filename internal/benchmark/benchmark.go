@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/kelpfs/kelp/internal/auth"
 	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/fid"
 )
@@ -35,6 +36,8 @@ type Config struct {
 	// Progress receives a progress bar per phase (usually os.Stderr); nil,
 	// or an *os.File that is not a terminal, shows none.
 	Progress io.Writer
+	// AccessToken is shown to the masters when they need one ("" none).
+	AccessToken string
 	// HTTPClient overrides the client's tuned default (tests).
 	HTTPClient *http.Client
 	// Logger receives the first failures of each phase; nil discards.
@@ -85,7 +88,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// No retry of any kind: a request that fails is counted as failed, and
 	// one that waited out an election would only hide the failure in its
 	// latency.
-	c, err := client.New(client.Config{Masters: cfg.Masters, HTTPClient: hc, Logger: cfg.Logger, MaxRetries: -1, MasterWait: -1})
+	c, err := client.New(client.Config{Masters: cfg.Masters, HTTPClient: hc, Logger: cfg.Logger, MaxRetries: -1, MasterWait: -1,
+		AccessToken: auth.Static(cfg.AccessToken)})
 	if err != nil {
 		return nil, fmt.Errorf("benchmark: %w", err)
 	}
@@ -260,7 +264,7 @@ func (w *worker) write(ctx context.Context, b *bench, i int, f *written) (int, e
 	if err != nil {
 		return 0, err
 	}
-	if _, err := c.Upload(ctx, a.URL, a.FID, bytes.NewReader(data), int64(len(data)), client.UploadOptions{}); err != nil {
+	if _, err := c.Upload(ctx, a.URL, a.FID, bytes.NewReader(data), int64(len(data)), client.UploadOptions{Auth: a.Auth}); err != nil {
 		return 0, err
 	}
 	f.id, f.ok = a.FID, true

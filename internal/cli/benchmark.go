@@ -14,7 +14,7 @@ import (
 )
 
 func newBenchmarkCommand(g *globalFlags) *cobra.Command {
-	var masters string
+	var masters, accessToken string
 	cfg := benchmark.Config{}
 	cmd := &cobra.Command{
 		Use:   "benchmark",
@@ -22,6 +22,11 @@ func newBenchmarkCommand(g *globalFlags) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Masters = splitList(masters)
+			tok, err := clientToken(accessToken)
+			if err != nil {
+				return err
+			}
+			cfg.AccessToken = tok
 			cfg.Out = cmd.OutOrStdout()
 			cfg.Progress = cmd.ErrOrStderr()
 			ctx, stop := signalContext()
@@ -36,6 +41,7 @@ func newBenchmarkCommand(g *globalFlags) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
+	addAccessTokenFlag(fl, &accessToken)
 	fl.StringVar(&masters, "master", "127.0.0.1:9333", "master addresses host:port[,host:port...]")
 	fl.IntVar(&cfg.N, "n", 100000, "number of files")
 	fl.IntVar(&cfg.Size, "size", 1024, "size of each file in bytes")

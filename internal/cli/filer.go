@@ -83,6 +83,7 @@ func (f *filerFlags) config(log *slog.Logger) (filerserver.Config, error) {
 
 func newFilerCommand(g *globalFlags) *cobra.Command {
 	f := &filerFlags{}
+	af := &authFlags{}
 	cmd := &cobra.Command{
 		Use:   "filer",
 		Short: "Run a filer: directories and files over the cluster, HTTP and gRPC APIs",
@@ -96,6 +97,11 @@ func newFilerCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			sec, err := af.setup()
+			if err != nil {
+				return err
+			}
+			cfg.Signer, cfg.ReadSigner, cfg.Access, cfg.Audit, cfg.AccessToken = sec.signer, sec.readSigner, sec.access, sec.audit, sec.token
 			s, err := filerserver.New(cfg)
 			if err != nil {
 				return err
@@ -111,5 +117,6 @@ func newFilerCommand(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.masters, "master", "127.0.0.1:9333", "master addresses host:port[,host:port...]")
 	fl.StringVar(&f.dir, "dir", "./filer", "directory of the embedded metadata store")
 	f.addFlags(fl, "")
+	af.addFlags(fl, true, true)
 	return cmd
 }

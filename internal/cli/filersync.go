@@ -20,7 +20,7 @@ import (
 // newFilerSyncCommand is `kelp filer.sync`: two filers of two clusters kept
 // identical, active-active, until SIGINT/SIGTERM.
 func newFilerSyncCommand(g *globalFlags) *cobra.Command {
-	var a, b, p, aPath, bPath, statusAddr string
+	var a, b, p, aPath, bPath, statusAddr, aToken, bToken string
 	var workers int
 	var logEvery time.Duration
 	cmd := &cobra.Command{
@@ -59,7 +59,15 @@ to the cluster with the greater id. See docs/filer-sync.md.`,
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			s, err := filersync.New(ctx, filersync.Config{A: ga, B: gb, APath: aPath, BPath: bPath, Workers: workers,
+			at, err := clientToken(aToken)
+			if err != nil {
+				return fmt.Errorf("--a.access.token: %w", err)
+			}
+			bt, err := clientToken(bToken)
+			if err != nil {
+				return fmt.Errorf("--b.access.token: %w", err)
+			}
+			s, err := filersync.New(ctx, filersync.Config{A: ga, B: gb, APath: aPath, BPath: bPath, Workers: workers, AToken: at, BToken: bt,
 				LogEvery: logEvery, ConnectTimeout: time.Minute, Logger: log})
 			if err != nil {
 				return err
@@ -92,6 +100,8 @@ to the cluster with the greater id. See docs/filer-sync.md.`,
 	fl.IntVar(&workers, "workers", 8, "files copied at once in each direction")
 	fl.DurationVar(&logEvery, "log-every", 10*time.Second, "log positions and lag this often (0: never)")
 	fl.StringVar(&statusAddr, "status", "", "serve the positions and lag as JSON on this host:port")
+	fl.StringVar(&aToken, "a.access.token", "", "access token for cluster A's filer and masters (@FILE reads it from FILE; default env KELP_ACCESS_TOKEN)")
+	fl.StringVar(&bToken, "b.access.token", "", "access token for cluster B's filer and masters (@FILE reads it from FILE; default env KELP_ACCESS_TOKEN)")
 	return cmd
 }
 
@@ -100,6 +110,7 @@ type backupFlags struct {
 	filer, path, location string
 	workers               int
 	s3                    backup.S3Config
+	accessToken           string
 }
 
 func (f *backupFlags) add(cmd *cobra.Command, locFlag, locHelp string) {
@@ -108,6 +119,7 @@ func (f *backupFlags) add(cmd *cobra.Command, locFlag, locHelp string) {
 	fl.StringVar(&f.path, "path", "/", "filer directory")
 	fl.StringVar(&f.location, locFlag, "", locHelp)
 	fl.IntVar(&f.workers, "workers", 8, "files copied at once")
+	addAccessTokenFlag(fl, &f.accessToken)
 	fl.StringVar(&f.s3.Endpoint, "s3.endpoint", "", "S3 endpoint URL for s3:// locations (default AWS); keys from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
 	fl.StringVar(&f.s3.Region, "s3.region", "us-east-1", "S3 region")
 }
@@ -129,7 +141,11 @@ func (f *backupFlags) config(ctx context.Context, g *globalFlags, locFlag string
 	if err != nil {
 		return backup.Config{}, fmt.Errorf("--%s: %w", locFlag, err)
 	}
-	return backup.Config{Filer: addr, Path: f.path, Dest: dest, Workers: f.workers, Logger: log}, nil
+	tok, err := clientToken(f.accessToken)
+	if err != nil {
+		return backup.Config{}, err
+	}
+	return backup.Config{Filer: addr, Path: f.path, Dest: dest, Workers: f.workers, Logger: log, AccessToken: tok}, nil
 }
 
 // newFilerBackupCommand is `kelp filer.backup`.

@@ -56,6 +56,7 @@ func (f *masterFlags) config(log *slog.Logger) (master.Config, error) {
 
 func newMasterCommand(g *globalFlags) *cobra.Command {
 	f := &masterFlags{}
+	af := &authFlags{}
 	cmd := &cobra.Command{
 		Use:   "master",
 		Short: "Run a master: topology, file id assignment, volume growth (Raft-replicated)",
@@ -72,6 +73,11 @@ func newMasterCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			sec, err := af.setup()
+			if err != nil {
+				return err
+			}
+			sec.applyMaster(&cfg)
 			m, err := master.New(cfg)
 			if err != nil {
 				return err
@@ -86,5 +92,6 @@ func newMasterCommand(g *globalFlags) *cobra.Command {
 	f.addr.addFlags(fl, "master")
 	fl.StringVar(&f.mdir, "mdir", "", "directory for the master's Raft log and snapshots (required)")
 	f.addFlags(fl, "")
+	af.addFlags(fl, true, false)
 	return cmd
 }

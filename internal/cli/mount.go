@@ -22,9 +22,11 @@ type viewFlags struct {
 	replication string
 	cacheDir    string // kelp mount only
 	cacheSizeMB int
+	accessToken string
 }
 
 func (f *viewFlags) addFlags(fl *pflag.FlagSet) {
+	addAccessTokenFlag(fl, &f.accessToken)
 	fl.StringVar(&f.filer, "filer", "127.0.0.1:8888", "filer address host:port (its HTTP port; gRPC is that + 10000)")
 	fl.StringVar(&f.filerPath, "filer.path", "/", "filer directory to show as the root")
 	fl.StringVar(&f.collection, "collection", "", "collection of the chunks written (default: the filer's)")
@@ -42,7 +44,11 @@ func (f *viewFlags) open(ctx context.Context, g *globalFlags) (*fsview.FS, error
 	if err != nil {
 		return nil, fmt.Errorf("--filer: %w", err)
 	}
-	return fsview.New(ctx, fsview.Config{Filer: addr, Root: f.filerPath, Collection: f.collection,
+	tok, err := clientToken(f.accessToken)
+	if err != nil {
+		return nil, err
+	}
+	return fsview.New(ctx, fsview.Config{Filer: addr, Root: f.filerPath, Collection: f.collection, AccessToken: tok,
 		Replication: f.replication, ConnectTimeout: 10 * time.Second, Logger: log,
 		CacheDir: f.cacheDir, CacheSize: int64(f.cacheSizeMB) << 20, DeferDurability: true})
 }

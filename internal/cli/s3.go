@@ -125,6 +125,7 @@ func storedKeys(path string, out io.Writer) (string, string, error) {
 func newS3Command(g *globalFlags) *cobra.Command {
 	f := &s3Flags{}
 	ff := &filerFlags{}
+	af := &authFlags{}
 	var dir string
 	cmd := &cobra.Command{
 		Use:   "s3",
@@ -140,6 +141,11 @@ func newS3Command(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			sec, err := af.setup()
+			if err != nil {
+				return err
+			}
+			fcfg.Signer, fcfg.ReadSigner, fcfg.Access, fcfg.Audit, fcfg.AccessToken = sec.signer, sec.readSigner, sec.access, sec.audit, sec.token
 			fs, err := filerserver.New(fcfg)
 			if err != nil {
 				return err
@@ -150,6 +156,7 @@ func newS3Command(g *globalFlags) *cobra.Command {
 				fs.Close()
 				return err
 			}
+			scfg.Audit = sec.audit
 			gw, err := s3.New(scfg)
 			if err != nil {
 				fs.Close()
@@ -167,6 +174,7 @@ func newS3Command(g *globalFlags) *cobra.Command {
 	fl.StringVar(&dir, "dir", "./s3", "directory of the embedded filer's store and the generated key pair")
 	f.addFlags(fl, "")
 	ff.addFlags(fl, "filer.")
+	af.addFlags(fl, true, true)
 	// The embedded filer's own HTTP API is a by-product: by default on a
 	// free port, so that it never collides with a `kelp filer` nearby.
 	fl.Lookup("filer.port").DefValue = "0"

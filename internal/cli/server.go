@@ -29,6 +29,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 	vf := &volumeFlags{}
 	ff := &filerFlags{}
 	sf := &s3Flags{}
+	af := &authFlags{}
 	var webdavPort int
 	var webdavUsers string
 	cmd := &cobra.Command{
@@ -63,6 +64,14 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := af.secureFromFlag(cmd.Flags(), dir, cmd.OutOrStdout()); err != nil {
+				return err
+			}
+			sec, err := af.setup()
+			if err != nil {
+				return err
+			}
+			sec.applyMaster(&mcfg)
 			m, err := master.New(mcfg)
 			if err != nil {
 				return err
@@ -72,6 +81,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return fail(err)
 			}
+			vcfg.Signer, vcfg.ReadSigner, vcfg.Audit = sec.signer, sec.readSigner, sec.audit
 			v, err := volumeserver.New(vcfg)
 			if err != nil {
 				return fail(err)
@@ -87,6 +97,12 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 				Handlers: map[string]http.Handler{v.URL(): v.Handler(), v.PublicURL(): v.Handler()},
 				Next:     client.NewHTTPClient().Transport,
 			}}
+			fcfg.Signer, fcfg.ReadSigner, fcfg.Access, fcfg.Audit = sec.signer, sec.readSigner, sec.access, sec.audit
+			if sec.signer == nil {
+				// Access tokens without signed file ids: the filer shows
+				// the master a token of its own for its assigns.
+				fcfg.AccessToken = sec.internalToken("kelp-server-filer")
+			}
 			f, err := filerserver.New(fcfg)
 			if err != nil {
 				return fail(err)
@@ -98,6 +114,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return fail(err)
 			}
+			scfg.Audit = sec.audit
 			gw, err := s3.New(scfg)
 			if err != nil {
 				return fail(err)
@@ -112,7 +129,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 				// WebDAV reaches the filer over its gRPC API like any
 				// gateway; Run waits for the filer to serve.
 				dav, err = webdav.New(webdav.Config{IP: addr.ip, BindIP: bind, Port: webdavPort, Logger: log, UsersFile: webdavUsers,
-					View: fsview.Config{Filer: f.GRPCAddr(), ConnectTimeout: time.Minute}})
+					View: fsview.Config{Filer: f.GRPCAddr(), ConnectTimeout: time.Minute, AccessToken: sec.internalToken("kelp-server-webdav")}})
 				if err != nil {
 					return fail(err)
 				}
@@ -143,6 +160,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 	vf.addFlags(fl, "volume.")
 	ff.addFlags(fl, "filer.")
 	sf.addFlags(fl, "s3.")
+	af.addFlags(fl, true, false)
 	fl.IntVar(&webdavPort, "webdav.port", 7333, "WebDAV port (0: no WebDAV server)")
 	fl.StringVar(&webdavUsers, "webdav.users", "", "WebDAV basic auth: a file of name:bcrypt-hash lines (htpasswd -nbB); empty: no auth")
 	return cmd

@@ -10,12 +10,14 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	"google.golang.org/grpc"
 
+	"github.com/kelpfs/kelp/internal/auth"
 	"github.com/kelpfs/kelp/internal/shell"
 )
 
 func newShellCommand(g *globalFlags) *cobra.Command {
-	var masters, commands string
+	var masters, commands, accessToken string
 	cmd := &cobra.Command{
 		Use:   "shell",
 		Short: "Administer a cluster: admin lock, settings, volume placement, repair and balance",
@@ -29,6 +31,10 @@ at the first that fails and exits non-zero. Type help for the commands.`,
 			if err != nil {
 				return err
 			}
+			tok, err := clientToken(accessToken)
+			if err != nil {
+				return err
+			}
 			cfg := shell.Config{
 				Masters:  splitList(masters),
 				Out:      cmd.OutOrStdout(),
@@ -36,6 +42,9 @@ at the first that fails and exits non-zero. Type help for the commands.`,
 				Owner:    shellOwner(),
 				Terminal: term.IsTerminal(int(os.Stderr.Fd())),
 				Logger:   log,
+			}
+			if tok != "" {
+				cfg.DialOptions = []grpc.DialOption{auth.DialOption(auth.Static(tok))}
 			}
 			interactive := !cmd.Flags().Changed("command") && term.IsTerminal(int(os.Stdin.Fd()))
 			if home, err := os.UserHomeDir(); err == nil && interactive {
@@ -61,6 +70,7 @@ at the first that fails and exits non-zero. Type help for the commands.`,
 		},
 	}
 	cmd.Flags().StringVar(&masters, "master", "127.0.0.1:9333", "master addresses host:port[,host:port...] (gRPC at port+10000, or host:port.grpcPort)")
+	addAccessTokenFlag(cmd.Flags(), &accessToken)
 	cmd.Flags().StringVarP(&commands, "command", "c", "", `commands to run, separated by ";", instead of reading them`)
 	return cmd
 }

@@ -77,6 +77,7 @@ func (f *volumeFlags) config(log *slog.Logger) (volumeserver.Config, error) {
 
 func newVolumeCommand(g *globalFlags) *cobra.Command {
 	f := &volumeFlags{}
+	af := &authFlags{}
 	cmd := &cobra.Command{
 		Use:   "volume",
 		Short: "Run a volume server: stores file data in volumes on local disks",
@@ -93,6 +94,11 @@ func newVolumeCommand(g *globalFlags) *cobra.Command {
 			if len(cfg.Masters) == 0 {
 				return fmt.Errorf("--master is required")
 			}
+			sec, err := af.setup()
+			if err != nil {
+				return err
+			}
+			cfg.Signer, cfg.ReadSigner, cfg.Audit = sec.signer, sec.readSigner, sec.audit
 			v, err := volumeserver.New(cfg)
 			if err != nil {
 				return err
@@ -108,5 +114,6 @@ func newVolumeCommand(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.dirs, "dir", "", "data directories, one per disk, comma-separated (required)")
 	fl.StringVar(&f.masters, "master", "127.0.0.1:9333", "master addresses host:port[,host:port...]")
 	f.addFlags(fl, "")
+	af.addFlags(fl, false, false)
 	return cmd
 }

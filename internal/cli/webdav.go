@@ -33,8 +33,12 @@ func newWebDAVCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			tok, err := clientToken(vf.accessToken)
+			if err != nil {
+				return err
+			}
 			s, err := webdav.New(webdav.Config{IP: addr.ip, BindIP: bind, Port: port, Logger: log, UsersFile: users,
-				View: fsview.Config{Filer: grpcAddr, Root: vf.filerPath, Collection: vf.collection,
+				View: fsview.Config{Filer: grpcAddr, Root: vf.filerPath, Collection: vf.collection, AccessToken: tok,
 					Replication: vf.replication, ConnectTimeout: 10 * time.Second}})
 			if err != nil {
 				return err

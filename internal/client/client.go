@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kelpfs/kelp/internal/auth"
 )
 
 // ErrNotFound matches (errors.Is) any 404 answer: an unknown volume on lookup,
@@ -77,6 +79,14 @@ type Config struct {
 	// AssignBatch > 1 makes Put reserve that many keys per assign and use
 	// them for later Puts (see keyblock.go); 0 or 1 is one assign per file.
 	AssignBatch int
+	// AccessToken, when set, returns the bearer token sent to the masters
+	// (their mutating APIs need one when authentication is on).
+	AccessToken func() string
+	// Signer, when set (a holder of the JWT signing key: the filer), signs
+	// the file token of deletes and of uploads whose assignment carried
+	// none; ReadSigner signs reads (volume servers with a read key).
+	Signer     *auth.Signer
+	ReadSigner *auth.Signer
 }
 
 // Client is a Kelp cluster client. It is safe for concurrent use.
@@ -96,6 +106,9 @@ type Client struct {
 	// another replica could serve it.
 	failoverAfter time.Duration
 	assignBatch   int
+	accessToken   func() string
+	signer        *auth.Signer
+	readSigner    *auth.Signer
 	keys          keyBlocks
 	health        healthTable
 	routes        routeCache // EC volumes' route tables (ecroute.go)
@@ -164,6 +177,7 @@ func New(cfg Config) (*Client, error) {
 		c.now = time.Now
 	}
 	c.assignBatch = cfg.AssignBatch
+	c.accessToken, c.signer, c.readSigner = cfg.AccessToken, cfg.Signer, cfg.ReadSigner
 	c.answerTimeout = cfg.AnswerTimeout
 	if c.answerTimeout <= 0 {
 		c.answerTimeout = 10 * time.Second
@@ -276,6 +290,11 @@ func (c *Client) doMaster(req *http.Request) (*http.Response, error) {
 	parent := req.Context()
 	ctx, cancel := context.WithCancel(parent)
 	timer := time.AfterFunc(c.answerTimeout, cancel)
+	if c.accessToken != nil {
+		if tok := c.accessToken(); tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+	}
 	resp, err := c.hc.Do(req.WithContext(ctx))
 	if !timer.Stop() && parent.Err() == nil {
 		if err == nil {

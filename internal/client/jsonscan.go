@@ -157,6 +157,7 @@ type assignAnswer struct {
 	URL       string `json:"url"`
 	PublicURL string `json:"publicUrl"`
 	Count     uint64 `json:"count"`
+	Auth      string `json:"auth"`
 	Error     string `json:"error"`
 }
 
@@ -169,6 +170,8 @@ func decodeAssignAnswer(data []byte, a *assignAnswer) error {
 			a.URL = string(val)
 		case "publicUrl":
 			a.PublicURL = string(val)
+		case "auth":
+			a.Auth = string(val)
 		case "error":
 			a.Error = string(val)
 		case "count":

@@ -32,6 +32,9 @@ type Assignment struct {
 	URL       string // "host:port" for cluster-internal traffic
 	PublicURL string
 	Count     uint64
+	// Auth is the file token volume servers require when file ids are
+	// signed: valid for FID and the Count-1 keys after it, for seconds.
+	Auth string
 }
 
 // Location is one volume server holding a volume.
@@ -76,7 +79,7 @@ func (c *Client) assign(ctx context.Context, until time.Time, req AssignRequest)
 	if ans.Count == 0 {
 		ans.Count = 1
 	}
-	return Assignment{FID: id, URL: ans.URL, PublicURL: ans.PublicURL, Count: ans.Count}, nil
+	return Assignment{FID: id, URL: ans.URL, PublicURL: ans.PublicURL, Count: ans.Count, Auth: ans.Auth}, nil
 }
 
 func assignPath(req AssignRequest) string {
@@ -336,4 +339,19 @@ func (c *Client) remember(base string) {
 // "/dir/status") into v, with the same retries as the client's own calls.
 func (c *Client) MasterGetJSON(ctx context.Context, path string, v any) error {
 	return c.masterGet(ctx, path, func(body []byte) error { return json.Unmarshal(body, v) })
+}
+
+// readToken asks a master for a read token of id (GET /dir/readtoken).
+func (c *Client) readToken(ctx context.Context, id fid.FileID) (string, error) {
+	var ans struct {
+		Auth string `json:"auth"`
+	}
+	err := c.masterGet(ctx, "/dir/readtoken?fileId="+id.String(), func(body []byte) error { return json.Unmarshal(body, &ans) })
+	if err != nil {
+		return "", fmt.Errorf("read token: %w", err)
+	}
+	if ans.Auth == "" {
+		return "", fmt.Errorf("read token: the master answered none")
+	}
+	return ans.Auth, nil
 }

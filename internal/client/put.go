@@ -3,9 +3,11 @@ package client
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"time"
 
 	"github.com/kelpfs/kelp/internal/fid"
@@ -50,13 +52,16 @@ func (c *Client) put(ctx context.Context, req AssignRequest, reopen func() io.Re
 		if err != nil {
 			return fid.FileID{}, UploadResult{}, fmt.Errorf("client: put: %w", err)
 		}
+		opts.Auth = a.Auth
 		res, err := c.upload(ctx, a.URL, a.FID, reopen(), reopen, size, opts)
 		if err == nil {
 			return a.FID, res, nil
 		}
 		c.keys.drop(req, a.FID.Volume)
 		lastErr = fmt.Errorf("client: put %s on %s: %w", a.FID, a.URL, err)
-		if !retryable(ctx, err) {
+		// A 401 is retried once with a fresh assignment: a reserved key
+		// block's token may have expired (tokens shorter than blocks).
+		if !retryable(ctx, err) && !(attempt == 0 && isStatus(err, http.StatusUnauthorized)) {
 			return fid.FileID{}, UploadResult{}, lastErr
 		}
 		c.log.Debug("client: upload failed, retrying with a new assignment", "attempt", attempt+1, "fid", a.FID.String(), "err", err)
@@ -69,4 +74,10 @@ func (c *Client) put(ctx context.Context, req AssignRequest, reopen func() io.Re
 func backoff(n int) time.Duration {
 	d := 10 * time.Millisecond << min(n-1, 6)
 	return d + rand.N(d/2+1)
+}
+
+// isStatus reports whether err is a volume server's answer with status code.
+func isStatus(err error, code int) bool {
+	var he *HTTPError
+	return errors.As(err, &he) && he.Status == code
 }

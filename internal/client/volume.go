@@ -28,6 +28,9 @@ type UploadOptions struct {
 	// MimeType is stored and served back as Content-Type; empty means
 	// application/octet-stream.
 	MimeType string
+	// Auth is the file token of the assignment (Assignment.Auth); Put sets
+	// it. Empty: the client's Signer signs one, if it has one.
+	Auth string
 }
 
 // UploadResult is the volume server's answer to a write.
@@ -119,6 +122,12 @@ func (c *Client) upload(ctx context.Context, server string, id fid.FileID, body 
 		return UploadResult{}, fmt.Errorf("client: upload request: %w", err)
 	}
 	req.Header["Content-Type"] = []string{ctype}
+	if tok := opts.Auth; tok != "" || c.signer != nil {
+		if tok == "" {
+			tok = c.signer.Sign(id, 1)
+		}
+		req.Header["Authorization"] = []string{"Bearer " + tok}
+	}
 	// Writing the same bytes under the same file id twice stores the same
 	// needle, so the transport may resend an upload that met a kept-alive
 	// connection the server had just closed. A nil value marks the request
@@ -237,9 +246,26 @@ func (c *Client) get(ctx context.Context, server string, id fid.FileID, rng *Ran
 		}
 		req.Header["Range"] = []string{v}
 	}
+	if c.readSigner != nil {
+		req.Header["Authorization"] = []string{"Bearer " + c.readSigner.Sign(id, 1)}
+	}
 	resp, err := c.doVolume(req, within)
 	if err != nil {
 		return nil, fmt.Errorf("client: get %s: %w", target, err)
+	}
+	if resp.StatusCode == http.StatusUnauthorized && c.readSigner == nil && c.accessToken != nil {
+		// The cluster signs reads and this client holds no read key: ask
+		// a master for a read token of this file id, then read again.
+		drainClose(resp.Body)
+		tok, err := c.readToken(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("client: get %s: %w", target, err)
+		}
+		req2 := req.Clone(ctx)
+		req2.Header["Authorization"] = []string{"Bearer " + tok}
+		if resp, err = c.doVolume(req2, within); err != nil {
+			return nil, fmt.Errorf("client: get %s: %w", target, err)
+		}
 	}
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent {
 		he, _ := c.httpError(resp)
@@ -287,6 +313,9 @@ func (c *Client) Delete(ctx context.Context, id fid.FileID) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, target, nil)
 		if err != nil {
 			return fmt.Errorf("client: delete request: %w", err)
+		}
+		if c.signer != nil {
+			req.Header["Authorization"] = []string{"Bearer " + c.signer.Sign(id, 1)}
 		}
 		resp, err := c.doVolume(req, 0)
 		if err != nil {

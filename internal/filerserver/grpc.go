@@ -102,7 +102,7 @@ func (g *grpcServer) AssignVolume(ctx context.Context, req *filerpb.AssignVolume
 		g.s.log.Warn("filer: assign for a gateway failed", "err", err)
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
-	return &filerpb.AssignVolumeResponse{Fid: a.FID.String(), Url: a.URL, PublicUrl: a.PublicURL, Count: a.Count}, nil
+	return &filerpb.AssignVolumeResponse{Fid: a.FID.String(), Url: a.URL, PublicUrl: a.PublicURL, Count: a.Count, Auth: a.Auth}, nil
 }
 
 func (g *grpcServer) SubscribeMetadata(req *filerpb.SubscribeMetadataRequest, stream filerpb.Filer_SubscribeMetadataServer) error {

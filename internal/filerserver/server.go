@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/kelpfs/kelp/internal/auth"
 	"github.com/kelpfs/kelp/internal/chunk"
 	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/filer"
@@ -62,6 +63,18 @@ type Config struct {
 	// its own volume server in process (client.Loopback).
 	HTTPClient *http.Client
 	Logger     *slog.Logger
+	// Signer is the JWT signing key (signed file ids): the filer signs the
+	// deletes of its garbage collection with it, and shows its server token
+	// to the masters. ReadSigner signs its chunk reads.
+	Signer     *auth.Signer
+	ReadSigner *auth.Signer
+	// AccessToken is what the filer shows the masters when it holds no
+	// Signer ("" none).
+	AccessToken string
+	// Access, when set, makes the HTTP and gRPC APIs need an access token
+	// (read-only for reads, read-write for the rest); Audit logs writes.
+	Access *auth.Access
+	Audit  *auth.Audit
 }
 
 // Server is a running filer.
@@ -100,7 +113,12 @@ func New(cfg Config) (*Server, error) {
 		// Chunks take their file ids from blocks of keys: one assign round
 		// trip per 64 chunks instead of one per chunk (small S3 PUTs, small
 		// files), with a fresh cookie per chunk.
-		c, err := client.New(client.Config{Masters: cfg.Masters, HTTPClient: cfg.HTTPClient, Logger: s.log, AssignBatch: 64})
+		tok := auth.Static(cfg.AccessToken)
+		if cfg.Signer.Enabled() {
+			tok = cfg.Signer.ServerToken
+		}
+		c, err := client.New(client.Config{Masters: cfg.Masters, HTTPClient: cfg.HTTPClient, Logger: s.log, AssignBatch: 64,
+			AccessToken: tok, Signer: cfg.Signer, ReadSigner: cfg.ReadSigner})
 		if err != nil {
 			return nil, fmt.Errorf("filerserver: %w", err)
 		}
@@ -126,8 +144,8 @@ func New(cfg Config) (*Server, error) {
 		s.closeStore()
 		return nil, err
 	}
-	s.httpSrv = httpserve.New(s.routes(), s.log)
-	s.grpcSrv = grpc.NewServer(pb.ServerOptions(s.log)...)
+	s.httpSrv = httpserve.New(cfg.Access.HTTP("filer", s.routes(), httpNeed, cfg.Audit), s.log)
+	s.grpcSrv = grpc.NewServer(append(pb.ServerOptions(s.log), cfg.Access.GRPC("filer", grpcNeed, cfg.Audit)...)...)
 	filerpb.RegisterFilerServer(s.grpcSrv, &grpcServer{s: s})
 	return s, nil
 }

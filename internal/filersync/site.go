@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/kelpfs/kelp/internal/auth"
 	"github.com/kelpfs/kelp/internal/chunk"
 	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/fid"
@@ -67,10 +68,20 @@ type Site struct {
 // OpenSite connects to the filer at grpcAddr, waiting up to timeout for it
 // to answer, and reads (or creates) its cluster id.
 func OpenSite(ctx context.Context, name, grpcAddr string, timeout time.Duration, httpClient *http.Client, log *slog.Logger) (*Site, error) {
+	return OpenSiteAuth(ctx, name, grpcAddr, "", timeout, httpClient, log)
+}
+
+// OpenSiteAuth is OpenSite showing the filer and its masters an access
+// token ("" none; docs/security-auth.md).
+func OpenSiteAuth(ctx context.Context, name, grpcAddr, token string, timeout time.Duration, httpClient *http.Client, log *slog.Logger) (*Site, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cc, err := grpc.NewClient(grpcAddr, pb.DialOptions()...)
+	opts := pb.DialOptions()
+	if token != "" {
+		opts = append(opts, auth.DialOption(auth.Static(token)))
+	}
+	cc, err := grpc.NewClient(grpcAddr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("filer %s: %w", grpcAddr, err)
 	}
@@ -82,7 +93,8 @@ func OpenSite(ctx context.Context, name, grpcAddr string, timeout time.Duration,
 		cc.Close()
 		return nil, fmt.Errorf("filer %s did not answer: %w", grpcAddr, err)
 	}
-	s.cl, err = client.New(client.Config{Masters: s.conf.Masters, HTTPClient: httpClient, Logger: log, AssignBatch: 64})
+	s.cl, err = client.New(client.Config{Masters: s.conf.Masters, HTTPClient: httpClient, Logger: log, AssignBatch: 64,
+		AccessToken: auth.Static(token)})
 	if err != nil {
 		cc.Close()
 		return nil, fmt.Errorf("filer %s: %w", grpcAddr, err)

@@ -37,6 +37,8 @@ type Config struct {
 	ConnectTimeout time.Duration // 0 means 1 minute
 	HTTPClient     *http.Client  // for the volume servers; nil: a default one
 	Logger         *slog.Logger
+	// AToken, BToken are the access tokens shown to each cluster ("" none).
+	AToken, BToken string
 }
 
 // Syncer keeps two directories of two clusters identical, active-active.
@@ -91,10 +93,10 @@ func New(ctx context.Context, cfg Config) (*Syncer, error) {
 		return nil, fmt.Errorf("b.path: %w", err)
 	}
 	s := &Syncer{cfg: cfg, log: cfg.Logger}
-	if s.a, err = OpenSite(ctx, "a", cfg.A, cfg.ConnectTimeout, cfg.HTTPClient, cfg.Logger); err != nil {
+	if s.a, err = OpenSiteAuth(ctx, "a", cfg.A, cfg.AToken, cfg.ConnectTimeout, cfg.HTTPClient, cfg.Logger); err != nil {
 		return nil, err
 	}
-	if s.b, err = OpenSite(ctx, "b", cfg.B, cfg.ConnectTimeout, cfg.HTTPClient, cfg.Logger); err != nil {
+	if s.b, err = OpenSiteAuth(ctx, "b", cfg.B, cfg.BToken, cfg.ConnectTimeout, cfg.HTTPClient, cfg.Logger); err != nil {
 		s.a.Close()
 		return nil, err
 	}

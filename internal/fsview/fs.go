@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/kelpfs/kelp/internal/auth"
 	"github.com/kelpfs/kelp/internal/chunk"
 	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/pb"
@@ -48,6 +49,9 @@ type Config struct {
 	// fdatasync, Sync and Close then ask the filer to Sync. POSIX makes
 	// fsync the durability point; the FUSE mount sets it.
 	DeferDurability bool
+	// AccessToken is shown to the filer and the masters when they need
+	// authentication (docs/security-auth.md); "" none.
+	AccessToken string
 }
 
 // FS is a POSIX view of a filer directory. All paths given to it are
@@ -107,7 +111,11 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	conn, err := grpc.NewClient(cfg.Filer, pb.DialOptions()...)
+	opts := pb.DialOptions()
+	if cfg.AccessToken != "" {
+		opts = append(opts, auth.DialOption(auth.Static(cfg.AccessToken)))
+	}
+	conn, err := grpc.NewClient(cfg.Filer, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("fsview: filer %s: %w", cfg.Filer, err)
 	}
@@ -141,7 +149,8 @@ func (fs *FS) connect(ctx context.Context) error {
 		return fmt.Errorf("fsview: filer %s knows no master", fs.cfg.Filer)
 	}
 	// File ids come in blocks of 64: one assign round trip per 64 chunks.
-	c, err := client.New(client.Config{Masters: conf.Masters, HTTPClient: fs.cfg.HTTPClient, Logger: fs.log, AssignBatch: 64})
+	c, err := client.New(client.Config{Masters: conf.Masters, HTTPClient: fs.cfg.HTTPClient, Logger: fs.log, AssignBatch: 64,
+		AccessToken: auth.Static(fs.cfg.AccessToken)})
 	if err != nil {
 		return fmt.Errorf("fsview: %w", err)
 	}

@@ -133,7 +133,14 @@ func (s *Server) leaderClient(ctx context.Context) (masterpb.MasterClient, error
 // forwardCtx marks an outgoing call as forwarded by this master, keeping the
 // caller's deadline.
 func (s *Server) forwardCtx(ctx context.Context) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, forwardedMD, s.httpAddr)
+	kv := []string{forwardedMD, s.httpAddr}
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		// The leader authenticates the caller again, from the same token.
+		for _, v := range md.Get("authorization") {
+			kv = append(kv, "authorization", v)
+		}
+	}
+	return metadata.AppendToOutgoingContext(ctx, kv...)
 }
 
 // forward runs call on the leader when this master is not the leader.

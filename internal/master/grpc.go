@@ -37,6 +37,7 @@ func (g *grpcService) Assign(ctx context.Context, req *masterpb.AssignRequest) (
 	}
 	resp := &masterpb.AssignResponse{
 		Fid: res.FID.String(), Url: res.Locations[0].URL, PublicUrl: res.Locations[0].PublicURL, Count: res.Count,
+		Auth: g.s.cfg.Signer.Sign(res.FID, res.Count),
 	}
 	for _, l := range res.Locations[1:] {
 		resp.Replicas = append(resp.Replicas, locationToPB(l))

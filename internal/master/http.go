@@ -21,6 +21,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/dir/assign", s.onLeader(s.handleAssign, nil))
 	mux.HandleFunc("GET /dir/lookup", s.onLeader(s.handleLookup, s.handleLookup))
 	mux.HandleFunc("GET /dir/status", s.handleDirStatus)
+	mux.HandleFunc("GET /dir/readtoken", s.handleReadToken)
 	mux.HandleFunc("GET /cluster/status", s.handleClusterStatus)
 	mux.HandleFunc("GET /cluster/raft", s.handleRaft)
 	mux.HandleFunc("GET /cluster/topology", s.onLeader(s.handleTopology, nil))
@@ -85,7 +86,13 @@ func (s *Server) handleAssign(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeRawJSON(w, http.StatusOK, appendAssignJSON(make([]byte, 0, 160), res))
+	b := appendAssignJSON(make([]byte, 0, 384), res)
+	if tok := s.cfg.Signer.Sign(res.FID, res.Count); tok != "" {
+		b = append(b[:len(b)-1], `,"auth":`...)
+		b = appendJSONString(b, tok)
+		b = append(b, '}')
+	}
+	writeRawJSON(w, http.StatusOK, b)
 }
 
 // appendAssignJSON encodes the assign answer by hand: it is the hot path and

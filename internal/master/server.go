@@ -19,6 +19,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/kelpfs/kelp/internal/auth"
 	"github.com/kelpfs/kelp/internal/consensus"
 	"github.com/kelpfs/kelp/internal/httpserve"
 	"github.com/kelpfs/kelp/internal/pb"
@@ -69,7 +70,16 @@ type Config struct {
 	// EC rebuild's way to reuse the shell's ec.rebuild (wired by the CLI;
 	// the master cannot import the shell, whose tests start masters).
 	RunShell func(ctx context.Context, addr, owner string, out io.Writer, script string) error
-	Logger   *slog.Logger
+	// Signer signs the file ids assign hands out (the "auth" of the answer);
+	// nil: signed file ids are off. Access, when set, makes the mutating
+	// APIs need an access token (auth.go); Audit logs them.
+	Signer *auth.Signer
+	// ReadSigner, the read key, signs read tokens for authenticated
+	// clients that do not hold it (GET /dir/readtoken: FUSE, WebDAV).
+	ReadSigner *auth.Signer
+	Access     *auth.Access
+	Audit      *auth.Audit
+	Logger     *slog.Logger
 }
 
 // Server is a master. Create with New, start with Run, stop with Close (or by
@@ -193,8 +203,12 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.refreshSettings()
 	}
-	s.httpSrv = httpserve.New(s.routes(), s.log)
-	s.grpcSrv = grpc.NewServer(pb.ServerOptions(s.log)...)
+	if cfg.Signer.Enabled() {
+		// Catch-up requests to volume servers carry the server token.
+		s.heal.http.Transport = &auth.Transport{Token: cfg.Signer.ServerToken, Next: s.heal.http.Transport}
+	}
+	s.httpSrv = httpserve.New(cfg.Access.HTTP("master", s.routes(), httpNeed, cfg.Audit), s.log)
+	s.grpcSrv = grpc.NewServer(append(pb.ServerOptions(s.log), cfg.Access.GRPC("master", s.grpcNeed, cfg.Audit)...)...)
 	masterpb.RegisterMasterServer(s.grpcSrv, &grpcService{s: s})
 	return s, nil
 }

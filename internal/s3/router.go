@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/kelpfs/kelp/internal/auth"
 	"github.com/kelpfs/kelp/internal/s3/sigv4"
 )
 
@@ -75,6 +76,9 @@ func (s *Server) ServeHTTP(hw http.ResponseWriter, r *http.Request) {
 	h.Set("Server", "Kelp")
 	bucket, key := s.bucketAndKey(r)
 	rq := &request{w: w, r: r, ctx: r.Context(), q: r.URL.Query(), bucket: bucket, key: key}
+	if s.cfg.Audit != nil && r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodOptions {
+		defer s.audit(w, rq)
+	}
 	expect := expectsContinue(r)
 	if expect {
 		// Until the body is invited, a refusal must close the connection:
@@ -160,15 +164,22 @@ func (s *Server) writeIfError(rq *request, err error) {
 // trackingWriter remembers whether the response has begun.
 type trackingWriter struct {
 	http.ResponseWriter
-	wrote bool
+	wrote  bool
+	status int // the first status written (0: none yet; 200 once a body went)
 }
 
 func (t *trackingWriter) WriteHeader(code int) {
+	if t.status == 0 {
+		t.status = code
+	}
 	t.wrote = true
 	t.ResponseWriter.WriteHeader(code)
 }
 
 func (t *trackingWriter) Write(p []byte) (int, error) {
+	if t.status == 0 {
+		t.status = http.StatusOK
+	}
 	t.wrote = true
 	return t.ResponseWriter.Write(p)
 }
@@ -379,4 +390,21 @@ func routeObject(rq *request, m string, q url.Values) (*operation, error) {
 
 func fail(err error) func(*Server, *request) error {
 	return func(*Server, *request) error { return err }
+}
+
+// audit logs one mutating request once it is answered.
+func (s *Server) audit(w *trackingWriter, rq *request) {
+	who := "anonymous"
+	if rq.id != nil {
+		who = rq.id.Name
+	}
+	target := "/" + rq.bucket
+	if rq.key != "" {
+		target += "/" + rq.key
+	}
+	status := w.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	s.cfg.Audit.Log(auth.Event{Service: "s3", Who: who, Remote: auth.RemoteHost(rq.r.RemoteAddr), Action: rq.r.Method, Target: target, Status: status})
 }

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kelpfs/kelp/internal/auth"
 	"github.com/kelpfs/kelp/internal/httpserve"
 	"github.com/kelpfs/kelp/internal/kms"
 	"github.com/kelpfs/kelp/internal/objectapi"
@@ -59,6 +60,9 @@ type Config struct {
 	// (kms.FilerStore) and fails when they were made under another
 	// master key.
 	KMS *kms.Service
+	// Audit, when set, logs every mutating request (PUT, POST, DELETE):
+	// the identity's name (never a key), bucket/key, the answer's status.
+	Audit *auth.Audit
 }
 
 // Server is a running S3 gateway.

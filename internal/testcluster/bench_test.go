@@ -5,6 +5,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/kelpfs/kelp/internal/auth"
 	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/fid"
 	"github.com/kelpfs/kelp/internal/testcluster"
@@ -12,8 +13,16 @@ import (
 
 // BenchmarkPut1KiB is one assign and one upload of 1 KiB per op, client and
 // servers in one process with fsync on: allocs/op and ns/op of the whole path.
-func BenchmarkPut1KiB(b *testing.B) {
-	c := testcluster.Start(b, testcluster.Options{Volumes: []testcluster.VolumeSpec{{}}, Fsync: true})
+func BenchmarkPut1KiB(b *testing.B) { benchmarkPut1KiB(b, nil) }
+
+// BenchmarkPut1KiBSigned is BenchmarkPut1KiB with signed file ids: the
+// master signs each assign's token, the volume server checks it.
+func BenchmarkPut1KiBSigned(b *testing.B) {
+	benchmarkPut1KiB(b, auth.NewSigner("bench-signing-key", 0))
+}
+
+func benchmarkPut1KiB(b *testing.B, signer *auth.Signer) {
+	c := testcluster.Start(b, testcluster.Options{Volumes: []testcluster.VolumeSpec{{}}, Fsync: true, Signer: signer})
 	cl, _ := client.New(client.Config{Masters: c.MasterAddrs()})
 	data := make([]byte, 1024)
 	b.ReportAllocs()

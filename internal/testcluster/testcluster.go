@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelpfs/kelp/internal/auth"
 	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/master"
 	"github.com/kelpfs/kelp/internal/pb"
@@ -66,6 +67,9 @@ type Options struct {
 	// ReplaceAfter is the masters' Config.ReplaceAfter; 0 means the default.
 	ReplaceAfter time.Duration
 	Logger       *slog.Logger
+	// Signer turns signed file ids on (masters and volume servers);
+	// ReadSigner signed reads (volume servers).
+	Signer, ReadSigner *auth.Signer
 }
 
 // Cluster is a running in-process cluster.
@@ -191,6 +195,8 @@ func (c *Cluster) masterNode(i, port int, peers []string) *Node {
 	dir := filepath.Join(c.dir, fmt.Sprintf("master%d", i))
 	os.RemoveAll(dir) // left by an attempt on other ports
 	mcfg := master.Config{
+		Signer:               c.opts.Signer,
+		ReadSigner:           c.opts.ReadSigner,
 		IP:                   "127.0.0.1",
 		Port:                 port,
 		MetaDir:              dir,
@@ -386,6 +392,8 @@ func (c *Cluster) volumeNode(i int, spec VolumeSpec) *Node {
 		disks = 1
 	}
 	cfg := volumeserver.Config{
+		Signer:          c.opts.Signer,
+		ReadSigner:      c.opts.ReadSigner,
 		IP:              "127.0.0.1",
 		Masters:         c.MasterAddrs(),
 		DataCenter:      spec.DataCenter,

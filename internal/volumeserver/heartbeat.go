@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/kelpfs/kelp/internal/auth"
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
 )
@@ -53,7 +54,11 @@ func (s *Server) heartbeatTo(ctx context.Context, master string) (leader string,
 	if err != nil {
 		return "", err
 	}
-	conn, err := grpc.NewClient(addr, pb.DialOptions()...)
+	opts := pb.DialOptions()
+	if s.cfg.Signer.Enabled() {
+		opts = append(opts, auth.DialOption(s.cfg.Signer.ServerToken))
+	}
+	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return "", err
 	}

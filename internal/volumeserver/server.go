@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/kelpfs/kelp/internal/auth"
 	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/httpserve"
 	"github.com/kelpfs/kelp/internal/pb"
@@ -45,7 +46,12 @@ type Config struct {
 	// for a few of its own pulses, so keep the two equal. 0 means 5 s.
 	PulseInterval time.Duration
 	FS            vfs.FS // nil means the real file system
-	Logger        *slog.Logger
+	// Signer, when set, makes writes and deletes need a file token signed
+	// with the JWT signing key (auth.go); ReadSigner does the same for reads.
+	Signer     *auth.Signer
+	ReadSigner *auth.Signer
+	Audit      *auth.Audit // refused writes; nil: none
+	Logger     *slog.Logger
 }
 
 // Server is a running volume server.
@@ -115,6 +121,11 @@ func New(cfg Config) (*Server, error) {
 		s.client = c
 	}
 	s.http = client.NewHTTPClient()
+	if cfg.Signer.Enabled() {
+		// Every request to a peer (replica writes, catch-up, EC shards)
+		// carries the server token.
+		s.http.Transport = &auth.Transport{Token: cfg.Signer.ServerToken, Next: s.http.Transport}
+	}
 	st, err := store.New(store.Config{
 		Disks:           cfg.Disks,
 		FS:              cfg.FS,
@@ -135,7 +146,7 @@ func New(cfg Config) (*Server, error) {
 	if s.cfg.PublicURL == "" {
 		s.cfg.PublicURL = s.URL()
 	}
-	s.httpSrv = httpserve.New(s.routes(), s.log)
+	s.httpSrv = httpserve.New(s.authorize(s.routes()), s.log)
 	s.grpcSrv = grpc.NewServer(pb.ServerOptions(s.log)...)
 	volumepb.RegisterVolumeServerServer(s.grpcSrv, &adminServer{s: s})
 	return s, nil

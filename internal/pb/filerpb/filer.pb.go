@@ -1165,6 +1165,7 @@ type AssignVolumeResponse struct {
 	Url           string                 `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
 	PublicUrl     string                 `protobuf:"bytes,3,opt,name=public_url,json=publicUrl,proto3" json:"public_url,omitempty"`
 	Count         uint64                 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	Auth          string                 `protobuf:"bytes,5,opt,name=auth,proto3" json:"auth,omitempty"` // the file token of fid when file ids are signed
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1225,6 +1226,13 @@ func (x *AssignVolumeResponse) GetCount() uint64 {
 		return x.Count
 	}
 	return 0
+}
+
+func (x *AssignVolumeResponse) GetAuth() string {
+	if x != nil {
+		return x.Auth
+	}
+	return ""
 }
 
 type SubscribeMetadataRequest struct {
@@ -2070,13 +2078,14 @@ const file_filer_proto_rawDesc = "" +
 	"\vreplication\x18\x03 \x01(\tR\vreplication\x12\x10\n" +
 	"\x03ttl\x18\x04 \x01(\tR\x03ttl\x12\x1f\n" +
 	"\vdata_center\x18\x05 \x01(\tR\n" +
-	"dataCenter\"o\n" +
+	"dataCenter\"\x83\x01\n" +
 	"\x14AssignVolumeResponse\x12\x10\n" +
 	"\x03fid\x18\x01 \x01(\tR\x03fid\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x1d\n" +
 	"\n" +
 	"public_url\x18\x03 \x01(\tR\tpublicUrl\x12\x14\n" +
-	"\x05count\x18\x04 \x01(\x04R\x05count\"7\n" +
+	"\x05count\x18\x04 \x01(\x04R\x05count\x12\x12\n" +
+	"\x04auth\x18\x05 \x01(\tR\x04auth\"7\n" +
 	"\x18SubscribeMetadataRequest\x12\x1b\n" +
 	"\tsince_seq\x18\x01 \x01(\x04R\bsinceSeq\"\x93\x02\n" +
 	"\rMetadataEvent\x12\x10\n" +

@@ -1325,12 +1325,15 @@ func (x *AssignRequest) GetDataCenter() string {
 }
 
 type AssignResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Fid           string                 `protobuf:"bytes,1,opt,name=fid,proto3" json:"fid,omitempty"`
-	Url           string                 `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
-	PublicUrl     string                 `protobuf:"bytes,3,opt,name=public_url,json=publicUrl,proto3" json:"public_url,omitempty"`
-	Count         uint64                 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
-	Replicas      []*Location            `protobuf:"bytes,5,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Fid       string                 `protobuf:"bytes,1,opt,name=fid,proto3" json:"fid,omitempty"`
+	Url       string                 `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
+	PublicUrl string                 `protobuf:"bytes,3,opt,name=public_url,json=publicUrl,proto3" json:"public_url,omitempty"`
+	Count     uint64                 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	Replicas  []*Location            `protobuf:"bytes,5,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	// auth: with signed file ids on, the token the volume servers require to
+	// write fid (and the count-1 keys after it); see docs/security-auth.md.
+	Auth          string `protobuf:"bytes,6,opt,name=auth,proto3" json:"auth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1398,6 +1401,13 @@ func (x *AssignResponse) GetReplicas() []*Location {
 		return x.Replicas
 	}
 	return nil
+}
+
+func (x *AssignResponse) GetAuth() string {
+	if x != nil {
+		return x.Auth
+	}
+	return ""
 }
 
 type LookupRequest struct {
@@ -1870,14 +1880,15 @@ const file_master_proto_rawDesc = "" +
 	"\vreplication\x18\x03 \x01(\tR\vreplication\x12\x10\n" +
 	"\x03ttl\x18\x04 \x01(\tR\x03ttl\x12\x1f\n" +
 	"\vdata_center\x18\x05 \x01(\tR\n" +
-	"dataCenter\"\x9c\x01\n" +
+	"dataCenter\"\xb0\x01\n" +
 	"\x0eAssignResponse\x12\x10\n" +
 	"\x03fid\x18\x01 \x01(\tR\x03fid\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x1d\n" +
 	"\n" +
 	"public_url\x18\x03 \x01(\tR\tpublicUrl\x12\x14\n" +
 	"\x05count\x18\x04 \x01(\x04R\x05count\x121\n" +
-	"\breplicas\x18\x05 \x03(\v2\x15.kelp.master.LocationR\breplicas\".\n" +
+	"\breplicas\x18\x05 \x03(\v2\x15.kelp.master.LocationR\breplicas\x12\x12\n" +
+	"\x04auth\x18\x06 \x01(\tR\x04auth\".\n" +
 	"\rLookupRequest\x12\x1d\n" +
 	"\n" +
 	"volume_ids\x18\x01 \x03(\rR\tvolumeIds\"H\n" +

@@ -1,0 +1,204 @@
+package auth
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+
+	"github.com/kelpfs/kelp/internal/fid"
+)
+
+func TestSignerVerify(t *testing.T) {
+	s := NewSigner("k1-secret", time.Minute)
+	id := fid.FileID{Volume: 3, Key: 0x100, Cookie: 0xdeadbeef}
+	tok := s.Sign(id, 1)
+	if err := s.Verify(tok, id); err != nil {
+		t.Fatalf("own token refused: %v", err)
+	}
+	other := id
+	other.Key++
+	cookie := id
+	cookie.Cookie++
+	vol := id
+	vol.Volume++
+	expired, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"fid": id.String(), "exp": time.Now().Add(-time.Hour).Unix()}).SignedString([]byte("k1-secret"))
+	noExp, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"fid": id.String()}).SignedString([]byte("k1-secret"))
+	none, _ := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"fid": id.String(), "exp": time.Now().Add(time.Hour).Unix()}).SignedString(jwt.UnsafeAllowNoneSignatureType)
+	for name, c := range map[string]struct {
+		tok string
+		id  fid.FileID
+	}{
+		"empty": {"", id}, "another key": {tok, other}, "another cookie": {tok, cookie}, "another volume": {tok, vol},
+		"expired": {expired, id}, "no expiry": {noExp, id}, "alg none": {none, id},
+		"forged": {NewSigner("k2", time.Minute).Sign(id, 1), id}, "garbage": {"a.b.c", id},
+		"server token": {s.ServerToken(), id},
+	} {
+		err := s.Verify(c.tok, c.id)
+		if !errors.Is(err, ErrUnauthorized) {
+			t.Errorf("%s: %v, want ErrUnauthorized", name, err)
+		} else if c.tok != "" && strings.Contains(err.Error(), c.tok) {
+			t.Errorf("%s: the error carries the token", name)
+		}
+	}
+	// A block of keys: any key of the range, any cookie; not past it.
+	block := s.Sign(id, 4)
+	for k := uint64(0); k < 4; k++ {
+		if err := s.Verify(block, fid.FileID{Volume: 3, Key: 0x100 + k, Cookie: 7}); err != nil {
+			t.Errorf("key %d of the block: %v", k, err)
+		}
+	}
+	if err := s.Verify(block, fid.FileID{Volume: 3, Key: 0x104, Cookie: 7}); err == nil {
+		t.Error("a key past the block accepted")
+	}
+	if err := s.VerifyServer(s.ServerToken()); err != nil {
+		t.Errorf("server token: %v", err)
+	}
+	if err := s.VerifyServer(tok); err == nil {
+		t.Error("a file token accepted as a server token")
+	}
+	var off *Signer
+	if off.Sign(id, 1) != "" || off.Verify("", id) != nil {
+		t.Error("a nil signer must sign nothing and accept everything")
+	}
+}
+
+func TestAccessHTTPAndAudit(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tokens")
+	os.WriteFile(file, []byte("# c\nalice rw aaaaaaaaaaaaaaaaaaaa\nbob ro bbbbbbbbbbbbbbbbbbbb\n"), 0o600)
+	signer := NewSigner("key", time.Minute)
+	a, err := NewAccess(file, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	writes := 0
+	h := a.HTTP("filer", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "PUT" {
+			writes++
+		}
+		w.WriteHeader(201)
+	}), func(r *http.Request) Role {
+		if r.Method == "GET" {
+			return RoleRead
+		}
+		return RoleWrite
+	}, NewAudit(&log))
+	for _, c := range []struct {
+		method, tok string
+		want        int
+	}{
+		{"PUT", "", 401}, {"PUT", "wrongwrongwrongwrong", 401}, {"PUT", "bbbbbbbbbbbbbbbbbbbb", 403},
+		{"GET", "", 401}, {"GET", "bbbbbbbbbbbbbbbbbbbb", 201}, {"PUT", "aaaaaaaaaaaaaaaaaaaa", 201},
+		{"PUT", signer.ServerToken(), 201},
+	} {
+		r := httptest.NewRequest(c.method, "/x", nil)
+		if c.tok != "" {
+			r.Header.Set("Authorization", "Bearer "+c.tok)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != c.want {
+			t.Errorf("%s with %q: %d, want %d", c.method, c.tok, w.Code, c.want)
+		}
+	}
+	if writes != 2 {
+		t.Errorf("%d writes reached the handler, want 2", writes)
+	}
+	out := log.String()
+	for _, want := range []string{`"who":"alice","role":"rw"`, `"who":"server"`, `"status":401`, `"status":403`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("audit log lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "aaaaaaaaaaaaaaaaaaaa") || strings.Contains(out, "bbbbbbbbbbbbbbbbbbbb") {
+		t.Error("a token in the audit log")
+	}
+	if _, ok := a.FromGRPC(context.Background()); ok {
+		t.Error("a gRPC call without metadata authenticated")
+	}
+	if _, err := NewAccess(filepath.Join(dir, "missing"), nil); err == nil {
+		t.Error("a missing tokens file accepted")
+	}
+	os.WriteFile(file, []byte("alice superuser aaaaaaaaaaaaaaaaaaaa\n"), 0o600)
+	if _, err := NewAccess(file, nil); err == nil {
+		t.Error("a bad role accepted")
+	}
+}
+
+func TestLoadOrCreateSecrets(t *testing.T) {
+	dir := t.TempDir()
+	s1, err := LoadOrCreateSecrets(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := LoadOrCreateSecrets(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s1 != s2 || s1.SigningKey == "" || s1.AdminToken == "" {
+		t.Fatalf("secrets changed between starts or are empty")
+	}
+	for _, f := range []string{"jwt-signing.key", "admin.token", "access-tokens"} {
+		fi, err := os.Stat(filepath.Join(dir, "security", f))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v mode %v, want 0600", f, err, fi.Mode().Perm())
+		}
+	}
+	a, err := NewAccess(s1.TokensFile, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, ok := a.token(s1.AdminToken); !ok || id.Role != RoleWrite {
+		t.Errorf("the admin token is not read-write in the tokens file: %v %v", id, ok)
+	}
+}
+
+// BenchmarkSignVerify is the CPU cost signed file ids add per write: one
+// signature on the master, one check on the volume server.
+func BenchmarkSignVerify(b *testing.B) {
+	s := NewSigner("bench-key", time.Minute)
+	id := fid.FileID{Volume: 1, Key: 42, Cookie: 7}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if err := s.Verify(s.Sign(id, 1), id); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestMTLSIdentity: a verified client certificate counts as a read-write
+// server identity, over HTTP and gRPC; an unverified one does not.
+func TestMTLSIdentity(t *testing.T) {
+	a, _ := NewAccess("", NewSigner("k", time.Minute))
+	cert := &x509.Certificate{Subject: pkix.Name{CommonName: "volume-7"}}
+	r := httptest.NewRequest("PUT", "/x", nil)
+	r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{cert}}}
+	if id, ok := a.FromHTTP(r); !ok || id.Role != RoleWrite || id.Name != "mtls:volume-7" {
+		t.Errorf("HTTP: %v %v", id, ok)
+	}
+	r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}} // presented, not verified
+	if _, ok := a.FromHTTP(r); ok {
+		t.Error("an unverified certificate authenticated")
+	}
+	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)},
+		AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{cert}}}}})
+	if id, ok := a.FromGRPC(ctx); !ok || id.Role != RoleWrite {
+		t.Errorf("gRPC: %v %v", id, ok)
+	}
+}

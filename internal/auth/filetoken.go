@@ -1,0 +1,185 @@
+// Package auth is Kelp's authentication: signed file ids (short-lived JWTs
+// a volume server checks before a write, a delete or, with a read key, a
+// read), access tokens with roles for the filer's and the master's APIs,
+// verified mTLS client certificates counted as servers, and the audit log.
+// See docs/security-auth.md.
+package auth
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/kelpfs/kelp/internal/fid"
+)
+
+// ErrUnauthorized is the error of a missing, expired, forged or misbound
+// token. Its messages never carry the token.
+var ErrUnauthorized = errors.New("unauthorized")
+
+// Signer signs and checks file-id tokens with one HMAC key. A nil *Signer
+// signs nothing ("") and accepts everything: security is off.
+type Signer struct {
+	key     []byte
+	srvKey  []byte // derived: tokens servers show each other (internal endpoints)
+	expires time.Duration
+
+	mu       sync.Mutex
+	srvTok   string
+	srvUntil time.Time
+}
+
+// DefaultExpiry is a file token's lifetime when none is configured.
+const DefaultExpiry = 10 * time.Second
+
+// NewSigner returns a Signer for key, or nil when key is empty.
+func NewSigner(key string, expires time.Duration) *Signer {
+	if key == "" {
+		return nil
+	}
+	if expires <= 0 {
+		expires = DefaultExpiry
+	}
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write([]byte("kelp server token"))
+	return &Signer{key: []byte(key), srvKey: m.Sum(nil), expires: expires}
+}
+
+// Enabled reports whether s checks tokens.
+func (s *Signer) Enabled() bool { return s != nil }
+
+// fileClaims bind a token to a volume and a range of keys [Key, Key+N):
+// an assign with count=N reserves that many keys (clients pick a fresh
+// cookie for each, see internal/client/keyblock.go). With N == 1 the
+// cookie is bound too.
+type fileClaims struct {
+	FID string `json:"fid"`
+	N   uint64 `json:"n,omitempty"`
+	jwt.RegisteredClaims
+}
+
+// Sign returns a token for file id and the count-1 keys after it.
+func (s *Signer) Sign(id fid.FileID, count uint64) string {
+	if s == nil {
+		return ""
+	}
+	if count <= 1 {
+		count = 0
+	}
+	c := fileClaims{FID: id.String(), N: count, RegisteredClaims: jwt.RegisteredClaims{
+		ExpiresAt: jwt.NewNumericDate(time.Now().Add(s.expires)),
+	}}
+	t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.key)
+	if err != nil {
+		return "" // HMAC signing does not fail
+	}
+	return t
+}
+
+var parser = jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired(), jwt.WithLeeway(time.Second))
+
+// Verify checks that token is a valid, unexpired token of s for id.
+func (s *Signer) Verify(token string, id fid.FileID) error {
+	if s == nil {
+		return nil
+	}
+	if token == "" {
+		return fmt.Errorf("%w: no token for %s", ErrUnauthorized, id)
+	}
+	var c fileClaims
+	if _, err := parser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return s.key, nil }); err != nil {
+		return fmt.Errorf("%w: bad token for %s: %s", ErrUnauthorized, id, tokenErr(err))
+	}
+	bound, err := fid.Parse(c.FID)
+	if err != nil {
+		return fmt.Errorf("%w: token names no file id", ErrUnauthorized)
+	}
+	ok := bound.Volume == id.Volume
+	if c.N <= 1 {
+		ok = ok && bound.Key == id.Key && bound.Cookie == id.Cookie
+	} else {
+		ok = ok && id.Key >= bound.Key && id.Key-bound.Key < c.N
+	}
+	if !ok {
+		return fmt.Errorf("%w: token is for %s, not %s", ErrUnauthorized, c.FID, id)
+	}
+	return nil
+}
+
+// tokenErr describes a parse failure without the token.
+func tokenErr(err error) string {
+	switch {
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return "expired"
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		return "signature invalid"
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return "malformed"
+	default:
+		return "invalid"
+	}
+}
+
+type serverClaims struct {
+	Srv bool `json:"srv"`
+	jwt.RegisteredClaims
+}
+
+// ServerToken is the token servers holding the key show each other on
+// internal endpoints (volume /sync/*, /ec/*, replica writes) and on the
+// filer's and the master's APIs; it is signed with a key derived from the
+// signing key, so it is never a file token. It is cached for half its life.
+func (s *Signer) ServerToken() string {
+	if s == nil {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if s.srvTok != "" && now.Before(s.srvUntil) {
+		return s.srvTok
+	}
+	life := max(s.expires, time.Minute)
+	c := serverClaims{Srv: true, RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(now.Add(life))}}
+	t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.srvKey)
+	if err != nil {
+		return ""
+	}
+	s.srvTok, s.srvUntil = t, now.Add(life/2)
+	return t
+}
+
+// VerifyServer checks a ServerToken.
+func (s *Signer) VerifyServer(token string) error {
+	if s == nil {
+		return nil
+	}
+	if token == "" {
+		return fmt.Errorf("%w: no server token", ErrUnauthorized)
+	}
+	var c serverClaims
+	if _, err := parser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return s.srvKey, nil }); err != nil {
+		return fmt.Errorf("%w: bad server token: %s", ErrUnauthorized, tokenErr(err))
+	}
+	if !c.Srv {
+		return fmt.Errorf("%w: not a server token", ErrUnauthorized)
+	}
+	return nil
+}
+
+// IsJWT reports whether tok looks like a JWT (three dot-separated parts).
+func IsJWT(tok string) bool { return strings.Count(tok, ".") == 2 }
+
+// Bearer returns the token of an "Authorization: Bearer TOKEN" value.
+func Bearer(h string) string {
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}

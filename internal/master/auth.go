@@ -1,0 +1,59 @@
+package master
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/kelpfs/kelp/internal/auth"
+	"github.com/kelpfs/kelp/internal/fid"
+)
+
+// With Config.Access set the master's mutating APIs need an access token
+// with the read-write role (or a verified client certificate, or the
+// server token of a JWT signing key holder): assign (it hands out write
+// tokens), growth, configuration, the admin lock, volume failure reports,
+// and heartbeats when file ids are signed (volume servers hold the key).
+// Lookups, the topology and the status pages stay open: they carry no
+// secret (tested: TestMasterStatusHasNoSecrets).
+
+func httpNeed(r *http.Request) auth.Role {
+	switch r.URL.Path {
+	case "/dir/readtoken":
+		return auth.RoleRead
+	case "/dir/assign", "/cluster/configure", "/admin/lock", "/admin/unlock", "/vol/grow":
+		return auth.RoleWrite
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return auth.RoleWrite
+	}
+	return auth.RoleNone
+}
+
+// handleReadToken answers GET /dir/readtoken?fileId=FID with {"auth": a
+// read token for FID} (the read-only role suffices), or 404 when this
+// master holds no read key.
+func (s *Server) handleReadToken(w http.ResponseWriter, r *http.Request) {
+	id, err := fid.Parse(r.URL.Query().Get("fileId"))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "fileId: " + err.Error()})
+		return
+	}
+	if !s.cfg.ReadSigner.Enabled() {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "reads are not signed"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"auth": s.cfg.ReadSigner.Sign(id, 1)})
+}
+
+func (s *Server) grpcNeed(method string) auth.Role {
+	name := method[strings.LastIndexByte(method, '/')+1:]
+	switch name {
+	case "Lookup", "ClusterStatus", "Topology":
+		return auth.RoleNone
+	case "Heartbeat":
+		if !s.cfg.Signer.Enabled() {
+			return auth.RoleNone
+		}
+	}
+	return auth.RoleWrite
+}
