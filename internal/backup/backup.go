@@ -5,6 +5,7 @@
 package backup
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -33,6 +34,9 @@ type Config struct {
 	Once       bool // backup: stop when caught up with the log as it was at the start
 	HTTPClient *http.Client
 	Logger     *slog.Logger
+	// Stats, if set, receives the counts as the run goes (for metrics);
+	// nil means fresh ones.
+	Stats *Stats
 }
 
 // Stats count what a run did.
@@ -70,7 +74,7 @@ func start(ctx context.Context, cfg *Config) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &run{cfg: *cfg, site: site, root: root, log: cfg.Logger, stats: &Stats{}}, nil
+	return &run{cfg: *cfg, site: site, root: root, log: cfg.Logger, stats: cmp.Or(cfg.Stats, &Stats{})}, nil
 }
 
 func (r *run) rel(p string) (string, bool) {

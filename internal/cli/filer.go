@@ -83,6 +83,7 @@ func (f *filerFlags) config(log *slog.Logger) (filerserver.Config, error) {
 
 func newFilerCommand(g *globalFlags) *cobra.Command {
 	f := &filerFlags{}
+	var mx metricsFlags
 	cmd := &cobra.Command{
 		Use:   "filer",
 		Short: "Run a filer: directories and files over the cluster, HTTP and gRPC APIs",
@@ -96,11 +97,18 @@ func newFilerCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			cfg.Metrics = mx.registry()
 			s, err := filerserver.New(cfg)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "filer listening on http://%s (gRPC %s)\n", s.Addr(), s.GRPCAddr())
+			stopMetrics, err := mx.start(cfg.BindIP, cmd.OutOrStdout())
+			if err != nil {
+				s.Close()
+				return err
+			}
+			defer stopMetrics()
 			ctx, stop := signalContext()
 			defer stop()
 			return runAll(ctx, s)
@@ -111,5 +119,6 @@ func newFilerCommand(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.masters, "master", "127.0.0.1:9333", "master addresses host:port[,host:port...]")
 	fl.StringVar(&f.dir, "dir", "./filer", "directory of the embedded metadata store")
 	f.addFlags(fl, "")
+	mx.addFlags(fl, 0)
 	return cmd
 }

@@ -126,6 +126,7 @@ func newS3Command(g *globalFlags) *cobra.Command {
 	f := &s3Flags{}
 	ff := &filerFlags{}
 	var dir string
+	var mx metricsFlags
 	cmd := &cobra.Command{
 		Use:   "s3",
 		Short: "Run an S3 gateway (with an embedded filer) over a cluster",
@@ -140,6 +141,7 @@ func newS3Command(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			fcfg.Metrics = mx.registry()
 			fs, err := filerserver.New(fcfg)
 			if err != nil {
 				return err
@@ -150,12 +152,20 @@ func newS3Command(g *globalFlags) *cobra.Command {
 				fs.Close()
 				return err
 			}
+			scfg.Metrics = mx.registry()
 			gw, err := s3.New(scfg)
 			if err != nil {
 				fs.Close()
 				return err
 			}
 			fmt.Fprintf(out, "s3 gateway listening on %s (filer http://%s)\n", gw.URL(), fs.Addr())
+			stopMetrics, err := mx.start(scfg.BindIP, out)
+			if err != nil {
+				gw.Close()
+				fs.Close()
+				return err
+			}
+			defer stopMetrics()
 			ctx, stop := signalContext()
 			defer stop()
 			return runAll(ctx, fs, gw)
@@ -167,6 +177,7 @@ func newS3Command(g *globalFlags) *cobra.Command {
 	fl.StringVar(&dir, "dir", "./s3", "directory of the embedded filer's store and the generated key pair")
 	f.addFlags(fl, "")
 	ff.addFlags(fl, "filer.")
+	mx.addFlags(fl, 0)
 	// The embedded filer's own HTTP API is a by-product: by default on a
 	// free port, so that it never collides with a `kelp filer` nearby.
 	fl.Lookup("filer.port").DefValue = "0"

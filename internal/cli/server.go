@@ -31,6 +31,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 	sf := &s3Flags{}
 	var webdavPort int
 	var webdavUsers string
+	var mx metricsFlags
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run a master, a volume server, a filer, the S3 gateway and WebDAV in one process (a one-machine cluster)",
@@ -63,6 +64,8 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			reg := mx.registry()
+			mcfg.Metrics = reg
 			m, err := master.New(mcfg)
 			if err != nil {
 				return err
@@ -72,6 +75,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return fail(err)
 			}
+			vcfg.Metrics = reg
 			v, err := volumeserver.New(vcfg)
 			if err != nil {
 				return fail(err)
@@ -87,6 +91,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 				Handlers: map[string]http.Handler{v.URL(): v.Handler(), v.PublicURL(): v.Handler()},
 				Next:     client.NewHTTPClient().Transport,
 			}}
+			fcfg.Metrics = reg
 			f, err := filerserver.New(fcfg)
 			if err != nil {
 				return fail(err)
@@ -98,6 +103,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return fail(err)
 			}
+			scfg.Metrics = reg
 			gw, err := s3.New(scfg)
 			if err != nil {
 				return fail(err)
@@ -112,7 +118,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 				// WebDAV reaches the filer over its gRPC API like any
 				// gateway; Run waits for the filer to serve.
 				dav, err = webdav.New(webdav.Config{IP: addr.ip, BindIP: bind, Port: webdavPort, Logger: log, UsersFile: webdavUsers,
-					View: fsview.Config{Filer: f.GRPCAddr(), ConnectTimeout: time.Minute}})
+					View: fsview.Config{Filer: f.GRPCAddr(), ConnectTimeout: time.Minute}, Metrics: reg})
 				if err != nil {
 					return fail(err)
 				}
@@ -125,6 +131,15 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			if dav != nil {
 				fmt.Fprintf(out, "  webdav  %s\n", dav.URL())
 			}
+			bind, err := addr.bindIP()
+			if err != nil {
+				return fail(err)
+			}
+			stopMetrics, err := mx.start(bind, out)
+			if err != nil {
+				return fail(err)
+			}
+			defer stopMetrics()
 			services := make([]runnable, len(started))
 			for i, s := range started {
 				services[i] = s
@@ -144,6 +159,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 	ff.addFlags(fl, "filer.")
 	sf.addFlags(fl, "s3.")
 	fl.IntVar(&webdavPort, "webdav.port", 7333, "WebDAV port (0: no WebDAV server)")
+	mx.addFlags(fl, 9324)
 	fl.StringVar(&webdavUsers, "webdav.users", "", "WebDAV basic auth: a file of name:bcrypt-hash lines (htpasswd -nbB); empty: no auth")
 	return cmd
 }

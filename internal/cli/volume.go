@@ -77,6 +77,7 @@ func (f *volumeFlags) config(log *slog.Logger) (volumeserver.Config, error) {
 
 func newVolumeCommand(g *globalFlags) *cobra.Command {
 	f := &volumeFlags{}
+	var mx metricsFlags
 	cmd := &cobra.Command{
 		Use:   "volume",
 		Short: "Run a volume server: stores file data in volumes on local disks",
@@ -93,11 +94,18 @@ func newVolumeCommand(g *globalFlags) *cobra.Command {
 			if len(cfg.Masters) == 0 {
 				return fmt.Errorf("--master is required")
 			}
+			cfg.Metrics = mx.registry()
 			v, err := volumeserver.New(cfg)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "volume server listening on http://%s\n", v.URL())
+			stopMetrics, err := mx.start(cfg.BindIP, cmd.OutOrStdout())
+			if err != nil {
+				v.Close()
+				return err
+			}
+			defer stopMetrics()
 			ctx, stop := signalContext()
 			defer stop()
 			return runAll(ctx, v)
@@ -108,5 +116,6 @@ func newVolumeCommand(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.dirs, "dir", "", "data directories, one per disk, comma-separated (required)")
 	fl.StringVar(&f.masters, "master", "127.0.0.1:9333", "master addresses host:port[,host:port...]")
 	f.addFlags(fl, "")
+	mx.addFlags(fl, 0)
 	return cmd
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/kelpfs/kelp/internal/filer/store/postgres"
 	"github.com/kelpfs/kelp/internal/filer/store/redis"
 	"github.com/kelpfs/kelp/internal/httpserve"
+	"github.com/kelpfs/kelp/internal/metrics"
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/filerpb"
 )
@@ -62,6 +63,9 @@ type Config struct {
 	// its own volume server in process (client.Loopback).
 	HTTPClient *http.Client
 	Logger     *slog.Logger
+	// Metrics is the registry the filer reports to (request metrics, store
+	// latencies, event log); nil gives it a registry of its own (Metrics).
+	Metrics *metrics.Registry
 }
 
 // Server is a running filer.
@@ -75,6 +79,8 @@ type Server struct {
 	plocks    *posixLocks // advisory locks of the mounts (locks.go)
 	dlocks    *davLocks   // WebDAV locks (locks.go)
 	statfs    statfsCache
+	metrics   *metrics.Registry
+	subs      subscribers // metadata subscriptions, for the metrics
 
 	httpLn  net.Listener
 	grpcLn  net.Listener
@@ -115,6 +121,12 @@ func New(cfg Config) (*Server, error) {
 	if err := s.openStore(); err != nil {
 		return nil, err
 	}
+	s.metrics = metrics.OrNew(cfg.Metrics)
+	var sm *storeMetrics
+	s.metrics.RegisterOnce("filer.store", func(r *metrics.Registry) { sm = newStoreMetrics(r) })
+	if sm != nil { // one filer per registry is measured; a second keeps its store as is
+		s.st = newTimedStore(s.st, cmp.Or(s.cfg.Store, StoreEmbedded), sm)
+	}
 	f, err := filer.New(filer.Config{Store: s.st, Blobs: blobs, ChunkSize: cfg.ChunkSize, EventRetention: cfg.EventRetention, Logger: s.log})
 	if err != nil {
 		s.closeStore()
@@ -126,8 +138,9 @@ func New(cfg Config) (*Server, error) {
 		s.closeStore()
 		return nil, err
 	}
-	s.httpSrv = httpserve.New(s.routes(), s.log)
-	s.grpcSrv = grpc.NewServer(pb.ServerOptions(s.log)...)
+	s.metrics.RegisterOnce("filer", func(r *metrics.Registry) { r.MustRegister(newFilerCollector(s)) })
+	s.httpSrv = httpserve.New(s.metrics.HTTP("filer", nil, s.routes()), s.log)
+	s.grpcSrv = grpc.NewServer(append(pb.ServerOptions(s.log), s.metrics.GRPCOptions("filer")...)...)
 	filerpb.RegisterFilerServer(s.grpcSrv, &grpcServer{s: s})
 	return s, nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kelpfs/kelp/internal/consensus"
 	"github.com/kelpfs/kelp/internal/httpserve"
+	"github.com/kelpfs/kelp/internal/metrics"
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
 	"github.com/kelpfs/kelp/internal/replication"
@@ -70,6 +71,9 @@ type Config struct {
 	// the master cannot import the shell, whose tests start masters).
 	RunShell func(ctx context.Context, addr, owner string, out io.Writer, script string) error
 	Logger   *slog.Logger
+	// Metrics is the registry the master reports to (request metrics, raft
+	// and topology gauges); nil gives it a registry of its own (Metrics).
+	Metrics *metrics.Registry
 }
 
 // Server is a master. Create with New, start with Run, stop with Close (or by
@@ -79,6 +83,8 @@ type Server struct {
 	log  *slog.Logger
 	topo *topology.Topology
 	cons *consensus.Node
+
+	metrics *metrics.Registry
 
 	httpLn   net.Listener
 	grpcLn   net.Listener
@@ -193,8 +199,10 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.refreshSettings()
 	}
-	s.httpSrv = httpserve.New(s.routes(), s.log)
-	s.grpcSrv = grpc.NewServer(pb.ServerOptions(s.log)...)
+	s.metrics = metrics.OrNew(cfg.Metrics)
+	s.metrics.RegisterOnce("master", func(r *metrics.Registry) { r.MustRegister(newMasterCollector(s)) })
+	s.httpSrv = httpserve.New(s.metrics.HTTP("master", httpOp, s.routes()), s.log)
+	s.grpcSrv = grpc.NewServer(append(pb.ServerOptions(s.log), s.metrics.GRPCOptions("master")...)...)
 	masterpb.RegisterMasterServer(s.grpcSrv, &grpcService{s: s})
 	return s, nil
 }

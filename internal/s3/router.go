@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/kelpfs/kelp/internal/metrics"
 	"github.com/kelpfs/kelp/internal/s3/sigv4"
 )
 
@@ -108,6 +109,7 @@ func (s *Server) ServeHTTP(hw http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	metrics.SetOperation(hw, op.name)
 	if r.Header.Get("Origin") != "" && bucket != "" {
 		s.corsHeaders(rq)
 	}

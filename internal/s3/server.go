@@ -17,6 +17,7 @@ import (
 
 	"github.com/kelpfs/kelp/internal/httpserve"
 	"github.com/kelpfs/kelp/internal/kms"
+	"github.com/kelpfs/kelp/internal/metrics"
 	"github.com/kelpfs/kelp/internal/objectapi"
 	"github.com/kelpfs/kelp/internal/s3/sigv4"
 )
@@ -59,6 +60,9 @@ type Config struct {
 	// (kms.FilerStore) and fails when they were made under another
 	// master key.
 	KMS *kms.Service
+	// Metrics is the registry the gateway reports its requests to (label
+	// op: the S3 operation); nil gives it a registry of its own (Metrics).
+	Metrics *metrics.Registry
 }
 
 // Server is a running S3 gateway.
@@ -78,6 +82,7 @@ type Server struct {
 
 	ln        net.Listener
 	srv       *httpserve.Server
+	metrics   *metrics.Registry
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -131,7 +136,8 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3: listen: %w", err)
 	}
-	s.srv = httpserve.New(s, s.log)
+	s.metrics = metrics.OrNew(cfg.Metrics)
+	s.srv = httpserve.New(s.metrics.HTTP("s3", s3Op, s), s.log)
 	return s, nil
 }
 
@@ -222,4 +228,20 @@ func (s *Server) Close() error {
 // sequence number.
 func (s *Server) requestID() string {
 	return s.reqPrefix + strconv.FormatUint(s.reqSeq.Add(1), 16)
+}
+
+// Metrics is the registry this gateway reports to.
+func (s *Server) Metrics() *metrics.Registry { return s.metrics }
+
+// s3Op is a request's operation until routing names it (metrics.SetOperation
+// in ServeHTTP): requests refused before (bad signature, unknown key)
+// count as "unrouted".
+func s3Op(r *http.Request) string {
+	if r.URL.Path == "/healthz" {
+		return "healthz"
+	}
+	if r.Method == http.MethodOptions {
+		return "PreflightRequest"
+	}
+	return "unrouted"
 }
