@@ -25,7 +25,7 @@ func (r *Registry) grpcVecs() *grpcMetrics {
 				Buckets: latencyBuckets,
 			}, []string{"api", "method"}),
 		}
-		r.reg.MustRegister(m.requests, m.latency)
+		r.MustRegister(m.requests, m.latency)
 		r.grpc = m
 	})
 	return r.grpc

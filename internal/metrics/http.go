@@ -40,7 +40,7 @@ func (r *Registry) httpVecs() *httpMetrics {
 				Name: "kelp_http_requests_in_flight", Help: "HTTP requests being served.",
 			}, []string{"api"}),
 		}
-		r.reg.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.inFlight)
+		r.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.inFlight)
 		r.http = m
 	})
 	return r.http

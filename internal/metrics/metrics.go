@@ -42,7 +42,10 @@ package metrics
 import (
 	"net"
 	"net/http"
+	"regexp"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,8 +62,9 @@ type Registry struct {
 	grpcOnce sync.Once
 	grpc     *grpcMetrics
 
-	mu   sync.Mutex
-	once map[string]bool // RegisterOnce names
+	mu         sync.Mutex
+	once       map[string]bool // RegisterOnce names
+	collectors []prometheus.Collector
 }
 
 // New returns a registry with the Go runtime and process collectors and
@@ -84,7 +88,7 @@ func New() *Registry {
 		ConstLabels: prometheus.Labels{"version": version, "goversion": goVersion},
 	})
 	build.Set(1)
-	r.reg.MustRegister(build)
+	r.MustRegister(build)
 	return r
 }
 
@@ -101,7 +105,38 @@ func OrNew(r *Registry) *Registry {
 func (r *Registry) Prometheus() *prometheus.Registry { return r.reg }
 
 // MustRegister registers collectors; a duplicate is a programming error.
-func (r *Registry) MustRegister(cs ...prometheus.Collector) { r.reg.MustRegister(cs...) }
+func (r *Registry) MustRegister(cs ...prometheus.Collector) {
+	r.reg.MustRegister(cs...)
+	r.mu.Lock()
+	r.collectors = append(r.collectors, cs...)
+	r.mu.Unlock()
+}
+
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// KelpNames lists the kelp_ families registered, also those that have no
+// series yet (a request counter before the first request): what a
+// dashboard may refer to.
+func (r *Registry) KelpNames() []string {
+	r.mu.Lock()
+	cs := slices.Clone(r.collectors)
+	r.mu.Unlock()
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		for _, c := range cs {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	var names []string
+	for d := range ch {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil && strings.HasPrefix(m[1], "kelp_") {
+			names = append(names, m[1])
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
 
 // RegisterOnce calls register the first time it is called with name on r
 // and never again: a kind of service registers its gauges once on a
