@@ -13,6 +13,7 @@ import (
 
 	"github.com/kelpfs/kelp/internal/backup"
 	"github.com/kelpfs/kelp/internal/filersync"
+	"github.com/kelpfs/kelp/internal/fsview"
 	"github.com/kelpfs/kelp/internal/metrics"
 )
 
@@ -137,5 +138,22 @@ func registerBackupMetrics(r *metrics.Registry, st *backup.Stats) {
 		counter("kelp_backup_full_scans_total", "Full tree scans (first run, trimmed event log).", func() float64 { return float64(st.FullScans.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kelp_backup_seq", Help: "Last filer event applied to the backup."},
 			func() float64 { return float64(st.Seq.Load()) }),
+	)
+}
+
+// registerViewMetrics reports a mount's view of the filer.
+func registerViewMetrics(r *metrics.Registry, v *fsview.FS) {
+	counter := func(name, help string, f func(fsview.Stats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f(v.Stats())) })
+	}
+	gauge := func(name, help string, f func(fsview.Stats) int64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f(v.Stats())) })
+	}
+	r.MustRegister(
+		counter("kelp_mount_filer_lookups_total", "Metadata lookups that went to the filer (cache misses).", func(s fsview.Stats) int64 { return s.FilerLookups }),
+		gauge("kelp_mount_meta_cache_entries", "Entries in the metadata cache.", func(s fsview.Stats) int64 { return int64(s.MetaCacheEntries) }),
+		counter("kelp_mount_chunk_cache_hits_total", "Chunk reads served by the local chunk cache.", func(s fsview.Stats) int64 { return s.ChunkCacheHits }),
+		counter("kelp_mount_chunk_cache_misses_total", "Chunk reads the local chunk cache did not hold.", func(s fsview.Stats) int64 { return s.ChunkCacheMisses }),
+		gauge("kelp_mount_chunk_cache_bytes", "Bytes in the local chunk cache.", func(s fsview.Stats) int64 { return s.ChunkCacheBytes }),
 	)
 }

@@ -85,6 +85,7 @@ system is mounted, leaving the mount running in the background.`,
 				return err
 			}
 			defer v.Close()
+			registerViewMetrics(mx.registry(), v)
 			stopMetrics, err := mx.start("", cmd.OutOrStdout())
 			if err != nil {
 				return err
