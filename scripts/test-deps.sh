@@ -3,7 +3,7 @@
 #
 # Idempotent and fast when everything is present: packages are installed only
 # when their command is missing (apt-get update runs only then): postgresql,
-# redis, fuse3, attr, cadaver, rclone, s3cmd, curl, awscli, python3-boto3, docker.io (only
+# redis, fuse3, attr, cadaver, rclone, s3cmd, curl, awscli, prometheus (promtool), python3-boto3, docker.io (only
 # without any docker) and docker-compose (only without `docker compose`). The test
 # PostgreSQL / Redis servers are started only when nothing answers on their
 # ports. It never stops or kills anything: servers it started keep running for
@@ -49,6 +49,7 @@ command -v rclone >/dev/null || missing+=(rclone)
 command -v s3cmd >/dev/null || missing+=(s3cmd)
 command -v curl >/dev/null || missing+=(curl)
 command -v aws >/dev/null || missing+=(awscli)
+command -v promtool >/dev/null || missing+=(prometheus) # promtool checks deploy/prometheus/rules.yml
 # test/docker: a Docker engine and Compose. The engine (docker.io) is only
 # installed when there is no docker at all; `docker compose` (v2) or
 # docker-compose (v1) both do.

@@ -5,6 +5,7 @@
 package backup
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -36,6 +37,9 @@ type Config struct {
 	Logger     *slog.Logger
 	// AccessToken is shown to the filer and its masters ("" none).
 	AccessToken string
+	// Stats, if set, receives the counts as the run goes (for metrics);
+	// nil means fresh ones.
+	Stats *Stats
 }
 
 // Stats count what a run did.
@@ -73,7 +77,7 @@ func start(ctx context.Context, cfg *Config) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &run{cfg: *cfg, site: site, root: root, log: cfg.Logger, stats: &Stats{}}, nil
+	return &run{cfg: *cfg, site: site, root: root, log: cfg.Logger, stats: cmp.Or(cfg.Stats, &Stats{})}, nil
 }
 
 func (r *run) rel(p string) (string, bool) {

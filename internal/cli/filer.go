@@ -84,6 +84,7 @@ func (f *filerFlags) config(log *slog.Logger) (filerserver.Config, error) {
 func newFilerCommand(g *globalFlags) *cobra.Command {
 	f := &filerFlags{}
 	af := &authFlags{}
+	var mx metricsFlags
 	cmd := &cobra.Command{
 		Use:   "filer",
 		Short: "Run a filer: directories and files over the cluster, HTTP and gRPC APIs",
@@ -102,11 +103,18 @@ func newFilerCommand(g *globalFlags) *cobra.Command {
 				return err
 			}
 			cfg.Signer, cfg.ReadSigner, cfg.Access, cfg.Audit, cfg.AccessToken = sec.signer, sec.readSigner, sec.access, sec.audit, sec.token
+			cfg.Metrics = mx.registry()
 			s, err := filerserver.New(cfg)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "filer listening on http://%s (gRPC %s)\n", s.Addr(), s.GRPCAddr())
+			stopMetrics, err := mx.start(cfg.BindIP, cmd.OutOrStdout())
+			if err != nil {
+				s.Close()
+				return err
+			}
+			defer stopMetrics()
 			ctx, stop := signalContext()
 			defer stop()
 			return runAll(ctx, s)
@@ -118,5 +126,6 @@ func newFilerCommand(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.dir, "dir", "./filer", "directory of the embedded metadata store")
 	f.addFlags(fl, "")
 	af.addFlags(fl, true, true)
+	mx.addFlags(fl, 0)
 	return cmd
 }

@@ -23,6 +23,7 @@ func newFilerSyncCommand(g *globalFlags) *cobra.Command {
 	var a, b, p, aPath, bPath, statusAddr, aToken, bToken string
 	var workers int
 	var logEvery time.Duration
+	var mx metricsFlags
 	cmd := &cobra.Command{
 		Use:   "filer.sync",
 		Short: "Keep a directory of two clusters' filers identical, both ways (active-active)",
@@ -73,6 +74,12 @@ to the cluster with the greater id. See docs/filer-sync.md.`,
 				return err
 			}
 			defer s.Close()
+			registerSyncMetrics(mx.registry(), s)
+			stopMetrics, err := mx.start("", cmd.OutOrStdout())
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			sa, sb := s.Sites()
 			fmt.Fprintf(cmd.OutOrStdout(), "filer.sync %s%s (cluster %s) <-> %s%s (cluster %s)\n", a, aPath, sa.ID, b, bPath, sb.ID)
 			if statusAddr != "" {
@@ -102,6 +109,7 @@ to the cluster with the greater id. See docs/filer-sync.md.`,
 	fl.StringVar(&statusAddr, "status", "", "serve the positions and lag as JSON on this host:port")
 	fl.StringVar(&aToken, "a.access.token", "", "access token for cluster A's filer and masters (@FILE reads it from FILE; default env KELP_ACCESS_TOKEN)")
 	fl.StringVar(&bToken, "b.access.token", "", "access token for cluster B's filer and masters (@FILE reads it from FILE; default env KELP_ACCESS_TOKEN)")
+	mx.addFlags(fl, 0)
 	return cmd
 }
 
@@ -152,6 +160,7 @@ func (f *backupFlags) config(ctx context.Context, g *globalFlags, locFlag string
 func newFilerBackupCommand(g *globalFlags) *cobra.Command {
 	var f backupFlags
 	var once bool
+	var mx metricsFlags
 	cmd := &cobra.Command{
 		Use:   "filer.backup",
 		Short: "Back up a filer directory to a local directory or S3, incrementally",
@@ -168,6 +177,13 @@ it has caught up with the changes made before it started.`,
 				return err
 			}
 			cfg.Once = once
+			cfg.Stats = &backup.Stats{}
+			registerBackupMetrics(mx.registry(), cfg.Stats)
+			stopMetrics, err := mx.start("", cmd.OutOrStdout())
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			t0 := time.Now()
 			st, err := backup.Backup(ctx, cfg)
 			if st != nil {
@@ -180,6 +196,7 @@ it has caught up with the changes made before it started.`,
 	}
 	f.add(cmd, "dest", "where the backup goes: a directory or s3://bucket/prefix")
 	cmd.Flags().BoolVar(&once, "once", false, "stop when caught up instead of following new changes")
+	mx.addFlags(cmd.Flags(), 0)
 	return cmd
 }
 

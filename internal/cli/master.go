@@ -57,6 +57,7 @@ func (f *masterFlags) config(log *slog.Logger) (master.Config, error) {
 func newMasterCommand(g *globalFlags) *cobra.Command {
 	f := &masterFlags{}
 	af := &authFlags{}
+	var mx metricsFlags
 	cmd := &cobra.Command{
 		Use:   "master",
 		Short: "Run a master: topology, file id assignment, volume growth (Raft-replicated)",
@@ -78,11 +79,18 @@ func newMasterCommand(g *globalFlags) *cobra.Command {
 				return err
 			}
 			sec.applyMaster(&cfg)
+			cfg.Metrics = mx.registry()
 			m, err := master.New(cfg)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "master listening on http://%s\n", m.HTTPAddr())
+			stopMetrics, err := mx.start(cfg.BindIP, cmd.OutOrStdout())
+			if err != nil {
+				m.Close()
+				return err
+			}
+			defer stopMetrics()
 			ctx, stop := signalContext()
 			defer stop()
 			return runAll(ctx, m)
@@ -93,5 +101,6 @@ func newMasterCommand(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.mdir, "mdir", "", "directory for the master's Raft log and snapshots (required)")
 	f.addFlags(fl, "")
 	af.addFlags(fl, true, false)
+	mx.addFlags(fl, 0)
 	return cmd
 }

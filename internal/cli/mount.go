@@ -60,6 +60,7 @@ func newMountCommand(g *globalFlags) *cobra.Command {
 	var dir string
 	var allowOther, readOnly, debug, syncClose bool
 	var mountOpts string
+	var mx metricsFlags
 	cmd := &cobra.Command{
 		Use:   "mount [SOURCE DIR [-o opts]]",
 		Short: "Mount a filer directory as a POSIX file system (FUSE)",
@@ -90,6 +91,12 @@ system is mounted, leaving the mount running in the background.`,
 				return err
 			}
 			defer v.Close()
+			registerViewMetrics(mx.registry(), v)
+			stopMetrics, err := mx.start("", cmd.OutOrStdout())
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			log, _ := g.logger()
 			opts := fuse.Options{Dir: dir, FsName: "kelp:" + vf.filer + vf.filerPath, AllowOther: allowOther,
 				ReadOnly: readOnly, Debug: debug, Logger: log, SyncClose: syncClose}
@@ -104,6 +111,7 @@ system is mounted, leaving the mount running in the background.`,
 	fl.BoolVar(&readOnly, "read-only", false, "mount read-only")
 	fl.BoolVar(&syncClose, "sync-close", false, "close(2) commits the file before returning (strict close-to-open with other mounts; slower)")
 	fl.BoolVar(&debug, "fuse.debug", false, "log every FUSE request")
+	mx.addFlags(fl, 0)
 	fl.StringVarP(&mountOpts, "options", "o", "", "mount(8) options, with SOURCE DIR (see above)")
 	fl.StringVar(&vf.cacheDir, "cache.dir", "", "local chunk cache directory: chunks read are kept there (and reused after a restart)")
 	fl.IntVar(&vf.cacheSizeMB, "cache.size", 1024, "local chunk cache size in MB (with --cache.dir)")

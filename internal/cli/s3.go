@@ -127,6 +127,7 @@ func newS3Command(g *globalFlags) *cobra.Command {
 	ff := &filerFlags{}
 	af := &authFlags{}
 	var dir string
+	var mx metricsFlags
 	cmd := &cobra.Command{
 		Use:   "s3",
 		Short: "Run an S3 gateway (with an embedded filer) over a cluster",
@@ -146,6 +147,7 @@ func newS3Command(g *globalFlags) *cobra.Command {
 				return err
 			}
 			fcfg.Signer, fcfg.ReadSigner, fcfg.Access, fcfg.Audit, fcfg.AccessToken = sec.signer, sec.readSigner, sec.access, sec.audit, sec.token
+			fcfg.Metrics = mx.registry()
 			fs, err := filerserver.New(fcfg)
 			if err != nil {
 				return err
@@ -157,12 +159,20 @@ func newS3Command(g *globalFlags) *cobra.Command {
 				return err
 			}
 			scfg.Audit = sec.audit
+			scfg.Metrics = mx.registry()
 			gw, err := s3.New(scfg)
 			if err != nil {
 				fs.Close()
 				return err
 			}
 			fmt.Fprintf(out, "s3 gateway listening on %s (filer http://%s)\n", gw.URL(), fs.Addr())
+			stopMetrics, err := mx.start(scfg.BindIP, out)
+			if err != nil {
+				gw.Close()
+				fs.Close()
+				return err
+			}
+			defer stopMetrics()
 			ctx, stop := signalContext()
 			defer stop()
 			return runAll(ctx, fs, gw)
@@ -175,6 +185,7 @@ func newS3Command(g *globalFlags) *cobra.Command {
 	f.addFlags(fl, "")
 	ff.addFlags(fl, "filer.")
 	af.addFlags(fl, true, true)
+	mx.addFlags(fl, 0)
 	// The embedded filer's own HTTP API is a by-product: by default on a
 	// free port, so that it never collides with a `kelp filer` nearby.
 	fl.Lookup("filer.port").DefValue = "0"

@@ -32,6 +32,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 	af := &authFlags{}
 	var webdavPort int
 	var webdavUsers string
+	var mx metricsFlags
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run a master, a volume server, a filer, the S3 gateway and WebDAV in one process (a one-machine cluster)",
@@ -72,6 +73,8 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 				return err
 			}
 			sec.applyMaster(&mcfg)
+			reg := mx.registry()
+			mcfg.Metrics = reg
 			m, err := master.New(mcfg)
 			if err != nil {
 				return err
@@ -82,6 +85,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 				return fail(err)
 			}
 			vcfg.Signer, vcfg.ReadSigner, vcfg.Audit = sec.signer, sec.readSigner, sec.audit
+			vcfg.Metrics = reg
 			v, err := volumeserver.New(vcfg)
 			if err != nil {
 				return fail(err)
@@ -103,6 +107,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 				// the master a token of its own for its assigns.
 				fcfg.AccessToken = sec.internalToken("kelp-server-filer")
 			}
+			fcfg.Metrics = reg
 			f, err := filerserver.New(fcfg)
 			if err != nil {
 				return fail(err)
@@ -115,6 +120,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 				return fail(err)
 			}
 			scfg.Audit = sec.audit
+			scfg.Metrics = reg
 			gw, err := s3.New(scfg)
 			if err != nil {
 				return fail(err)
@@ -129,7 +135,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 				// WebDAV reaches the filer over its gRPC API like any
 				// gateway; Run waits for the filer to serve.
 				dav, err = webdav.New(webdav.Config{IP: addr.ip, BindIP: bind, Port: webdavPort, Logger: log, UsersFile: webdavUsers,
-					View: fsview.Config{Filer: f.GRPCAddr(), ConnectTimeout: time.Minute, AccessToken: sec.internalToken("kelp-server-webdav")}})
+					View: fsview.Config{Filer: f.GRPCAddr(), ConnectTimeout: time.Minute, AccessToken: sec.internalToken("kelp-server-webdav")}, Metrics: reg})
 				if err != nil {
 					return fail(err)
 				}
@@ -142,6 +148,15 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			if dav != nil {
 				fmt.Fprintf(out, "  webdav  %s\n", dav.URL())
 			}
+			bind, err := addr.bindIP()
+			if err != nil {
+				return fail(err)
+			}
+			stopMetrics, err := mx.start(bind, out)
+			if err != nil {
+				return fail(err)
+			}
+			defer stopMetrics()
 			services := make([]runnable, len(started))
 			for i, s := range started {
 				services[i] = s
@@ -162,6 +177,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 	sf.addFlags(fl, "s3.")
 	af.addFlags(fl, true, false)
 	fl.IntVar(&webdavPort, "webdav.port", 7333, "WebDAV port (0: no WebDAV server)")
+	mx.addFlags(fl, 9324)
 	fl.StringVar(&webdavUsers, "webdav.users", "", "WebDAV basic auth: a file of name:bcrypt-hash lines (htpasswd -nbB); empty: no auth")
 	return cmd
 }

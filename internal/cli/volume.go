@@ -78,6 +78,7 @@ func (f *volumeFlags) config(log *slog.Logger) (volumeserver.Config, error) {
 func newVolumeCommand(g *globalFlags) *cobra.Command {
 	f := &volumeFlags{}
 	af := &authFlags{}
+	var mx metricsFlags
 	cmd := &cobra.Command{
 		Use:   "volume",
 		Short: "Run a volume server: stores file data in volumes on local disks",
@@ -99,11 +100,18 @@ func newVolumeCommand(g *globalFlags) *cobra.Command {
 				return err
 			}
 			cfg.Signer, cfg.ReadSigner, cfg.Audit = sec.signer, sec.readSigner, sec.audit
+			cfg.Metrics = mx.registry()
 			v, err := volumeserver.New(cfg)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "volume server listening on http://%s\n", v.URL())
+			stopMetrics, err := mx.start(cfg.BindIP, cmd.OutOrStdout())
+			if err != nil {
+				v.Close()
+				return err
+			}
+			defer stopMetrics()
 			ctx, stop := signalContext()
 			defer stop()
 			return runAll(ctx, v)
@@ -115,5 +123,6 @@ func newVolumeCommand(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.masters, "master", "127.0.0.1:9333", "master addresses host:port[,host:port...]")
 	f.addFlags(fl, "")
 	af.addFlags(fl, false, false)
+	mx.addFlags(fl, 0)
 	return cmd
 }

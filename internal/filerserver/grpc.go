@@ -106,8 +106,16 @@ func (g *grpcServer) AssignVolume(ctx context.Context, req *filerpb.AssignVolume
 }
 
 func (g *grpcServer) SubscribeMetadata(req *filerpb.SubscribeMetadataRequest, stream filerpb.Filer_SubscribeMetadataServer) error {
+	at := g.s.subs.add()
+	defer g.s.subs.remove(at)
+	at.Store(req.SinceSeq)
 	err := g.s.filer.Subscribe(stream.Context(), req.SinceSeq, func(ev *filer.Event) error {
-		return stream.Send(eventToPB(ev))
+		if err := stream.Send(eventToPB(ev)); err != nil {
+			return err
+		}
+		at.Store(ev.Seq)
+		g.s.subs.sent.Add(1)
+		return nil
 	})
 	if stream.Context().Err() != nil {
 		return nil // the client went away or the server is stopping

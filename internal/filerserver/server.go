@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/kelpfs/kelp/internal/filer/store/postgres"
 	"github.com/kelpfs/kelp/internal/filer/store/redis"
 	"github.com/kelpfs/kelp/internal/httpserve"
+	"github.com/kelpfs/kelp/internal/metrics"
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/filerpb"
 )
@@ -75,6 +77,9 @@ type Config struct {
 	// (read-only for reads, read-write for the rest); Audit logs writes.
 	Access *auth.Access
 	Audit  *auth.Audit
+	// Metrics is the registry the filer reports to (request metrics, store
+	// latencies, event log); nil gives it a registry of its own (Metrics).
+	Metrics *metrics.Registry
 }
 
 // Server is a running filer.
@@ -88,6 +93,8 @@ type Server struct {
 	plocks    *posixLocks // advisory locks of the mounts (locks.go)
 	dlocks    *davLocks   // WebDAV locks (locks.go)
 	statfs    statfsCache
+	metrics   *metrics.Registry
+	subs      subscribers // metadata subscriptions, for the metrics
 
 	httpLn  net.Listener
 	grpcLn  net.Listener
@@ -133,6 +140,12 @@ func New(cfg Config) (*Server, error) {
 	if err := s.openStore(); err != nil {
 		return nil, err
 	}
+	s.metrics = metrics.OrNew(cfg.Metrics)
+	var sm *storeMetrics
+	s.metrics.RegisterOnce("filer.store", func(r *metrics.Registry) { sm = newStoreMetrics(r) })
+	if sm != nil { // one filer per registry is measured; a second keeps its store as is
+		s.st = newTimedStore(s.st, cmp.Or(s.cfg.Store, StoreEmbedded), sm)
+	}
 	f, err := filer.New(filer.Config{Store: s.st, Blobs: blobs, ChunkSize: cfg.ChunkSize, EventRetention: cfg.EventRetention, Logger: s.log})
 	if err != nil {
 		s.closeStore()
@@ -144,8 +157,10 @@ func New(cfg Config) (*Server, error) {
 		s.closeStore()
 		return nil, err
 	}
-	s.httpSrv = httpserve.New(cfg.Access.HTTP("filer", s.routes(), httpNeed, cfg.Audit), s.log)
-	s.grpcSrv = grpc.NewServer(append(pb.ServerOptions(s.log), cfg.Access.GRPC("filer", grpcNeed, cfg.Audit)...)...)
+	s.metrics.RegisterOnce("filer", func(r *metrics.Registry) { r.MustRegister(newFilerCollector(s)) })
+	// Metrics outside authentication: refused requests are counted too.
+	s.httpSrv = httpserve.New(s.metrics.HTTP("filer", nil, cfg.Access.HTTP("filer", s.routes(), httpNeed, cfg.Audit)), s.log)
+	s.grpcSrv = grpc.NewServer(slices.Concat(pb.ServerOptions(s.log), s.metrics.GRPCOptions("filer"), cfg.Access.GRPC("filer", grpcNeed, cfg.Audit))...)
 	filerpb.RegisterFilerServer(s.grpcSrv, &grpcServer{s: s})
 	return s, nil
 }

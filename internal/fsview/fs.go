@@ -334,3 +334,24 @@ func (fs *FS) rename(ctx context.Context, from, to string) error {
 }
 
 func isNotFound(err error) bool { return Errno(err) == syscall.ENOENT }
+
+// Stats are a view's counters, for metrics.
+type Stats struct {
+	FilerLookups     int64 // metadata lookups that went to the filer
+	MetaCacheEntries int   // entries in the metadata cache
+	ChunkCacheHits   int64 // chunk reads served by the local chunk cache (--cache.dir)
+	ChunkCacheMisses int64
+	ChunkCacheBytes  int64
+}
+
+// Stats returns the view's counters.
+func (fs *FS) Stats() Stats {
+	st := Stats{FilerLookups: fs.cache.rpcs.Load()}
+	fs.cache.mu.Lock()
+	st.MetaCacheEntries = len(fs.cache.entries)
+	fs.cache.mu.Unlock()
+	if fs.chunks != nil {
+		st.ChunkCacheHits, st.ChunkCacheMisses, st.ChunkCacheBytes = fs.chunks.hits.Load(), fs.chunks.misses.Load(), fs.chunks.used()
+	}
+	return st
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/kelpfs/kelp/internal/auth"
 	"github.com/kelpfs/kelp/internal/consensus"
 	"github.com/kelpfs/kelp/internal/httpserve"
+	"github.com/kelpfs/kelp/internal/metrics"
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
 	"github.com/kelpfs/kelp/internal/replication"
@@ -80,6 +81,9 @@ type Config struct {
 	Access     *auth.Access
 	Audit      *auth.Audit
 	Logger     *slog.Logger
+	// Metrics is the registry the master reports to (request metrics, raft
+	// and topology gauges); nil gives it a registry of its own (Metrics).
+	Metrics *metrics.Registry
 }
 
 // Server is a master. Create with New, start with Run, stop with Close (or by
@@ -89,6 +93,8 @@ type Server struct {
 	log  *slog.Logger
 	topo *topology.Topology
 	cons *consensus.Node
+
+	metrics *metrics.Registry
 
 	httpLn   net.Listener
 	grpcLn   net.Listener
@@ -207,8 +213,11 @@ func New(cfg Config) (*Server, error) {
 		// Catch-up requests to volume servers carry the server token.
 		s.heal.http.Transport = &auth.Transport{Token: cfg.Signer.ServerToken, Next: s.heal.http.Transport}
 	}
-	s.httpSrv = httpserve.New(cfg.Access.HTTP("master", s.routes(), httpNeed, cfg.Audit), s.log)
-	s.grpcSrv = grpc.NewServer(append(pb.ServerOptions(s.log), cfg.Access.GRPC("master", s.grpcNeed, cfg.Audit)...)...)
+	s.metrics = metrics.OrNew(cfg.Metrics)
+	s.metrics.RegisterOnce("master", func(r *metrics.Registry) { r.MustRegister(newMasterCollector(s)) })
+	// Metrics outside authentication: refused requests are counted too.
+	s.httpSrv = httpserve.New(s.metrics.HTTP("master", httpOp, cfg.Access.HTTP("master", s.routes(), httpNeed, cfg.Audit)), s.log)
+	s.grpcSrv = grpc.NewServer(slices.Concat(pb.ServerOptions(s.log), s.metrics.GRPCOptions("master"), cfg.Access.GRPC("master", s.grpcNeed, cfg.Audit))...)
 	masterpb.RegisterMasterServer(s.grpcSrv, &grpcService{s: s})
 	return s, nil
 }

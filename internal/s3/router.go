@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kelpfs/kelp/internal/auth"
+	"github.com/kelpfs/kelp/internal/metrics"
 	"github.com/kelpfs/kelp/internal/s3/sigv4"
 )
 
@@ -112,6 +113,7 @@ func (s *Server) ServeHTTP(hw http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	metrics.SetOperation(hw, op.name)
 	if r.Header.Get("Origin") != "" && bucket != "" {
 		s.corsHeaders(rq)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/kelpfs/kelp/internal/auth"
 	"github.com/kelpfs/kelp/internal/httpserve"
 	"github.com/kelpfs/kelp/internal/kms"
+	"github.com/kelpfs/kelp/internal/metrics"
 	"github.com/kelpfs/kelp/internal/objectapi"
 	"github.com/kelpfs/kelp/internal/s3/sigv4"
 )
@@ -63,6 +64,9 @@ type Config struct {
 	// Audit, when set, logs every mutating request (PUT, POST, DELETE):
 	// the identity's name (never a key), bucket/key, the answer's status.
 	Audit *auth.Audit
+	// Metrics is the registry the gateway reports its requests to (label
+	// op: the S3 operation); nil gives it a registry of its own (Metrics).
+	Metrics *metrics.Registry
 }
 
 // Server is a running S3 gateway.
@@ -82,6 +86,7 @@ type Server struct {
 
 	ln        net.Listener
 	srv       *httpserve.Server
+	metrics   *metrics.Registry
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -135,7 +140,8 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3: listen: %w", err)
 	}
-	s.srv = httpserve.New(s, s.log)
+	s.metrics = metrics.OrNew(cfg.Metrics)
+	s.srv = httpserve.New(s.metrics.HTTP("s3", s3Op, s), s.log)
 	return s, nil
 }
 
@@ -226,4 +232,20 @@ func (s *Server) Close() error {
 // sequence number.
 func (s *Server) requestID() string {
 	return s.reqPrefix + strconv.FormatUint(s.reqSeq.Add(1), 16)
+}
+
+// Metrics is the registry this gateway reports to.
+func (s *Server) Metrics() *metrics.Registry { return s.metrics }
+
+// s3Op is a request's operation until routing names it (metrics.SetOperation
+// in ServeHTTP): requests refused before (bad signature, unknown key)
+// count as "unrouted".
+func s3Op(r *http.Request) string {
+	if r.URL.Path == "/healthz" {
+		return "healthz"
+	}
+	if r.Method == http.MethodOptions {
+		return "PreflightRequest"
+	}
+	return "unrouted"
 }

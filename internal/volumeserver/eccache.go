@@ -80,3 +80,10 @@ func (c *blockCache) get(vid uint32, shard int, off, n int64) ([]byte, bool) {
 	}
 	return out, true
 }
+
+// bytes is the size of the cached blocks (for the metrics).
+func (c *blockCache) bytes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.size
+}

@@ -113,6 +113,7 @@ func (s *Server) heartbeatTo(ctx context.Context, master string) (leader string,
 				return "", err
 			case resp := <-replies:
 				lastReply = time.Now()
+				s.lastHeartbeat.Store(lastReply.UnixNano())
 				if s.hbLost.Swap(false) {
 					// Back after a break: deletes may have been made without
 					// this server (ecjournal.go).

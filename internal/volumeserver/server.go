@@ -18,6 +18,7 @@ import (
 	"github.com/kelpfs/kelp/internal/auth"
 	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/httpserve"
+	"github.com/kelpfs/kelp/internal/metrics"
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/volumepb"
 	"github.com/kelpfs/kelp/internal/store"
@@ -52,6 +53,9 @@ type Config struct {
 	ReadSigner *auth.Signer
 	Audit      *auth.Audit // refused writes; nil: none
 	Logger     *slog.Logger
+	// Metrics is the registry the server reports to (request metrics, disk
+	// and volume gauges); nil gives it a registry of its own (Metrics).
+	Metrics *metrics.Registry
 }
 
 // Server is a running volume server.
@@ -81,6 +85,9 @@ type Server struct {
 	ecStale sync.Map
 	// hbLost: the heartbeat stream broke; the next one marks EC volumes stale.
 	hbLost atomic.Bool
+	// lastHeartbeat: unix nanos of the master's last answer (or the start).
+	lastHeartbeat atomic.Int64
+	metrics       *metrics.Registry
 
 	mu        sync.Mutex
 	master    string // master currently holding the heartbeat stream
@@ -111,6 +118,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("service", "volume"), changed: make(chan struct{}, 1), ecCache: newBlockCache(ecCacheBytes)}
 	s.heartbeatSeq.Store(uint64(time.Now().UnixNano()))
+	s.lastHeartbeat.Store(time.Now().UnixNano())
 	if len(cfg.Masters) > 0 {
 		// Copies move rarely, but when they do a stale location fails the write
 		// (and the client retries), so the cache is kept short.
@@ -146,8 +154,10 @@ func New(cfg Config) (*Server, error) {
 	if s.cfg.PublicURL == "" {
 		s.cfg.PublicURL = s.URL()
 	}
-	s.httpSrv = httpserve.New(s.authorize(s.routes()), s.log)
-	s.grpcSrv = grpc.NewServer(pb.ServerOptions(s.log)...)
+	s.metrics = metrics.OrNew(cfg.Metrics)
+	s.metrics.RegisterOnce("volume", func(r *metrics.Registry) { r.MustRegister(newVolumeCollector(s)) })
+	s.httpSrv = httpserve.New(s.metrics.HTTP("volume", httpOp, s.authorize(s.routes())), s.log)
+	s.grpcSrv = grpc.NewServer(append(pb.ServerOptions(s.log), s.metrics.GRPCOptions("volume")...)...)
 	volumepb.RegisterVolumeServerServer(s.grpcSrv, &adminServer{s: s})
 	return s, nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kelpfs/kelp/internal/fsview"
 	"github.com/kelpfs/kelp/internal/httpserve"
+	"github.com/kelpfs/kelp/internal/metrics"
 )
 
 // Config describes a WebDAV server.
@@ -32,17 +33,21 @@ type Config struct {
 	// LoadUsers).
 	UsersFile string
 	Logger    *slog.Logger
+	// Metrics is the registry the server reports its requests to (label
+	// op: the method); nil gives it a registry of its own (Metrics).
+	Metrics *metrics.Registry
 }
 
 // Server is a WebDAV server over one view.
 type Server struct {
-	cfg   Config
-	log   *slog.Logger
-	users *Users
-	ln    net.Listener
-	srv   *httpserve.Server
-	mu    sync.Mutex
-	view  *fsview.FS
+	cfg     Config
+	log     *slog.Logger
+	users   *Users
+	ln      net.Listener
+	srv     *httpserve.Server
+	mu      sync.Mutex
+	view    *fsview.FS
+	metrics *metrics.Registry
 
 	closeOnce sync.Once
 }
@@ -69,7 +74,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("webdav: %w", err)
 	}
 	cfg.Port = ln.Addr().(*net.TCPAddr).Port
-	s := &Server{cfg: cfg, log: cfg.Logger.With("service", "webdav"), ln: ln, users: users}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("service", "webdav"), ln: ln, users: users, metrics: metrics.OrNew(cfg.Metrics)}
 	return s, nil
 }
 
@@ -91,7 +96,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.users != nil {
 		h = requireAuth(s.users, h)
 	}
-	s.srv = httpserve.New(withHealthz(h), s.log)
+	s.srv = httpserve.New(s.metrics.HTTP("webdav", nil, withHealthz(h)), s.log)
 	s.mu.Unlock()
 	errc := make(chan error, 1)
 	go func() { errc <- s.srv.Serve(s.ln) }()
@@ -213,3 +218,6 @@ func hasDotDot(p string) bool {
 	}
 	return false
 }
+
+// Metrics is the registry this server reports to.
+func (s *Server) Metrics() *metrics.Registry { return s.metrics }
