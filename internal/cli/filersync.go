@@ -80,7 +80,7 @@ to the cluster with the greater id. See docs/filer-sync.md.`,
 				}), ReadHeaderTimeout: 10 * time.Second}
 				go srv.Serve(ln)
 				defer srv.Shutdown(context.Background())
-				fmt.Fprintf(cmd.OutOrStdout(), "status on http://%s/\n", ln.Addr())
+				fmt.Fprintf(cmd.OutOrStdout(), "status on %s/\n", security.URL(ln.Addr().String()))
 			}
 			return s.Run(ctx)
 		},
