@@ -1,5 +1,3 @@
-// Package tlstest runs a whole cluster with TLS on (security.SetProcess is
-// process-wide, so these tests live in a package of their own).
 package tlstest
 
 import (
@@ -7,13 +5,17 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -156,7 +158,10 @@ func TestClusterOverTLS(t *testing.T) {
 	// Plain HTTP is refused on every port: no 2xx or 3xx answer.
 	var ports []string
 	for _, m := range c.Masters {
-		ports = append(ports, m.Addr, m.Master().GRPCAddr())
+		_, hp, _ := net.SplitHostPort(m.Addr)
+		httpPort, _ := strconv.Atoi(hp)
+		raft := net.JoinHostPort("127.0.0.1", strconv.Itoa(pb.DerivedPort(httpPort, pb.RaftPortOffset)))
+		ports = append(ports, m.Addr, m.Master().GRPCAddr(), raft)
 	}
 	for _, v := range c.Volume {
 		ports = append(ports, v.Addr, v.VolumeServer().GRPCAddr())
@@ -165,6 +170,9 @@ func TestClusterOverTLS(t *testing.T) {
 	plain := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
 	for _, p := range ports {
 		resp, err := plain.Get("http://" + p + "/healthz")
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("nothing listens on %s", p)
+		}
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode < 400 {
