@@ -33,7 +33,9 @@ func newHealthCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("health: %w", err)
 			}
-			resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: security.Process().ClientConfig()}}).Do(req)
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			tr.TLSClientConfig = security.Process().ClientConfig() // nil: TLS off
+			resp, err := (&http.Client{Transport: tr}).Do(req)
 			if err != nil {
 				return fmt.Errorf("health: %w", err)
 			}

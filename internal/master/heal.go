@@ -48,8 +48,7 @@ type healer struct {
 }
 
 func newHealer() *healer {
-	return &healer{inflight: map[uint32]bool{}, sem: make(chan struct{}, maxCatchUps), http: &http.Client{Timeout: 30 * time.Minute,
-		Transport: &http.Transport{TLSClientConfig: security.Process().ClientConfig(), Proxy: nil}}}
+	return &healer{inflight: map[uint32]bool{}, sem: make(chan struct{}, maxCatchUps), http: &http.Client{Timeout: 30 * time.Minute, Transport: tlsTransport()}}
 }
 
 func (s *Server) healLoop() {
@@ -279,4 +278,11 @@ func (s *Server) copyWhole(ctx context.Context, vid uint32, src, dst topology.No
 			return nil
 		}
 	}
+}
+
+// tlsTransport is http.DefaultTransport with the process's TLS (nil: none).
+func tlsTransport() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = security.Process().ClientConfig()
+	return tr
 }

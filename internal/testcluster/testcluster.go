@@ -595,5 +595,5 @@ func getJSON(url string, v any) error {
 
 // httpGet is http.Get with the process's TLS (security.Process).
 func httpGet(url string) (*http.Response, error) {
-	return (&http.Client{Transport: &http.Transport{TLSClientConfig: security.Process().ClientConfig()}}).Get(url)
+	return (&http.Client{Transport: &http.Transport{TLSClientConfig: security.Process().ClientConfig(), DisableKeepAlives: true}}).Get(url)
 }
