@@ -92,6 +92,18 @@ func TestClusterOverTLS(t *testing.T) {
 		t.Fatalf("read %q", got)
 	}
 
+	// A follower forwards an assign to the leader over TLS.
+	follower := c.Followers()[0]
+	resp, err := client.NewHTTPClient().Get(security.URL(follower.Addr) + "/dir/assign")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"fid"`) {
+		t.Fatalf("assign through a follower over TLS: %s %s", resp.Status, body)
+	}
+
 	// The filer's HTTP API.
 	f, err := filerserver.New(filerserver.Config{Masters: c.MasterAddrs(), Dir: t.TempDir(), Logger: log})
 	if err != nil {
@@ -103,7 +115,7 @@ func TestClusterOverTLS(t *testing.T) {
 	t.Cleanup(func() { fcancel(); <-fdone })
 	hc := client.NewHTTPClient()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, security.URL(f.Addr())+"/dir/file.txt", strings.NewReader("filer over tls"))
-	resp := waitDo(t, ctx, hc, req, func() *http.Request {
+	resp = waitDo(t, ctx, hc, req, func() *http.Request {
 		r, _ := http.NewRequestWithContext(ctx, http.MethodPut, security.URL(f.Addr())+"/dir/file.txt", strings.NewReader("filer over tls"))
 		return r
 	})
