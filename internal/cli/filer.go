@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kelpfs/kelp/internal/filerserver"
+	"github.com/kelpfs/kelp/internal/security"
 )
 
 // filerFlags are the flags of `kelp filer`; `kelp server` embeds them with a
@@ -108,7 +109,7 @@ func newFilerCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "filer listening on http://%s (gRPC %s)\n", s.Addr(), s.GRPCAddr())
+			fmt.Fprintf(cmd.OutOrStdout(), "filer listening on %s (gRPC %s)\n", security.URL(s.Addr()), s.GRPCAddr())
 			stopMetrics, err := mx.start(cfg.BindIP, cmd.OutOrStdout())
 			if err != nil {
 				s.Close()

@@ -15,6 +15,7 @@ import (
 	"github.com/kelpfs/kelp/internal/backup"
 	"github.com/kelpfs/kelp/internal/filersync"
 	"github.com/kelpfs/kelp/internal/pb"
+	"github.com/kelpfs/kelp/internal/security"
 )
 
 // newFilerSyncCommand is `kelp filer.sync`: two filers of two clusters kept
@@ -87,13 +88,14 @@ to the cluster with the greater id. See docs/filer-sync.md.`,
 				if err != nil {
 					return fmt.Errorf("--status: %w", err)
 				}
+				ln = security.Process().Listen(ln, security.ClusterHTTP)
 				srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					w.Header().Set("Content-Type", "application/json")
 					json.NewEncoder(w).Encode(s.Status(r.Context()))
 				}), ReadHeaderTimeout: 10 * time.Second}
 				go srv.Serve(ln)
 				defer srv.Shutdown(context.Background())
-				fmt.Fprintf(cmd.OutOrStdout(), "status on http://%s/\n", ln.Addr())
+				fmt.Fprintf(cmd.OutOrStdout(), "status on %s/\n", security.URL(ln.Addr().String()))
 			}
 			return s.Run(ctx)
 		},

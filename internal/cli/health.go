@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kelpfs/kelp/internal/security"
 )
 
 // newHealthCommand is `kelp health URL`: exit 0 when URL answers a GET with
@@ -23,7 +25,7 @@ func newHealthCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			url := args[0]
 			if !strings.Contains(url, "://") {
-				url = "http://" + url
+				url = security.URL(url)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
@@ -31,7 +33,9 @@ func newHealthCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("health: %w", err)
 			}
-			resp, err := http.DefaultClient.Do(req)
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			tr.TLSClientConfig = security.Process().ClientConfig() // nil: TLS off
+			resp, err := (&http.Client{Transport: tr}).Do(req)
 			if err != nil {
 				return fmt.Errorf("health: %w", err)
 			}

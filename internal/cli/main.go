@@ -35,6 +35,7 @@ type globalFlags struct {
 	logLevel   string
 	cpuProfile string
 	stopCPU    func()
+	security   securityFlags
 }
 
 func newRootCommand() *cobra.Command {
@@ -47,7 +48,13 @@ func newRootCommand() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&g.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the whole run to this file (for go tool pprof)")
-	root.PersistentPreRunE = func(*cobra.Command, []string) error { return g.startProfile() }
+	g.security.addFlags(root.PersistentFlags())
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if err := g.security.apply(cmd); err != nil {
+			return err
+		}
+		return g.startProfile()
+	}
 	root.PersistentPostRun = func(*cobra.Command, []string) { g.stopProfile() }
 	root.AddCommand(
 		newServerCommand(g),
@@ -64,6 +71,7 @@ func newRootCommand() *cobra.Command {
 		newBenchmarkCommand(g),
 		newShellCommand(g),
 		newHealthCommand(),
+		newCertsCommand(),
 		newVersionCommand(),
 	)
 	return root

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kelpfs/kelp/internal/master"
+	"github.com/kelpfs/kelp/internal/security"
 	"github.com/kelpfs/kelp/internal/shell"
 )
 
@@ -84,7 +85,7 @@ func newMasterCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "master listening on http://%s\n", m.HTTPAddr())
+			fmt.Fprintf(cmd.OutOrStdout(), "master listening on %s\n", security.URL(m.HTTPAddr()))
 			stopMetrics, err := mx.start(cfg.BindIP, cmd.OutOrStdout())
 			if err != nil {
 				m.Close()

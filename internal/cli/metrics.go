@@ -15,6 +15,7 @@ import (
 	"github.com/kelpfs/kelp/internal/filersync"
 	"github.com/kelpfs/kelp/internal/fsview"
 	"github.com/kelpfs/kelp/internal/metrics"
+	"github.com/kelpfs/kelp/internal/security"
 )
 
 // metricsFlags are --metrics.port and --metrics.ip, on every long-running
@@ -70,8 +71,11 @@ func (m *metricsFlags) start(bind string, out io.Writer) (stop func(), err error
 		}
 		return nil, fmt.Errorf("--metrics.port: %w", err)
 	}
+	// Under TLS the metrics port is TLS too (every port is); Prometheus
+	// scrapes it with scheme https and the cluster's CA.
+	ln = security.Process().Listen(ln, security.Public)
 	srv := m.registry().Serve(ln)
-	fmt.Fprintf(out, "metrics on http://%s/metrics\n", ln.Addr())
+	fmt.Fprintf(out, "metrics on %s/metrics\n", security.URL(ln.Addr().String()))
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

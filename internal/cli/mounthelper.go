@@ -47,7 +47,7 @@ func mountFlagsOf(source, dir, opts string) ([]string, error) {
 			flags = append(flags, "--read-only")
 		case "allow_other":
 			flags = append(flags, "--allow-other")
-		case "collection", "replication":
+		case "collection", "replication", "security.config": // security.config: TLS for the mount (docs/security.md)
 			flags = append(flags, "--"+k+"="+v)
 		default:
 			if strings.HasPrefix(k, "x-") || strings.HasPrefix(k, "comment") {

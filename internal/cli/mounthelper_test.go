@@ -6,12 +6,12 @@ import (
 )
 
 func TestMountHelperOptions(t *testing.T) {
-	got, err := mountFlagsOf("10.0.0.5:8888/data/x", "/mnt/k", "rw,_netdev,allow_other,ro,collection=c1,replication=001,x-systemd.automount")
+	got, err := mountFlagsOf("10.0.0.5:8888/data/x", "/mnt/k", "rw,_netdev,allow_other,ro,collection=c1,replication=001,x-systemd.automount,security.config=/etc/kelp/security.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"mount", "--filer=10.0.0.5:8888", "--filer.path=/data/x", "--dir=/mnt/k",
-		"--allow-other", "--read-only", "--collection=c1", "--replication=001"}
+		"--allow-other", "--read-only", "--collection=c1", "--replication=001", "--security.config=/etc/kelp/security.toml"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %q\nwant %q", got, want)
 	}

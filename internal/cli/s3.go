@@ -17,6 +17,7 @@ import (
 	"github.com/kelpfs/kelp/internal/filerserver"
 	"github.com/kelpfs/kelp/internal/objectapi"
 	"github.com/kelpfs/kelp/internal/s3"
+	"github.com/kelpfs/kelp/internal/security"
 )
 
 // s3Flags are the flags of the S3 gateway: `kelp s3` registers them with no
@@ -165,7 +166,7 @@ func newS3Command(g *globalFlags) *cobra.Command {
 				fs.Close()
 				return err
 			}
-			fmt.Fprintf(out, "s3 gateway listening on %s (filer http://%s)\n", gw.URL(), fs.Addr())
+			fmt.Fprintf(out, "s3 gateway listening on %s (filer %s)\n", gw.URL(), security.URL(fs.Addr()))
 			stopMetrics, err := mx.start(scfg.BindIP, out)
 			if err != nil {
 				gw.Close()

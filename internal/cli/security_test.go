@@ -2,70 +2,75 @@ package cli
 
 import (
 	"bytes"
-	"io"
+	"net"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/spf13/pflag"
-
-	"github.com/kelpfs/kelp/internal/auth"
+	"github.com/kelpfs/kelp/internal/security"
 )
 
-// TestApplySecure: --secure's authentication part generates the signing key
-// and an admin token on the first start, reuses them after, and never
-// prints a secret.
-func TestApplySecure(t *testing.T) {
+// TestCertsAndSecurityConfig: `kelp certs` makes a CA and certificates; a
+// security configuration file naming them turns TLS on for a command (here
+// `kelp health`, which then speaks https); unknown keys are refused by name.
+func TestCertsAndSecurityConfig(t *testing.T) {
+	t.Cleanup(func() { security.SetProcess(nil) })
 	dir := t.TempDir()
-	var out bytes.Buffer
-	f := &authFlags{}
-	if err := f.applySecure(dir, &out); err != nil {
-		t.Fatal(err)
+	run := func(args ...string) (string, error) {
+		root := newRootCommand()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetArgs(args)
+		err := root.Execute()
+		return out.String(), err
 	}
-	sec, err := f.setup()
+	out, err := run("certs", "--dir", dir, "--hosts", "127.0.0.1,node-2.example")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sec.signer.Enabled() || !sec.access.Enabled() {
-		t.Fatal("--secure left signed file ids or access tokens off")
+	for _, f := range []string{"ca.crt", "ca.key", "127.0.0.1.crt", "127.0.0.1.key", "node-2.example.crt", "client.crt", "client.key"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("kelp certs wrote no %s: %v\n%s", f, err, out)
+		}
 	}
-	s, err := auth.LoadOrCreateSecrets(dir)
+	tl, err := security.Load(security.Files{Cert: filepath.Join(dir, "127.0.0.1.crt"), Key: filepath.Join(dir, "127.0.0.1.key"), CA: filepath.Join(dir, "ca.crt")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.signingKey != s.SigningKey {
-		t.Error("a second start generated another signing key")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	tok, err := clientToken("@" + s.AdminTokenFile)
-	if err != nil || tok != s.AdminToken {
-		t.Errorf("--access.token=@admin.token reads %q, %v", tok, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+			http.Error(w, "no client certificate", http.StatusUnauthorized)
+		}
+	})}
+	go srv.Serve(tl.Listen(ln, security.ClusterHTTP))
+	defer srv.Close()
+	cfg := filepath.Join(dir, "security.toml")
+	// The sample printed by `kelp certs` is a valid configuration file.
+	sample := out[strings.Index(out, "# Kelp security"):]
+	if err := os.WriteFile(cfg, []byte(sample), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	if strings.Contains(out.String(), s.AdminToken) || strings.Contains(out.String(), s.SigningKey) {
-		t.Error("a secret was printed")
+	url := ln.Addr().String() + "/healthz"
+	if _, err := run("health", "--security.config="+cfg, url); err != nil {
+		t.Fatalf("health over TLS with the configuration file: %v", err)
 	}
-	// Flags given explicitly win.
-	g := &authFlags{signingKey: "explicit"}
-	if err := g.applySecure(dir, &out); err != nil || g.signingKey != "explicit" {
-		t.Errorf("explicit --jwt.signing.key replaced: %q %v", g.signingKey, err)
+	if _, err := run("health", url); err == nil {
+		t.Fatal("plain HTTP to a TLS port answered 2xx")
 	}
-	fi, _ := os.Stat(s.TokensFile)
-	if fi.Mode().Perm() != 0o600 {
-		t.Errorf("tokens file mode %v", fi.Mode().Perm())
+	yml := filepath.Join(dir, "security.yaml")
+	os.WriteFile(yml, []byte("tls:\n  cert: "+filepath.Join(dir, "client.crt")+"\n  key: "+filepath.Join(dir, "client.key")+"\n  ca: "+filepath.Join(dir, "ca.crt")+"\n"), 0o600)
+	if _, err := run("health", "--security.config="+yml, url); err != nil {
+		t.Fatalf("health over TLS with a YAML configuration and the client certificate: %v", err)
 	}
-}
-
-// TestSecureFromFlag: a --secure flag, once some code registers it, turns
-// the authentication part on; without it nothing changes.
-func TestSecureFromFlag(t *testing.T) {
-	dir := t.TempDir()
-	fl := pflag.NewFlagSet("x", pflag.ContinueOnError)
-	f := &authFlags{}
-	if err := f.secureFromFlag(fl, dir, io.Discard); err != nil || f.signingKey != "" {
-		t.Fatalf("no --secure flag: %v %q", err, f.signingKey)
-	}
-	fl.Bool("secure", false, "")
-	fl.Parse([]string{"--secure"})
-	if err := f.secureFromFlag(fl, dir, io.Discard); err != nil || f.signingKey == "" || f.accessTokens == "" {
-		t.Fatalf("--secure: %v, key set %v, tokens %q", err, f.signingKey != "", f.accessTokens)
+	bad := filepath.Join(dir, "bad.toml")
+	os.WriteFile(bad, []byte("[tls]\ncertfile = \"x\"\n"), 0o600)
+	if _, err := run("health", "--security.config="+bad, url); err == nil || !strings.Contains(err.Error(), `"tls.certfile"`) {
+		t.Fatalf("unknown key: err %v", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/kelpfs/kelp/internal/fsview"
 	"github.com/kelpfs/kelp/internal/master"
 	"github.com/kelpfs/kelp/internal/s3"
+	"github.com/kelpfs/kelp/internal/security"
 	"github.com/kelpfs/kelp/internal/volumeserver"
 	"github.com/kelpfs/kelp/internal/webdav"
 )
@@ -33,6 +34,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 	var webdavPort int
 	var webdavUsers string
 	var mx metricsFlags
+	var secure bool
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run a master, a volume server, a filer, the S3 gateway and WebDAV in one process (a one-machine cluster)",
@@ -41,6 +43,16 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			log, err := g.logger()
 			if err != nil {
 				return err
+			}
+			var tlsFiles *security.Secure
+			if secure && !g.security.tls.Enabled() {
+				if tlsFiles, err = secureFiles(dir, addr.ip); err != nil {
+					return err
+				}
+				g.security.tls = tlsFiles.Files
+				if err := g.security.load(); err != nil {
+					return err
+				}
 			}
 			mf.addr, vf.addr, ff.addr, sf.addr = addr, addr, addr, addr
 			mf.mdir = filepath.Join(dir, "master")
@@ -65,8 +77,10 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := af.secureFromFlag(cmd.Flags(), dir, cmd.OutOrStdout()); err != nil {
-				return err
+			if secure { // the authentication half of --secure: signing key, access tokens
+				if err := af.applySecure(dir, cmd.OutOrStdout()); err != nil {
+					return err
+				}
 			}
 			sec, err := af.setup()
 			if err != nil {
@@ -115,6 +129,10 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			started = append(started, f)
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "kelp server: data in %s\n", dir)
+			if tlsFiles != nil {
+				fmt.Fprintf(out, "  TLS everywhere: CA %s, certificate %s, key %s\n", tlsFiles.Files.CA, tlsFiles.Files.Cert, tlsFiles.Files.Key)
+				fmt.Fprintf(out, "  tools (shell, mount, benchmark) use them with --%s=%s\n", security.ConfigFlag, tlsFiles.Config)
+			}
 			scfg, err := sf.config(log, f.Filer(), dir, out) // prints generated credentials
 			if err != nil {
 				return fail(err)
@@ -141,9 +159,9 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 				}
 				started = append(started, dav)
 			}
-			fmt.Fprintf(out, "  master  http://%s\n", m.HTTPAddr())
-			fmt.Fprintf(out, "  volume  http://%s\n", v.URL())
-			fmt.Fprintf(out, "  filer   http://%s\n", f.Addr())
+			fmt.Fprintf(out, "  master  %s\n", security.URL(m.HTTPAddr()))
+			fmt.Fprintf(out, "  volume  %s\n", security.URL(v.URL()))
+			fmt.Fprintf(out, "  filer   %s\n", security.URL(f.Addr()))
 			fmt.Fprintf(out, "  s3      %s\n", gw.URL())
 			if dav != nil {
 				fmt.Fprintf(out, "  webdav  %s\n", dav.URL())
@@ -179,5 +197,21 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 	fl.IntVar(&webdavPort, "webdav.port", 7333, "WebDAV port (0: no WebDAV server)")
 	mx.addFlags(fl, 9324)
 	fl.StringVar(&webdavUsers, "webdav.users", "", "WebDAV basic auth: a file of name:bcrypt-hash lines (htpasswd -nbB); empty: no auth")
+	fl.BoolVar(&secure, "secure", false, "TLS on every port: on first start generate a CA, a certificate and its key in DIR/security (reused after) unless --tls.cert/--tls.key are given; see docs/security.md")
 	return cmd
+}
+
+// secureFiles returns the TLS material of `kelp server --secure` in
+// dir/security, generated on first start: the certificate names ip, this
+// machine's host name and the loopback addresses.
+func secureFiles(dir, ip string) (*security.Secure, error) {
+	hosts := []string{ip}
+	if h, err := os.Hostname(); err == nil {
+		hosts = append(hosts, h)
+	}
+	sec, err := security.EnsureSecure(filepath.Join(dir, "security"), hosts)
+	if err != nil {
+		return nil, fmt.Errorf("--secure: %w", err)
+	}
+	return sec, nil
 }

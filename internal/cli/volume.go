@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/kelpfs/kelp/internal/security"
 	"github.com/kelpfs/kelp/internal/store"
 	"github.com/kelpfs/kelp/internal/volumeserver"
 )
@@ -105,7 +106,7 @@ func newVolumeCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "volume server listening on http://%s\n", v.URL())
+			fmt.Fprintf(cmd.OutOrStdout(), "volume server listening on %s\n", security.URL(v.URL()))
 			stopMetrics, err := mx.start(cfg.BindIP, cmd.OutOrStdout())
 			if err != nil {
 				v.Close()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/auth"
+	"github.com/kelpfs/kelp/internal/security"
 )
 
 // ErrNotFound matches (errors.Is) any 404 answer: an unknown volume on lookup,
@@ -211,17 +212,19 @@ func NewHTTPClient() *http.Client {
 		ForceAttemptHTTP2:     false,
 		WriteBufferSize:       32 << 10,
 		ReadBufferSize:        32 << 10,
+		TLSClientConfig:       security.Process().ClientConfig(), // nil: TLS off
 	}}
 }
 
-// baseURL turns "host:port" into "http://host:port"; an address that already
-// has a scheme is kept. A trailing slash is dropped.
+// baseURL turns "host:port" into "http://host:port" ("https" with the
+// process's TLS on); an address that already has a scheme is kept. A
+// trailing slash is dropped.
 func baseURL(addr string) string {
 	addr = strings.TrimRight(addr, "/")
 	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
 		return addr
 	}
-	return "http://" + addr
+	return security.URL(addr)
 }
 
 // doVolume sends a request to a volume server and reports the outcome to

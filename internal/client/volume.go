@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/fid"
+	"github.com/kelpfs/kelp/internal/security"
 )
 
 // UploadOptions describe the stored file.
@@ -64,7 +65,7 @@ func volumeURL(server string, id fid.FileID) string {
 	if strings.HasPrefix(server, "http://") || strings.HasPrefix(server, "https://") {
 		return strings.TrimRight(server, "/") + "/" + id.String()
 	}
-	return "http://" + server + "/" + id.String()
+	return security.URL(server) + "/" + id.String()
 }
 
 // Upload writes body (size bytes; -1 if unknown, which costs a chunked

@@ -3,6 +3,7 @@ package consensus
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,7 +49,10 @@ type Config struct {
 	// leader is replaced within about 2-3 timeouts. Default 400ms, which is
 	// comfortable on a LAN; raise it for masters across a WAN.
 	HeartbeatTimeout time.Duration
-	Logger           *slog.Logger
+	// ServerTLS and ClientTLS, when set, put the Raft transport under TLS:
+	// this member serves with ServerTLS and dials the others with ClientTLS.
+	ServerTLS, ClientTLS *tls.Config
+	Logger               *slog.Logger
 }
 
 // Node is one member of the master raft group. It is safe for concurrent use.
@@ -162,7 +166,7 @@ func (n *Node) start() error {
 	if err != nil {
 		return fmt.Errorf("consensus: open snapshots: %w", err)
 	}
-	if n.transport, err = listenTransport(cfg.BindAddr, cfg.AdvertiseHost, hlog); err != nil {
+	if n.transport, err = listenTransport(cfg.BindAddr, cfg.AdvertiseHost, cfg.ServerTLS, cfg.ClientTLS, hlog); err != nil {
 		return err
 	}
 

@@ -14,6 +14,7 @@ import (
 	"github.com/kelpfs/kelp/internal/consensus"
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
+	"github.com/kelpfs/kelp/internal/security"
 )
 
 // Followers serve leader-only requests by forwarding them to the leader and
@@ -39,12 +40,13 @@ func newLeaderProxy(s *Server) (*httputil.ReverseProxy, *http.Client) {
 		DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
+		TLSClientConfig:     security.Process().ClientConfig(),
 	}
 	proxy := &httputil.ReverseProxy{
 		Transport: tr,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			leader, _ := pr.In.Context().Value(leaderAddrKey{}).(string)
-			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Scheme = security.Scheme()
 			pr.Out.URL.Host = leader
 			pr.Out.Host = leader
 			pr.Out.Header.Set(forwardedHeader, s.httpAddr)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/pb/volumepb"
+	"github.com/kelpfs/kelp/internal/security"
 	"github.com/kelpfs/kelp/internal/topology"
 )
 
@@ -47,7 +48,7 @@ type healer struct {
 }
 
 func newHealer() *healer {
-	return &healer{inflight: map[uint32]bool{}, sem: make(chan struct{}, maxCatchUps), http: &http.Client{Timeout: 30 * time.Minute}}
+	return &healer{inflight: map[uint32]bool{}, sem: make(chan struct{}, maxCatchUps), http: &http.Client{Timeout: 30 * time.Minute, Transport: tlsTransport()}}
 }
 
 func (s *Server) healLoop() {
@@ -133,7 +134,7 @@ func (s *Server) catchUpVolume(d topology.VolumeDeficit) {
 // pull asks the volume server at target to catch its copy of vid up with the
 // copy at from; it returns how many needles and deletes were applied.
 func (s *Server) pull(ctx context.Context, target string, vid uint32, from string) (uint64, error) {
-	u := "http://" + target + "/sync/pull?" + url.Values{"volume": {strconv.FormatUint(uint64(vid), 10)}, "from": {from}}.Encode()
+	u := security.URL(target) + "/sync/pull?" + url.Values{"volume": {strconv.FormatUint(uint64(vid), 10)}, "from": {from}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
 	if err != nil {
 		return 0, err
@@ -277,4 +278,11 @@ func (s *Server) copyWhole(ctx context.Context, vid uint32, src, dst topology.No
 			return nil
 		}
 	}
+}
+
+// tlsTransport is http.DefaultTransport with the process's TLS (nil: none).
+func tlsTransport() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = security.Process().ClientConfig()
+	return tr
 }

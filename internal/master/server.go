@@ -26,6 +26,7 @@ import (
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
 	"github.com/kelpfs/kelp/internal/replication"
+	"github.com/kelpfs/kelp/internal/security"
 	"github.com/kelpfs/kelp/internal/topology"
 )
 
@@ -186,6 +187,7 @@ func New(cfg Config) (*Server, error) {
 	s.cons, err = consensus.Open(consensus.Config{
 		Dir: filepath.Join(cfg.MetaDir, "raft"), ID: s.httpAddr, BindAddr: raftAddr, AdvertiseHost: raftHost, Peers: peers,
 		HeartbeatTimeout: cfg.RaftHeartbeatTimeout, Logger: cfg.Logger,
+		ServerTLS: security.Process().ServerConfig(security.Peer), ClientTLS: security.Process().ClientConfig(),
 	})
 	if err != nil {
 		s.closeListeners()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/consensus"
+	"github.com/kelpfs/kelp/internal/security"
 	"github.com/kelpfs/kelp/internal/topology"
 )
 
@@ -127,7 +128,7 @@ func (s *Server) probePeer(ctx context.Context, addr string) (RaftStatus, error)
 	ctx, cancel := context.WithTimeout(ctx, peerProbeTimeout)
 	defer cancel()
 	var rs RaftStatus
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/cluster/raft", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, security.URL(addr)+"/cluster/raft", nil)
 	if err != nil {
 		return rs, err
 	}

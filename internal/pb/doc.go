@@ -11,7 +11,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kelpfs/kelp/internal/security"
+
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 )
@@ -66,27 +69,39 @@ var (
 )
 
 // DialOptions are the options every Kelp gRPC client uses.
+// Transport security is the process's TLS (security.Process), else none.
 func DialOptions() []grpc.DialOption {
+	creds := insecure.NewCredentials()
+	if c := security.Process().ClientConfig(); c != nil {
+		creds = credentials.NewTLS(c)
+	}
 	return []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithKeepaliveParams(ClientKeepalive),
 	}
 }
 
 // ServerOptions are the options every Kelp gRPC server uses: keepalive, and
 // a handler panic answered codes.Internal and logged to log (see recover.go).
+// With the process's TLS on, the server speaks TLS only and, when a CA is
+// configured, requires a client certificate signed by it (security.Peer).
 func ServerOptions(log *slog.Logger) []grpc.ServerOption {
-	return []grpc.ServerOption{
+	opts := []grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(ServerKeepalive),
 		grpc.ChainUnaryInterceptor(recoverUnary(log)),
 		grpc.ChainStreamInterceptor(recoverStream(log)),
 	}
+	if c := security.Process().ServerConfig(security.Peer); c != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(c)))
+	}
+	return opts
 }
 
 // Listen opens a server's HTTP and gRPC listeners on ip. grpcPort 0 means
 // GRPCPort(httpPort); httpPort 0 picks a free port (and then any free gRPC
 // port). The real ports are the listeners' addresses. On error nothing is
-// left open.
+// left open. With the process's TLS on, the HTTP listener serves TLS only
+// (security.ClusterHTTP); gRPC gets its TLS from ServerOptions.
 func Listen(ip string, httpPort, grpcPort int) (httpLn, grpcLn net.Listener, err error) {
 	if grpcPort == 0 {
 		grpcPort = GRPCPort(httpPort)
@@ -100,7 +115,7 @@ func Listen(ip string, httpPort, grpcPort int) (httpLn, grpcLn net.Listener, err
 		httpLn.Close()
 		return nil, nil, fmt.Errorf("listen gRPC: %w", err)
 	}
-	return httpLn, grpcLn, nil
+	return security.Process().Listen(httpLn, security.ClusterHTTP), grpcLn, nil
 }
 
 // Port is the TCP port a listener is bound to.

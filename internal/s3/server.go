@@ -21,6 +21,7 @@ import (
 	"github.com/kelpfs/kelp/internal/metrics"
 	"github.com/kelpfs/kelp/internal/objectapi"
 	"github.com/kelpfs/kelp/internal/s3/sigv4"
+	"github.com/kelpfs/kelp/internal/security"
 )
 
 // Config configures an S3 gateway.
@@ -140,6 +141,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3: listen: %w", err)
 	}
+	s.ln = security.Process().Listen(s.ln, security.Public) // TLS when configured; no client certificates
 	s.metrics = metrics.OrNew(cfg.Metrics)
 	s.srv = httpserve.New(s.metrics.HTTP("s3", s3Op, s), s.log)
 	return s, nil
@@ -151,7 +153,7 @@ func (s *Server) Addr() string {
 }
 
 // URL is the endpoint clients use.
-func (s *Server) URL() string { return "http://" + s.Addr() }
+func (s *Server) URL() string { return security.URL(s.Addr()) }
 
 // Layer is the object layer, for in-process callers and tests.
 func (s *Server) Layer() *objectapi.Layer { return s.layer }

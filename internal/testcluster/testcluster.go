@@ -32,6 +32,7 @@ import (
 	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/master"
 	"github.com/kelpfs/kelp/internal/pb"
+	"github.com/kelpfs/kelp/internal/security"
 	"github.com/kelpfs/kelp/internal/store"
 	"github.com/kelpfs/kelp/internal/testutil"
 	"github.com/kelpfs/kelp/internal/volumeserver"
@@ -299,7 +300,7 @@ func (c *Cluster) WaitMirrored() {
 				Volumes int    `json:"volumes"`
 			} `json:"volumeServers"`
 		}
-		if err := getJSON("http://"+m.Addr+"/cluster/status", &status); err != nil {
+		if err := getJSON(security.URL(m.Addr)+"/cluster/status", &status); err != nil {
 			return nil, err
 		}
 		out := map[string]int{}
@@ -560,7 +561,7 @@ func (c *Cluster) WaitForVolumeServers(n int) {
 		var status struct {
 			VolumeServers []json.RawMessage `json:"volumeServers"`
 		}
-		if err := getJSON("http://"+c.Leader().Addr+"/cluster/status", &status); err == nil {
+		if err := getJSON(security.URL(c.Leader().Addr)+"/cluster/status", &status); err == nil {
 			if got = len(status.VolumeServers); got >= n {
 				return
 			}
@@ -576,7 +577,7 @@ func waitHealthy(t testing.TB, hostport string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		resp, err := http.Get("http://" + hostport + "/healthz")
+		resp, err := httpGet(security.URL(hostport) + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -589,7 +590,7 @@ func waitHealthy(t testing.TB, hostport string) {
 }
 
 func getJSON(url string, v any) error {
-	resp, err := http.Get(url)
+	resp, err := httpGet(url)
 	if err != nil {
 		return err
 	}
@@ -598,4 +599,9 @@ func getJSON(url string, v any) error {
 		return fmt.Errorf("%s: %s", url, resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// httpGet is http.Get with the process's TLS (security.Process).
+func httpGet(url string) (*http.Response, error) {
+	return (&http.Client{Transport: &http.Transport{TLSClientConfig: security.Process().ClientConfig(), DisableKeepAlives: true}}).Get(url)
 }

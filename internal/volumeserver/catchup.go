@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/needle"
+	"github.com/kelpfs/kelp/internal/security"
 	"github.com/kelpfs/kelp/internal/volume"
 )
 
@@ -203,7 +204,7 @@ var errGone = errors.New("needle gone at the source")
 func (s *Server) fetchIndex(ctx context.Context, vid uint32, from string) ([]volume.IndexEntry, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	u := "http://" + from + "/sync/index?" + url.Values{"volume": {strconv.FormatUint(uint64(vid), 10)}}.Encode()
+	u := security.URL(from) + "/sync/index?" + url.Values{"volume": {strconv.FormatUint(uint64(vid), 10)}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
@@ -234,7 +235,7 @@ func (s *Server) fetchIndex(ctx context.Context, vid uint32, from string) ([]vol
 
 // copyNeedle fetches one needle from the copy at from and writes it here.
 func (s *Server) copyNeedle(ctx context.Context, v *volume.Volume, vid uint32, from string, key uint64) (int64, error) {
-	u := "http://" + from + "/sync/needle?" + url.Values{
+	u := security.URL(from) + "/sync/needle?" + url.Values{
 		"volume": {strconv.FormatUint(uint64(vid), 10)}, "key": {strconv.FormatUint(key, 10)},
 	}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)

@@ -18,6 +18,7 @@ import (
 	"github.com/kelpfs/kelp/internal/erasure"
 	"github.com/kelpfs/kelp/internal/fid"
 	"github.com/kelpfs/kelp/internal/needle"
+	"github.com/kelpfs/kelp/internal/security"
 	"github.com/kelpfs/kelp/internal/volume"
 )
 
@@ -227,7 +228,7 @@ func (e *ecSource) Fetch(ctx context.Context, shard int, off, n int64, verify bo
 	if err != nil {
 		return nil, err
 	}
-	q := fmt.Sprintf("http://%s/ec/shard?volume=%d&shard=%d&offset=%d&size=%d", url, e.vid, shard, off, n)
+	q := fmt.Sprintf("%s/ec/shard?volume=%d&shard=%d&offset=%d&size=%d", security.URL(url), e.vid, shard, off, n)
 	if verify {
 		q += "&verify=1"
 	}
@@ -283,7 +284,7 @@ func (e *ecSource) FetchVerifiedInto(ctx context.Context, shards []int, off int6
 			for j, i := range idx {
 				list[j] = strconv.Itoa(shards[i])
 			}
-			q := fmt.Sprintf("http://%s/ec/shards?volume=%d&shards=%s&offset=%d&size=%d", url, e.vid, strings.Join(list, ","), off, n)
+			q := fmt.Sprintf("%s/ec/shards?volume=%d&shards=%s&offset=%d&size=%d", security.URL(url), e.vid, strings.Join(list, ","), off, n)
 			err := e.s.getShards(ctx, url, q, func(body io.Reader) error {
 				// Per shard: a status byte (0 ok, 1 not here, 2 corrupt), then n bytes when ok.
 				var st [1]byte

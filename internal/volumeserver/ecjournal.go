@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/erasure"
+	"github.com/kelpfs/kelp/internal/security"
 )
 
 // Deletes of an EC volume while a holder is away.
@@ -132,7 +133,7 @@ func (s *Server) ecCatchUp(ctx context.Context, vid uint32) error {
 
 // fetchJournal reads the delete journal of vid from another holder.
 func (s *Server) fetchJournal(ctx context.Context, url string, vid uint32) (keys []uint64, stale bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/ec/journal?volume=%d", url, vid), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/ec/journal?volume=%d", security.URL(url), vid), nil)
 	if err != nil {
 		return nil, false, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/kelpfs/kelp/internal/fid"
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
+	"github.com/kelpfs/kelp/internal/security"
 	"github.com/kelpfs/kelp/internal/volume"
 )
 
@@ -177,7 +178,7 @@ func (s *Server) forwardWrite(ctx context.Context, replica string, id fid.FileID
 		q.Set("name", up.name)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut,
-		"http://"+replica+"/"+id.String()+"?"+q.Encode(), io.NewSectionReader(body, 0, up.size))
+		security.URL(replica)+"/"+id.String()+"?"+q.Encode(), io.NewSectionReader(body, 0, up.size))
 	if err != nil {
 		return err
 	}
@@ -193,7 +194,7 @@ func (s *Server) forwardDelete(ctx context.Context, replica string, id fid.FileI
 	ctx, cancel := context.WithTimeout(ctx, forwardTimeout(0))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete,
-		"http://"+replica+"/"+id.String()+"?type=replicate", nil)
+		security.URL(replica)+"/"+id.String()+"?type=replicate", nil)
 	if err != nil {
 		return err
 	}

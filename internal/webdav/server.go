@@ -19,6 +19,7 @@ import (
 	"github.com/kelpfs/kelp/internal/fsview"
 	"github.com/kelpfs/kelp/internal/httpserve"
 	"github.com/kelpfs/kelp/internal/metrics"
+	"github.com/kelpfs/kelp/internal/security"
 )
 
 // Config describes a WebDAV server.
@@ -74,13 +75,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("webdav: %w", err)
 	}
 	cfg.Port = ln.Addr().(*net.TCPAddr).Port
+	ln = security.Process().Listen(ln, security.Public) // TLS when configured; no client certificates
 	s := &Server{cfg: cfg, log: cfg.Logger.With("service", "webdav"), ln: ln, users: users, metrics: metrics.OrNew(cfg.Metrics)}
 	return s, nil
 }
 
 // URL is the server's base URL.
 func (s *Server) URL() string {
-	return "http://" + net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.cfg.Port))
+	return security.URL(net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.cfg.Port)))
 }
 
 // Run connects the view, then serves until ctx ends or Close is called.

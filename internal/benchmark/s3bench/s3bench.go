@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/kelpfs/kelp/internal/benchmark"
+	"github.com/kelpfs/kelp/internal/security"
 )
 
 // ErrConfig is returned (wrapped) by Run for an unusable Config.
@@ -281,6 +282,7 @@ func newClient(cfg *Config) *s3.Client {
 			DisableCompression:  true, // bodies are random; and MB/s must count body bytes
 			WriteBufferSize:     256 << 10,
 			ReadBufferSize:      256 << 10,
+			TLSClientConfig:     security.Process().ClientConfig(), // an https endpoint: the CA of --tls.ca
 		}}
 	}
 	ak, sk := cfg.AccessKey, cfg.SecretKey

@@ -1,0 +1,3 @@
+// Package tlstest holds the tests of a whole cluster with TLS on: TLS is
+// process-wide (security.SetProcess), so they run in a test binary of their own.
+package tlstest
