@@ -420,5 +420,3 @@ func (f *Filer) NearestQuota(ctx context.Context, p string) (*Quota, error) {
 	}
 	return f.quotaOf(ctx, p)
 }
-
-
