@@ -159,6 +159,14 @@ func TestQuotaThroughMount(t *testing.T) {
 	if u := st.Usage[0]; u.Total != 100<<10 || u.Used < 60<<10 || u.Used >= 100<<10 {
 		t.Fatalf("stats: %+v", u)
 	}
+	// df in the pod shows the volume's capacity.
+	var sfs syscall.Statfs_t
+	if err := syscall.Statfs(tp, &sfs); err != nil {
+		t.Fatal(err)
+	}
+	if got := uint64(sfs.Blocks) * uint64(sfs.Bsize); got != 100<<10 {
+		t.Fatalf("statfs of the volume: %d bytes in all, want %d", got, 100<<10)
+	}
 	// Expanding lets the write through.
 	if _, err := cc.ControllerExpandVolume(ctx, &csipb.ControllerExpandVolumeRequest{VolumeId: vol.Volume.VolumeId, CapacityRange: &csipb.CapacityRange{RequiredBytes: 200 << 10}}); err != nil {
 		t.Fatal(err)

@@ -1460,7 +1460,11 @@ func (x *GetConfigurationResponse) GetLastSeq() uint64 {
 }
 
 type StatfsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path, when set and it or a directory above it has a quota with a byte
+	// limit, asks for that quota instead of the cluster (a mount of a CSI
+	// volume shows its capacity in df).
+	Path          string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1495,12 +1499,24 @@ func (*StatfsRequest) Descriptor() ([]byte, []int) {
 	return file_filer_proto_rawDescGZIP(), []int{22}
 }
 
+func (x *StatfsRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
 type StatfsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TotalBytes    uint64                 `protobuf:"varint,1,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"` // what the volume servers may hold (volume slots x volume size limit)
-	UsedBytes     uint64                 `protobuf:"varint,2,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`    // bytes in volumes (every copy)
-	FreeBytes     uint64                 `protobuf:"varint,3,opt,name=free_bytes,json=freeBytes,proto3" json:"free_bytes,omitempty"`    // what may still be written, bounded by the disks' free space
-	Files         uint64                 `protobuf:"varint,4,opt,name=files,proto3" json:"files,omitempty"`                             // needles stored (every copy)
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TotalBytes uint64                 `protobuf:"varint,1,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"` // what the volume servers may hold (volume slots x volume size limit)
+	UsedBytes  uint64                 `protobuf:"varint,2,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`    // bytes in volumes (every copy)
+	FreeBytes  uint64                 `protobuf:"varint,3,opt,name=free_bytes,json=freeBytes,proto3" json:"free_bytes,omitempty"`    // what may still be written, bounded by the disks' free space
+	Files      uint64                 `protobuf:"varint,4,opt,name=files,proto3" json:"files,omitempty"`                             // needles stored (every copy)
+	// Set when the answer is a directory quota's: total_bytes is its byte
+	// limit, used_bytes and files its usage, free_bytes what is left;
+	// max_files its entry limit (0: none).
+	Quota         bool   `protobuf:"varint,5,opt,name=quota,proto3" json:"quota,omitempty"`
+	MaxFiles      uint64 `protobuf:"varint,6,opt,name=max_files,json=maxFiles,proto3" json:"max_files,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1559,6 +1575,20 @@ func (x *StatfsResponse) GetFreeBytes() uint64 {
 func (x *StatfsResponse) GetFiles() uint64 {
 	if x != nil {
 		return x.Files
+	}
+	return 0
+}
+
+func (x *StatfsResponse) GetQuota() bool {
+	if x != nil {
+		return x.Quota
+	}
+	return false
+}
+
+func (x *StatfsResponse) GetMaxFiles() uint64 {
+	if x != nil {
+		return x.MaxFiles
 	}
 	return 0
 }
@@ -2104,8 +2134,9 @@ const file_filer_proto_rawDesc = "" +
 	"collection\x18\x03 \x01(\tR\n" +
 	"collection\x12 \n" +
 	"\vreplication\x18\x04 \x01(\tR\vreplication\x12\x19\n" +
-	"\blast_seq\x18\x05 \x01(\x04R\alastSeq\"\x0f\n" +
-	"\rStatfsRequest\"\x85\x01\n" +
+	"\blast_seq\x18\x05 \x01(\x04R\alastSeq\"#\n" +
+	"\rStatfsRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"\xb8\x01\n" +
 	"\x0eStatfsResponse\x12\x1f\n" +
 	"\vtotal_bytes\x18\x01 \x01(\x04R\n" +
 	"totalBytes\x12\x1d\n" +
@@ -2113,7 +2144,9 @@ const file_filer_proto_rawDesc = "" +
 	"used_bytes\x18\x02 \x01(\x04R\tusedBytes\x12\x1d\n" +
 	"\n" +
 	"free_bytes\x18\x03 \x01(\x04R\tfreeBytes\x12\x14\n" +
-	"\x05files\x18\x04 \x01(\x04R\x05files\"\xb2\x02\n" +
+	"\x05files\x18\x04 \x01(\x04R\x05files\x12\x14\n" +
+	"\x05quota\x18\x05 \x01(\bR\x05quota\x12\x1b\n" +
+	"\tmax_files\x18\x06 \x01(\x04R\bmaxFiles\"\xb2\x02\n" +
 	"\x10PosixLockRequest\x12/\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x1f.kelp.filer.PosixLockRequest.OpR\x02op\x12\x18\n" +
 	"\asession\x18\x02 \x01(\tR\asession\x12\x12\n" +
