@@ -420,3 +420,36 @@ func (f *Filer) NearestQuota(ctx context.Context, p string) (*Quota, error) {
 	}
 	return f.quotaOf(ctx, p)
 }
+
+// precheckQuota fails early, before any upload, when a whole-file write of
+// size bytes at p would certainly pass a quota above it. The commit checks
+// again (this read is not in its transaction); size <= 0 checks nothing.
+func (f *Filer) precheckQuota(ctx context.Context, p string, size int64) error {
+	if size <= 0 {
+		return nil
+	}
+	v, err := f.st.Get(ctx, quotaCountKey)
+	if errors.Is(err, store.ErrNotFound) || err == nil && (len(v) != 8 || binary.BigEndian.Uint64(v) == 0) {
+		return nil
+	}
+	if err != nil {
+		return storeErr(err)
+	}
+	var old int64
+	if e, err := f.FindEntry(ctx, p); err == nil && e.Mode.IsRegular() {
+		old = e.Size
+	}
+	for dir, _ := SplitPath(p); dir != "/"; dir, _ = SplitPath(dir) {
+		q, err := f.GetQuota(ctx, dir)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if q.MaxBytes > 0 && size > old && q.UsedBytes+size-old > q.MaxBytes {
+			return fmt.Errorf("%w: %s: %d bytes used, %d more would pass the limit of %d", ErrQuotaExceeded, dir, q.UsedBytes, size-old, q.MaxBytes)
+		}
+	}
+	return nil
+}

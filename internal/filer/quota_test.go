@@ -198,3 +198,54 @@ func TestQuotaConcurrentWriters(t *testing.T) {
 	}
 	wantQuota(t, e.f, "/v", 75, 25)
 }
+
+// A write whose announced size passes the quota is refused before any
+// chunk is uploaded.
+func TestQuotaPrecheckUploadsNothing(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, Config{})
+	if err := e.f.Mkdir(ctx, "/v", 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.f.SetQuota(ctx, "/v", 100, 0); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 200)
+	_, err := e.f.WriteFile(ctx, "/v/big", bytes.NewReader(data), WriteOptions{SizeHint: int64(len(data))})
+	if !errors.Is(err, ErrQuotaExceeded) {
+		t.Fatalf("write past the quota: %v", err)
+	}
+	if live := e.blobs.Live(); len(live) != 0 {
+		t.Fatalf("blobs uploaded for a refused write: %v", live)
+	}
+}
+
+// BenchmarkQuotaCreates measures what a quota costs a create: entries
+// created per second below a directory without and with a quota.
+func BenchmarkQuotaCreates(b *testing.B) {
+	for _, withQuota := range []bool{false, true} {
+		name := "no-quota"
+		if withQuota {
+			name = "quota"
+		}
+		b.Run(name, func(b *testing.B) {
+			e := newEnv(b, Config{})
+			ctx := context.Background()
+			if err := e.f.Mkdir(ctx, "/v/a/b", 0o755, false); err != nil {
+				b.Fatal(err)
+			}
+			if withQuota {
+				if _, err := e.f.SetQuota(ctx, "/v", 1<<40, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := e.f.CreateEntry(ctx, &Entry{Path: fmt.Sprintf("/v/a/b/f%d", i), Mode: 0o644, Size: 10}, CreateOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
+		})
+	}
+}
