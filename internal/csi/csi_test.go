@@ -220,6 +220,7 @@ func TestRestartRemounts(t *testing.T) {
 	id := vol.Volume.VolumeId
 	base := t.TempDir()
 	staging, tp := filepath.Join(base, "staging"), filepath.Join(base, "pod", "mount")
+	t.Cleanup(func() { unmount(tp); unmount(staging) }) // should the test stop half-way
 	if _, err := nc.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: mountCap}); err != nil {
 		t.Fatal(err)
 	}
