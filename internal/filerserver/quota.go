@@ -1,11 +1,13 @@
 package filerserver
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
 
 	"github.com/kelpfs/kelp/internal/filer"
+	"github.com/kelpfs/kelp/internal/pb/filerpb"
 )
 
 // quotaJSON is a directory quota as the HTTP API shows it.
@@ -84,4 +86,25 @@ func (s *Server) quota(w http.ResponseWriter, r *http.Request, p string) {
 		return
 	}
 	writeJSON(w, http.StatusOK, toQuotaJSON(x))
+}
+
+// Quota is the gRPC form of ?op=quota.
+func (g *grpcServer) Quota(ctx context.Context, req *filerpb.QuotaRequest) (*filerpb.QuotaResponse, error) {
+	var q *filer.Quota
+	var err error
+	switch req.GetOp() {
+	case filerpb.QuotaRequest_GET:
+		q, err = g.s.filer.GetQuota(ctx, req.GetPath())
+	case filerpb.QuotaRequest_SET:
+		q, err = g.s.filer.SetQuota(ctx, req.GetPath(), req.GetMaxBytes(), req.GetMaxFiles())
+	case filerpb.QuotaRequest_REMOVE:
+		err = g.s.filer.RemoveQuota(ctx, req.GetPath())
+		q = &filer.Quota{Path: req.GetPath()}
+	default:
+		err = fmt.Errorf("%w: unknown quota op %v", errBadRequest, req.GetOp())
+	}
+	if err != nil {
+		return nil, g.err("Quota", err)
+	}
+	return &filerpb.QuotaResponse{Path: q.Path, MaxBytes: q.MaxBytes, MaxFiles: q.MaxFiles, UsedBytes: q.UsedBytes, UsedFiles: q.UsedFiles}, nil
 }
