@@ -45,6 +45,7 @@ func newCSICommand(g *globalFlags) *cobra.Command {
 	fl.StringVar(&cfg.VolumeRoot, "volume-root", "/csi-volumes", "filer directory holding one directory per volume")
 	fl.StringVar(&cfg.StateDir, "state-dir", "/var/lib/kelp-csi", "where the node plugin records its mounts, to restore them after a restart")
 	fl.Int64Var(&cfg.DefaultCapacity, "default-capacity", 1<<30, "capacity in bytes of a volume requested without one")
+	fl.BoolVar(&cfg.SyncClose, "sync-close", true, "close(2) commits the file before it returns, so a write past the volume's capacity fails there with ENOSPC (false: only fsync reports it; faster for many small files)")
 	fl.StringVar(&cfg.Collection, "collection", "", "collection of the chunks written through volumes (default: the filer's)")
 	fl.StringVar(&cfg.Replication, "replication", "", "replication of the chunks written through volumes (default: the filer's)")
 	return cmd

@@ -126,7 +126,7 @@ func TestQuotaThroughMount(t *testing.T) {
 	needFUSE(t)
 	ctx := context.Background()
 	filer, fg := startFiler(t)
-	sock, _ := startDriver(t, Config{Filer: filer, FilerGRPC: fg, NodeID: "node1", Controller: true, Node: true, StateDir: t.TempDir()})
+	sock, _ := startDriver(t, Config{Filer: filer, FilerGRPC: fg, NodeID: "node1", Controller: true, Node: true, StateDir: t.TempDir(), SyncClose: true})
 	conn := dial(t, sock)
 	cc, nc := csipb.NewControllerClient(conn), csipb.NewNodeClient(conn)
 	vol, err := cc.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: "pvc-q", VolumeCapabilities: []*csipb.VolumeCapability{mountCap},
@@ -149,6 +149,10 @@ func TestQuotaThroughMount(t *testing.T) {
 	keep := make([]byte, 60<<10)
 	writeSync(t, filepath.Join(tp, "keep"), keep, nil)
 	writeSync(t, filepath.Join(tp, "big"), make([]byte, 60<<10), syscall.ENOSPC)
+	// With SyncClose, close reports it to a writer that never fsyncs.
+	if err := os.WriteFile(filepath.Join(tp, "big"), make([]byte, 60<<10), 0o644); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("write and close past the capacity: %v", err)
+	}
 	if b, err := os.ReadFile(filepath.Join(tp, "keep")); err != nil || len(b) != len(keep) {
 		t.Fatalf("stored file after ENOSPC: %d bytes, %v", len(b), err)
 	}

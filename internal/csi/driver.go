@@ -46,6 +46,10 @@ type Config struct {
 	// DefaultCapacity is the capacity of a volume created without a
 	// capacity range (default 1 GiB).
 	DefaultCapacity int64
+	// SyncClose makes close(2) in a volume commit the file before it
+	// returns, so that a write past the capacity fails there with ENOSPC
+	// (without it only fsync reports it; see fuse.Options.SyncClose).
+	SyncClose bool
 	// Collection and Replication of the chunks written through mounts.
 	Collection, Replication string
 	Logger                  *slog.Logger

@@ -136,7 +136,7 @@ func (d *Driver) mountVolume(ctx context.Context, st volState) (*volMount, error
 		return nil, err
 	}
 	m, err := fuse.New(view, fuse.Options{Dir: st.Staging, FsName: "kelp:" + st.VolumeID, AllowOther: true,
-		ReadOnly: st.ReadOnly, Logger: d.log})
+		ReadOnly: st.ReadOnly, SyncClose: d.cfg.SyncClose, Logger: d.log})
 	if err != nil {
 		view.Close()
 		return nil, err
