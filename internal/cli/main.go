@@ -65,6 +65,7 @@ func newRootCommand() *cobra.Command {
 		newKMSCommand(),
 		newMountCommand(g),
 		newWebDAVCommand(g),
+		newCSICommand(g),
 		newFilerSyncCommand(g),
 		newFilerBackupCommand(g),
 		newFilerRestoreCommand(g),

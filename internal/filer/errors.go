@@ -23,6 +23,9 @@ var (
 	// ErrEventsTrimmed: events a subscriber asked for were deleted after the
 	// retention period (Config.EventRetention).
 	ErrEventsTrimmed = errors.New("filer: events trimmed")
+	// ErrQuotaExceeded: the change would make a directory quota's bytes or
+	// entries grow past its limit (see SetQuota). Nothing was changed.
+	ErrQuotaExceeded = errors.New("filer: quota exceeded")
 	// ErrClosed: the Filer was closed.
 	ErrClosed = errors.New("filer: closed")
 	// ErrStore: the metadata store failed. A write that fails with it may

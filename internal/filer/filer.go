@@ -134,7 +134,8 @@ func (f *Filer) Blobs() chunk.Blobs { return f.blobs }
 // may run fn more than once, so a txn is made afresh for each attempt.
 type txn struct {
 	f       *Filer
-	tx      store.Tx
+	tx      store.Tx // q, which keeps the quota counters
+	q       *quotaTx
 	now     time.Time
 	events  int
 	garbage int
@@ -145,8 +146,12 @@ type txn struct {
 func (f *Filer) update(ctx context.Context, fn func(t *txn) error) error {
 	var t *txn
 	err := f.st.Update(ctx, func(tx store.Tx) error {
-		t = &txn{f: f, tx: tx, now: f.now()}
-		return fn(t)
+		q := &quotaTx{Tx: tx}
+		t = &txn{f: f, tx: q, q: q, now: f.now()}
+		if err := fn(t); err != nil {
+			return err
+		}
+		return q.finish()
 	})
 	if err != nil {
 		return storeErr(err)
@@ -180,7 +185,7 @@ func storeErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, e := range []error{ErrNotFound, ErrExists, ErrNotDir, ErrIsDir, ErrNotEmpty, ErrInvalidPath, ErrInvalid, ErrCorrupt, ErrEventsTrimmed} {
+	for _, e := range []error{ErrNotFound, ErrExists, ErrNotDir, ErrIsDir, ErrNotEmpty, ErrInvalidPath, ErrInvalid, ErrCorrupt, ErrEventsTrimmed, ErrQuotaExceeded} {
 		if errors.Is(err, e) {
 			return err
 		}

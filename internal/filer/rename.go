@@ -68,6 +68,11 @@ func (t *txn) rename(from, to string) error {
 	moved.Path = to
 	moved.Ctime = t.now
 	if src.IsDir() {
+		if held, err := t.q.holdsQuota(from); err != nil {
+			return err
+		} else if held {
+			return fmt.Errorf("%w: %s is or holds a quota directory and cannot be renamed", ErrInvalid, from)
+		}
 		if err := t.moveTree(from, to); err != nil {
 			return err
 		}

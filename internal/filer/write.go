@@ -58,6 +58,9 @@ func (f *Filer) WriteFile(ctx context.Context, p string, r io.Reader, opts Write
 	if err != nil {
 		return nil, err
 	}
+	if err := f.precheckQuota(ctx, p, opts.SizeHint); err != nil {
+		return nil, err
+	}
 	res, err := f.split(ctx, r, 0, opts.SizeHint)
 	if err != nil {
 		return nil, err

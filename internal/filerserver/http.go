@@ -72,6 +72,10 @@ func (s *Server) followHardLink(r *http.Request, e *filer.Entry) (*filer.Entry, 
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request, p string) {
 	ctx := r.Context()
+	if r.URL.Query().Get("op") == "quota" {
+		s.quota(w, r, p)
+		return
+	}
 	e, err := s.filer.FindEntry(ctx, p)
 	if err == nil {
 		e, err = s.followHardLink(r, e)
@@ -164,6 +168,9 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, p string) {
 			return
 		}
 		writeJSON(w, http.StatusOK, entryJSON(e, false))
+		return
+	case op == "quota":
+		s.quota(w, r, p)
 		return
 	case op != "" && op != "append" && op != "write" && op != "truncate":
 		s.writeError(w, r, fmt.Errorf("%w: unknown op %q", errBadRequest, op))

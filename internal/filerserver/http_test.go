@@ -271,3 +271,34 @@ func TestHTTPTruncate(t *testing.T) {
 	resp, body = do(t, "POST", base+"/nothing?op=truncate&size=1", nil)
 	want(t, resp, body, http.StatusNotFound)
 }
+
+func TestHTTPQuota(t *testing.T) {
+	_, base := startFake(t, 0)
+	resp, body := do(t, "PUT", base+"/vol/", nil)
+	want(t, resp, body, http.StatusCreated)
+	resp, body = do(t, "POST", base+"/vol?op=quota&bytes=10&files=5", nil)
+	want(t, resp, body, http.StatusOK)
+	resp, body = do(t, "PUT", base+"/vol/a", strings.NewReader("0123456789"))
+	want(t, resp, body, http.StatusCreated)
+	resp, body = do(t, "PUT", base+"/vol/b", strings.NewReader("x"))
+	want(t, resp, body, http.StatusInsufficientStorage)
+	resp, body = do(t, "GET", base+"/vol/a", nil)
+	want(t, resp, body, http.StatusOK)
+	if string(body) != "0123456789" {
+		t.Fatalf("stored file after a refused write: %q", body)
+	}
+	resp, body = do(t, "GET", base+"/vol?op=quota", nil)
+	want(t, resp, body, http.StatusOK)
+	var q quotaJSON
+	if err := json.Unmarshal(body, &q); err != nil || q.UsedBytes != 10 || q.UsedFiles != 1 || q.MaxBytes != 10 || q.MaxFiles != 5 {
+		t.Fatalf("quota: %s %v", body, err)
+	}
+	resp, body = do(t, "POST", base+"/vol?op=quota&bytes=-1", nil)
+	want(t, resp, body, http.StatusBadRequest)
+	resp, body = do(t, "POST", base+"/vol?op=quota&remove=true", nil)
+	want(t, resp, body, http.StatusNoContent)
+	resp, body = do(t, "GET", base+"/vol?op=quota", nil)
+	want(t, resp, body, http.StatusNotFound)
+	resp, body = do(t, "PUT", base+"/vol/b", strings.NewReader("x"))
+	want(t, resp, body, http.StatusCreated)
+}

@@ -343,6 +343,16 @@ const statfsFresh = 5 * time.Second
 // the size limit, used the bytes in volumes, free what is left of that,
 // bounded by the disks' free space.
 func (g *grpcServer) Statfs(ctx context.Context, req *filerpb.StatfsRequest) (*filerpb.StatfsResponse, error) {
+	if req.GetPath() != "" && req.GetPath() != "/" {
+		q, err := g.s.filer.NearestQuota(ctx, req.GetPath())
+		if err != nil {
+			return nil, grpcError(g.s.log, "Statfs", err)
+		}
+		if q != nil && q.MaxBytes > 0 {
+			return &filerpb.StatfsResponse{Quota: true, TotalBytes: uint64(q.MaxBytes), UsedBytes: uint64(q.UsedBytes),
+				FreeBytes: uint64(max(q.MaxBytes-q.UsedBytes, 0)), Files: uint64(q.UsedFiles), MaxFiles: uint64(q.MaxFiles)}, nil
+		}
+	}
 	c := &g.s.statfs
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -593,7 +593,9 @@ func (fs *FS) StatFS(ctx context.Context) Statfs {
 	out := Statfs{Bsize: bsize, NameLen: maxNameLen, Ffree: inodes}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	r, err := fs.filer.Statfs(ctx, &filerpb.StatfsRequest{})
+	// With the view's root under a directory quota (a CSI volume) the
+	// filer answers with the quota: df shows the volume's capacity.
+	r, err := fs.filer.Statfs(ctx, &filerpb.StatfsRequest{Path: fs.cfg.Root})
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if err != nil {
@@ -610,6 +612,9 @@ func (fs *FS) StatFS(ctx context.Context) Statfs {
 	out.Blocks, out.Bfree = r.TotalBytes/bsize, r.FreeBytes/bsize
 	out.Bavail = out.Bfree
 	out.Files = r.Files + inodes
+	if r.Quota && r.MaxFiles > 0 {
+		out.Files, out.Ffree = r.MaxFiles, r.MaxFiles-min(r.Files, r.MaxFiles)
+	}
 	return out
 }
 

@@ -97,6 +97,9 @@ var objectErrors = []struct {
 	{objectapi.ErrInvalidArgument, errInvalidArgument},
 	{objectapi.ErrInvalidRequest, errInvalidRequest},
 	{filer.ErrInvalidPath, newErr("InvalidArgument", 400, "The key cannot be stored.")},
+	// A quota on the bucket's directory (or one above it) is full. Not an
+	// AWS code (S3 has no bucket quotas); 403 so that SDKs do not retry.
+	{filer.ErrQuotaExceeded, newErr("QuotaExceeded", 403, "The bucket's quota does not allow this write.")},
 	{chunk.ErrNotFound, newErr("InternalError", 500, "Object data is missing on the volume servers.")},
 }
 

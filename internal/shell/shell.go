@@ -106,7 +106,7 @@ func New(cfg Config) (*Shell, error) {
 	s.lock = &adminLock{}
 	// The registry, family by family; help lists it sorted.
 	for _, family := range [][]command{
-		lockCommands(), clusterCommands(), volumeCommands(), moveCommands(), collectionCommands(), ecCommands(),
+		lockCommands(), clusterCommands(), volumeCommands(), moveCommands(), collectionCommands(), ecCommands(), fsCommands(),
 	} {
 		s.commands = append(s.commands, family...)
 	}

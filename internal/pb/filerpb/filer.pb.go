@@ -21,6 +21,55 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type QuotaRequest_Op int32
+
+const (
+	QuotaRequest_GET    QuotaRequest_Op = 0 // NOT_FOUND when the directory has no quota
+	QuotaRequest_SET    QuotaRequest_Op = 1 // set max_bytes and max_files (0: unlimited); usage is counted at the first set
+	QuotaRequest_REMOVE QuotaRequest_Op = 2
+)
+
+// Enum value maps for QuotaRequest_Op.
+var (
+	QuotaRequest_Op_name = map[int32]string{
+		0: "GET",
+		1: "SET",
+		2: "REMOVE",
+	}
+	QuotaRequest_Op_value = map[string]int32{
+		"GET":    0,
+		"SET":    1,
+		"REMOVE": 2,
+	}
+)
+
+func (x QuotaRequest_Op) Enum() *QuotaRequest_Op {
+	p := new(QuotaRequest_Op)
+	*p = x
+	return p
+}
+
+func (x QuotaRequest_Op) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (QuotaRequest_Op) Descriptor() protoreflect.EnumDescriptor {
+	return file_filer_proto_enumTypes[0].Descriptor()
+}
+
+func (QuotaRequest_Op) Type() protoreflect.EnumType {
+	return &file_filer_proto_enumTypes[0]
+}
+
+func (x QuotaRequest_Op) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use QuotaRequest_Op.Descriptor instead.
+func (QuotaRequest_Op) EnumDescriptor() ([]byte, []int) {
+	return file_filer_proto_rawDescGZIP(), []int{12, 0}
+}
+
 type MetadataEvent_Type int32
 
 const (
@@ -60,11 +109,11 @@ func (x MetadataEvent_Type) String() string {
 }
 
 func (MetadataEvent_Type) Descriptor() protoreflect.EnumDescriptor {
-	return file_filer_proto_enumTypes[0].Descriptor()
+	return file_filer_proto_enumTypes[1].Descriptor()
 }
 
 func (MetadataEvent_Type) Type() protoreflect.EnumType {
-	return &file_filer_proto_enumTypes[0]
+	return &file_filer_proto_enumTypes[1]
 }
 
 func (x MetadataEvent_Type) Number() protoreflect.EnumNumber {
@@ -73,7 +122,7 @@ func (x MetadataEvent_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MetadataEvent_Type.Descriptor instead.
 func (MetadataEvent_Type) EnumDescriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{19, 0}
+	return file_filer_proto_rawDescGZIP(), []int{21, 0}
 }
 
 type PosixLockRequest_Op int32
@@ -115,11 +164,11 @@ func (x PosixLockRequest_Op) String() string {
 }
 
 func (PosixLockRequest_Op) Descriptor() protoreflect.EnumDescriptor {
-	return file_filer_proto_enumTypes[1].Descriptor()
+	return file_filer_proto_enumTypes[2].Descriptor()
 }
 
 func (PosixLockRequest_Op) Type() protoreflect.EnumType {
-	return &file_filer_proto_enumTypes[1]
+	return &file_filer_proto_enumTypes[2]
 }
 
 func (x PosixLockRequest_Op) Number() protoreflect.EnumNumber {
@@ -128,7 +177,7 @@ func (x PosixLockRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PosixLockRequest_Op.Descriptor instead.
 func (PosixLockRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{24, 0}
+	return file_filer_proto_rawDescGZIP(), []int{26, 0}
 }
 
 type DavLockRequest_Op int32
@@ -167,11 +216,11 @@ func (x DavLockRequest_Op) String() string {
 }
 
 func (DavLockRequest_Op) Descriptor() protoreflect.EnumDescriptor {
-	return file_filer_proto_enumTypes[2].Descriptor()
+	return file_filer_proto_enumTypes[3].Descriptor()
 }
 
 func (DavLockRequest_Op) Type() protoreflect.EnumType {
-	return &file_filer_proto_enumTypes[2]
+	return &file_filer_proto_enumTypes[3]
 }
 
 func (x DavLockRequest_Op) Number() protoreflect.EnumNumber {
@@ -180,7 +229,7 @@ func (x DavLockRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DavLockRequest_Op.Descriptor instead.
 func (DavLockRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{27, 0}
+	return file_filer_proto_rawDescGZIP(), []int{29, 0}
 }
 
 type Chunk struct {
@@ -907,6 +956,150 @@ func (*SyncResponse) Descriptor() ([]byte, []int) {
 	return file_filer_proto_rawDescGZIP(), []int{11}
 }
 
+type QuotaRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Op            QuotaRequest_Op        `protobuf:"varint,2,opt,name=op,proto3,enum=kelp.filer.QuotaRequest_Op" json:"op,omitempty"`
+	MaxBytes      int64                  `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	MaxFiles      int64                  `protobuf:"varint,4,opt,name=max_files,json=maxFiles,proto3" json:"max_files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaRequest) Reset() {
+	*x = QuotaRequest{}
+	mi := &file_filer_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaRequest) ProtoMessage() {}
+
+func (x *QuotaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_filer_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaRequest.ProtoReflect.Descriptor instead.
+func (*QuotaRequest) Descriptor() ([]byte, []int) {
+	return file_filer_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *QuotaRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *QuotaRequest) GetOp() QuotaRequest_Op {
+	if x != nil {
+		return x.Op
+	}
+	return QuotaRequest_GET
+}
+
+func (x *QuotaRequest) GetMaxBytes() int64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *QuotaRequest) GetMaxFiles() int64 {
+	if x != nil {
+		return x.MaxFiles
+	}
+	return 0
+}
+
+type QuotaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	MaxBytes      int64                  `protobuf:"varint,2,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	MaxFiles      int64                  `protobuf:"varint,3,opt,name=max_files,json=maxFiles,proto3" json:"max_files,omitempty"`
+	UsedBytes     int64                  `protobuf:"varint,4,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`
+	UsedFiles     int64                  `protobuf:"varint,5,opt,name=used_files,json=usedFiles,proto3" json:"used_files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaResponse) Reset() {
+	*x = QuotaResponse{}
+	mi := &file_filer_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaResponse) ProtoMessage() {}
+
+func (x *QuotaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_filer_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaResponse.ProtoReflect.Descriptor instead.
+func (*QuotaResponse) Descriptor() ([]byte, []int) {
+	return file_filer_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *QuotaResponse) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *QuotaResponse) GetMaxBytes() int64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *QuotaResponse) GetMaxFiles() int64 {
+	if x != nil {
+		return x.MaxFiles
+	}
+	return 0
+}
+
+func (x *QuotaResponse) GetUsedBytes() int64 {
+	if x != nil {
+		return x.UsedBytes
+	}
+	return 0
+}
+
+func (x *QuotaResponse) GetUsedFiles() int64 {
+	if x != nil {
+		return x.UsedFiles
+	}
+	return 0
+}
+
 type DeleteEntryRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
@@ -917,7 +1110,7 @@ type DeleteEntryRequest struct {
 
 func (x *DeleteEntryRequest) Reset() {
 	*x = DeleteEntryRequest{}
-	mi := &file_filer_proto_msgTypes[12]
+	mi := &file_filer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +1122,7 @@ func (x *DeleteEntryRequest) String() string {
 func (*DeleteEntryRequest) ProtoMessage() {}
 
 func (x *DeleteEntryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[12]
+	mi := &file_filer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +1135,7 @@ func (x *DeleteEntryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEntryRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEntryRequest) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{12}
+	return file_filer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteEntryRequest) GetPath() string {
@@ -967,7 +1160,7 @@ type DeleteEntryResponse struct {
 
 func (x *DeleteEntryResponse) Reset() {
 	*x = DeleteEntryResponse{}
-	mi := &file_filer_proto_msgTypes[13]
+	mi := &file_filer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1172,7 @@ func (x *DeleteEntryResponse) String() string {
 func (*DeleteEntryResponse) ProtoMessage() {}
 
 func (x *DeleteEntryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[13]
+	mi := &file_filer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1185,7 @@ func (x *DeleteEntryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEntryResponse.ProtoReflect.Descriptor instead.
 func (*DeleteEntryResponse) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{13}
+	return file_filer_proto_rawDescGZIP(), []int{15}
 }
 
 type RenameRequest struct {
@@ -1005,7 +1198,7 @@ type RenameRequest struct {
 
 func (x *RenameRequest) Reset() {
 	*x = RenameRequest{}
-	mi := &file_filer_proto_msgTypes[14]
+	mi := &file_filer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1017,7 +1210,7 @@ func (x *RenameRequest) String() string {
 func (*RenameRequest) ProtoMessage() {}
 
 func (x *RenameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[14]
+	mi := &file_filer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1030,7 +1223,7 @@ func (x *RenameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameRequest.ProtoReflect.Descriptor instead.
 func (*RenameRequest) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{14}
+	return file_filer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RenameRequest) GetFrom() string {
@@ -1055,7 +1248,7 @@ type RenameResponse struct {
 
 func (x *RenameResponse) Reset() {
 	*x = RenameResponse{}
-	mi := &file_filer_proto_msgTypes[15]
+	mi := &file_filer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1260,7 @@ func (x *RenameResponse) String() string {
 func (*RenameResponse) ProtoMessage() {}
 
 func (x *RenameResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[15]
+	mi := &file_filer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1273,7 @@ func (x *RenameResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameResponse.ProtoReflect.Descriptor instead.
 func (*RenameResponse) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{15}
+	return file_filer_proto_rawDescGZIP(), []int{17}
 }
 
 type AssignVolumeRequest struct {
@@ -1096,7 +1289,7 @@ type AssignVolumeRequest struct {
 
 func (x *AssignVolumeRequest) Reset() {
 	*x = AssignVolumeRequest{}
-	mi := &file_filer_proto_msgTypes[16]
+	mi := &file_filer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1108,7 +1301,7 @@ func (x *AssignVolumeRequest) String() string {
 func (*AssignVolumeRequest) ProtoMessage() {}
 
 func (x *AssignVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[16]
+	mi := &file_filer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1121,7 +1314,7 @@ func (x *AssignVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignVolumeRequest.ProtoReflect.Descriptor instead.
 func (*AssignVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{16}
+	return file_filer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AssignVolumeRequest) GetCount() uint64 {
@@ -1172,7 +1365,7 @@ type AssignVolumeResponse struct {
 
 func (x *AssignVolumeResponse) Reset() {
 	*x = AssignVolumeResponse{}
-	mi := &file_filer_proto_msgTypes[17]
+	mi := &file_filer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1377,7 @@ func (x *AssignVolumeResponse) String() string {
 func (*AssignVolumeResponse) ProtoMessage() {}
 
 func (x *AssignVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[17]
+	mi := &file_filer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1390,7 @@ func (x *AssignVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignVolumeResponse.ProtoReflect.Descriptor instead.
 func (*AssignVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{17}
+	return file_filer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AssignVolumeResponse) GetFid() string {
@@ -1244,7 +1437,7 @@ type SubscribeMetadataRequest struct {
 
 func (x *SubscribeMetadataRequest) Reset() {
 	*x = SubscribeMetadataRequest{}
-	mi := &file_filer_proto_msgTypes[18]
+	mi := &file_filer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1449,7 @@ func (x *SubscribeMetadataRequest) String() string {
 func (*SubscribeMetadataRequest) ProtoMessage() {}
 
 func (x *SubscribeMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[18]
+	mi := &file_filer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1462,7 @@ func (x *SubscribeMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeMetadataRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{18}
+	return file_filer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SubscribeMetadataRequest) GetSinceSeq() uint64 {
@@ -1292,7 +1485,7 @@ type MetadataEvent struct {
 
 func (x *MetadataEvent) Reset() {
 	*x = MetadataEvent{}
-	mi := &file_filer_proto_msgTypes[19]
+	mi := &file_filer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1497,7 @@ func (x *MetadataEvent) String() string {
 func (*MetadataEvent) ProtoMessage() {}
 
 func (x *MetadataEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[19]
+	mi := &file_filer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1510,7 @@ func (x *MetadataEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataEvent.ProtoReflect.Descriptor instead.
 func (*MetadataEvent) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{19}
+	return file_filer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MetadataEvent) GetSeq() uint64 {
@@ -1363,7 +1556,7 @@ type GetConfigurationRequest struct {
 
 func (x *GetConfigurationRequest) Reset() {
 	*x = GetConfigurationRequest{}
-	mi := &file_filer_proto_msgTypes[20]
+	mi := &file_filer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1568,7 @@ func (x *GetConfigurationRequest) String() string {
 func (*GetConfigurationRequest) ProtoMessage() {}
 
 func (x *GetConfigurationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[20]
+	mi := &file_filer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1581,7 @@ func (x *GetConfigurationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigurationRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigurationRequest) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{20}
+	return file_filer_proto_rawDescGZIP(), []int{22}
 }
 
 type GetConfigurationResponse struct {
@@ -1404,7 +1597,7 @@ type GetConfigurationResponse struct {
 
 func (x *GetConfigurationResponse) Reset() {
 	*x = GetConfigurationResponse{}
-	mi := &file_filer_proto_msgTypes[21]
+	mi := &file_filer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1416,7 +1609,7 @@ func (x *GetConfigurationResponse) String() string {
 func (*GetConfigurationResponse) ProtoMessage() {}
 
 func (x *GetConfigurationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[21]
+	mi := &file_filer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1429,7 +1622,7 @@ func (x *GetConfigurationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigurationResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigurationResponse) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{21}
+	return file_filer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetConfigurationResponse) GetMasters() []string {
@@ -1468,14 +1661,18 @@ func (x *GetConfigurationResponse) GetLastSeq() uint64 {
 }
 
 type StatfsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path, when set and it or a directory above it has a quota with a byte
+	// limit, asks for that quota instead of the cluster (a mount of a CSI
+	// volume shows its capacity in df).
+	Path          string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatfsRequest) Reset() {
 	*x = StatfsRequest{}
-	mi := &file_filer_proto_msgTypes[22]
+	mi := &file_filer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1684,7 @@ func (x *StatfsRequest) String() string {
 func (*StatfsRequest) ProtoMessage() {}
 
 func (x *StatfsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[22]
+	mi := &file_filer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,22 +1697,34 @@ func (x *StatfsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatfsRequest.ProtoReflect.Descriptor instead.
 func (*StatfsRequest) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{22}
+	return file_filer_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *StatfsRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
 }
 
 type StatfsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TotalBytes    uint64                 `protobuf:"varint,1,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"` // what the volume servers may hold (volume slots x volume size limit)
-	UsedBytes     uint64                 `protobuf:"varint,2,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`    // bytes in volumes (every copy)
-	FreeBytes     uint64                 `protobuf:"varint,3,opt,name=free_bytes,json=freeBytes,proto3" json:"free_bytes,omitempty"`    // what may still be written, bounded by the disks' free space
-	Files         uint64                 `protobuf:"varint,4,opt,name=files,proto3" json:"files,omitempty"`                             // needles stored (every copy)
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TotalBytes uint64                 `protobuf:"varint,1,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"` // what the volume servers may hold (volume slots x volume size limit)
+	UsedBytes  uint64                 `protobuf:"varint,2,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`    // bytes in volumes (every copy)
+	FreeBytes  uint64                 `protobuf:"varint,3,opt,name=free_bytes,json=freeBytes,proto3" json:"free_bytes,omitempty"`    // what may still be written, bounded by the disks' free space
+	Files      uint64                 `protobuf:"varint,4,opt,name=files,proto3" json:"files,omitempty"`                             // needles stored (every copy)
+	// Set when the answer is a directory quota's: total_bytes is its byte
+	// limit, used_bytes and files its usage, free_bytes what is left;
+	// max_files its entry limit (0: none).
+	Quota         bool   `protobuf:"varint,5,opt,name=quota,proto3" json:"quota,omitempty"`
+	MaxFiles      uint64 `protobuf:"varint,6,opt,name=max_files,json=maxFiles,proto3" json:"max_files,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatfsResponse) Reset() {
 	*x = StatfsResponse{}
-	mi := &file_filer_proto_msgTypes[23]
+	mi := &file_filer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1736,7 @@ func (x *StatfsResponse) String() string {
 func (*StatfsResponse) ProtoMessage() {}
 
 func (x *StatfsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[23]
+	mi := &file_filer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1749,7 @@ func (x *StatfsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatfsResponse.ProtoReflect.Descriptor instead.
 func (*StatfsResponse) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{23}
+	return file_filer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StatfsResponse) GetTotalBytes() uint64 {
@@ -1571,6 +1780,20 @@ func (x *StatfsResponse) GetFiles() uint64 {
 	return 0
 }
 
+func (x *StatfsResponse) GetQuota() bool {
+	if x != nil {
+		return x.Quota
+	}
+	return false
+}
+
+func (x *StatfsResponse) GetMaxFiles() uint64 {
+	if x != nil {
+		return x.MaxFiles
+	}
+	return 0
+}
+
 type PosixLockRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Op            PosixLockRequest_Op    `protobuf:"varint,1,opt,name=op,proto3,enum=kelp.filer.PosixLockRequest_Op" json:"op,omitempty"`
@@ -1588,7 +1811,7 @@ type PosixLockRequest struct {
 
 func (x *PosixLockRequest) Reset() {
 	*x = PosixLockRequest{}
-	mi := &file_filer_proto_msgTypes[24]
+	mi := &file_filer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +1823,7 @@ func (x *PosixLockRequest) String() string {
 func (*PosixLockRequest) ProtoMessage() {}
 
 func (x *PosixLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[24]
+	mi := &file_filer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +1836,7 @@ func (x *PosixLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PosixLockRequest.ProtoReflect.Descriptor instead.
 func (*PosixLockRequest) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{24}
+	return file_filer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PosixLockRequest) GetOp() PosixLockRequest_Op {
@@ -1692,7 +1915,7 @@ type PosixLockResponse struct {
 
 func (x *PosixLockResponse) Reset() {
 	*x = PosixLockResponse{}
-	mi := &file_filer_proto_msgTypes[25]
+	mi := &file_filer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +1927,7 @@ func (x *PosixLockResponse) String() string {
 func (*PosixLockResponse) ProtoMessage() {}
 
 func (x *PosixLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[25]
+	mi := &file_filer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +1940,7 @@ func (x *PosixLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PosixLockResponse.ProtoReflect.Descriptor instead.
 func (*PosixLockResponse) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{25}
+	return file_filer_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PosixLockResponse) GetConflict() bool {
@@ -1766,7 +1989,7 @@ type DavCondition struct {
 
 func (x *DavCondition) Reset() {
 	*x = DavCondition{}
-	mi := &file_filer_proto_msgTypes[26]
+	mi := &file_filer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +2001,7 @@ func (x *DavCondition) String() string {
 func (*DavCondition) ProtoMessage() {}
 
 func (x *DavCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[26]
+	mi := &file_filer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +2014,7 @@ func (x *DavCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DavCondition.ProtoReflect.Descriptor instead.
 func (*DavCondition) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{26}
+	return file_filer_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DavCondition) GetNot() bool {
@@ -1832,7 +2055,7 @@ type DavLockRequest struct {
 
 func (x *DavLockRequest) Reset() {
 	*x = DavLockRequest{}
-	mi := &file_filer_proto_msgTypes[27]
+	mi := &file_filer_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +2067,7 @@ func (x *DavLockRequest) String() string {
 func (*DavLockRequest) ProtoMessage() {}
 
 func (x *DavLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[27]
+	mi := &file_filer_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +2080,7 @@ func (x *DavLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DavLockRequest.ProtoReflect.Descriptor instead.
 func (*DavLockRequest) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{27}
+	return file_filer_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DavLockRequest) GetOp() DavLockRequest_Op {
@@ -1936,7 +2159,7 @@ type DavLockResponse struct {
 
 func (x *DavLockResponse) Reset() {
 	*x = DavLockResponse{}
-	mi := &file_filer_proto_msgTypes[28]
+	mi := &file_filer_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1948,7 +2171,7 @@ func (x *DavLockResponse) String() string {
 func (*DavLockResponse) ProtoMessage() {}
 
 func (x *DavLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[28]
+	mi := &file_filer_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1961,7 +2184,7 @@ func (x *DavLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DavLockResponse.ProtoReflect.Descriptor instead.
 func (*DavLockResponse) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{28}
+	return file_filer_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DavLockResponse) GetToken() string {
@@ -2061,7 +2284,25 @@ const file_filer_proto_rawDesc = "" +
 	"\x13deferred_durability\x18\x02 \x01(\bR\x12deferredDurability\"\x15\n" +
 	"\x13UpdateEntryResponse\"\r\n" +
 	"\vSyncRequest\"\x0e\n" +
-	"\fSyncResponse\"F\n" +
+	"\fSyncResponse\"\xad\x01\n" +
+	"\fQuotaRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12+\n" +
+	"\x02op\x18\x02 \x01(\x0e2\x1b.kelp.filer.QuotaRequest.OpR\x02op\x12\x1b\n" +
+	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\x12\x1b\n" +
+	"\tmax_files\x18\x04 \x01(\x03R\bmaxFiles\"\"\n" +
+	"\x02Op\x12\a\n" +
+	"\x03GET\x10\x00\x12\a\n" +
+	"\x03SET\x10\x01\x12\n" +
+	"\n" +
+	"\x06REMOVE\x10\x02\"\x9b\x01\n" +
+	"\rQuotaResponse\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1b\n" +
+	"\tmax_bytes\x18\x02 \x01(\x03R\bmaxBytes\x12\x1b\n" +
+	"\tmax_files\x18\x03 \x01(\x03R\bmaxFiles\x12\x1d\n" +
+	"\n" +
+	"used_bytes\x18\x04 \x01(\x03R\tusedBytes\x12\x1d\n" +
+	"\n" +
+	"used_files\x18\x05 \x01(\x03R\tusedFiles\"F\n" +
 	"\x12DeleteEntryRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1c\n" +
 	"\trecursive\x18\x02 \x01(\bR\trecursive\"\x15\n" +
@@ -2113,8 +2354,9 @@ const file_filer_proto_rawDesc = "" +
 	"collection\x18\x03 \x01(\tR\n" +
 	"collection\x12 \n" +
 	"\vreplication\x18\x04 \x01(\tR\vreplication\x12\x19\n" +
-	"\blast_seq\x18\x05 \x01(\x04R\alastSeq\"\x0f\n" +
-	"\rStatfsRequest\"\x85\x01\n" +
+	"\blast_seq\x18\x05 \x01(\x04R\alastSeq\"#\n" +
+	"\rStatfsRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"\xb8\x01\n" +
 	"\x0eStatfsResponse\x12\x1f\n" +
 	"\vtotal_bytes\x18\x01 \x01(\x04R\n" +
 	"totalBytes\x12\x1d\n" +
@@ -2122,7 +2364,9 @@ const file_filer_proto_rawDesc = "" +
 	"used_bytes\x18\x02 \x01(\x04R\tusedBytes\x12\x1d\n" +
 	"\n" +
 	"free_bytes\x18\x03 \x01(\x04R\tfreeBytes\x12\x14\n" +
-	"\x05files\x18\x04 \x01(\x04R\x05files\"\xb2\x02\n" +
+	"\x05files\x18\x04 \x01(\x04R\x05files\x12\x14\n" +
+	"\x05quota\x18\x05 \x01(\bR\x05quota\x12\x1b\n" +
+	"\tmax_files\x18\x06 \x01(\x04R\bmaxFiles\"\xb2\x02\n" +
 	"\x10PosixLockRequest\x12/\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x1f.kelp.filer.PosixLockRequest.OpR\x02op\x12\x18\n" +
 	"\asession\x18\x02 \x01(\tR\asession\x12\x12\n" +
@@ -2177,7 +2421,7 @@ const file_filer_proto_rawDesc = "" +
 	"zero_depth\x18\x03 \x01(\bR\tzeroDepth\x12\x1b\n" +
 	"\towner_xml\x18\x04 \x01(\tR\bownerXml\x12\x1f\n" +
 	"\vduration_ns\x18\x05 \x01(\x03R\n" +
-	"durationNs2\xee\a\n" +
+	"durationNs2\xac\b\n" +
 	"\x05Filer\x12N\n" +
 	"\vLookupEntry\x12\x1e.kelp.filer.LookupEntryRequest\x1a\x1f.kelp.filer.LookupEntryResponse\x12P\n" +
 	"\vListEntries\x12\x1e.kelp.filer.ListEntriesRequest\x1a\x1f.kelp.filer.ListEntriesResponse0\x01\x12N\n" +
@@ -2191,7 +2435,8 @@ const file_filer_proto_rawDesc = "" +
 	"\x06Statfs\x12\x19.kelp.filer.StatfsRequest\x1a\x1a.kelp.filer.StatfsResponse\x12H\n" +
 	"\tPosixLock\x12\x1c.kelp.filer.PosixLockRequest\x1a\x1d.kelp.filer.PosixLockResponse\x12B\n" +
 	"\aDavLock\x12\x1a.kelp.filer.DavLockRequest\x1a\x1b.kelp.filer.DavLockResponse\x129\n" +
-	"\x04Sync\x12\x17.kelp.filer.SyncRequest\x1a\x18.kelp.filer.SyncResponseB,Z*github.com/kelpfs/kelp/internal/pb/filerpbb\x06proto3"
+	"\x04Sync\x12\x17.kelp.filer.SyncRequest\x1a\x18.kelp.filer.SyncResponse\x12<\n" +
+	"\x05Quota\x12\x18.kelp.filer.QuotaRequest\x1a\x19.kelp.filer.QuotaResponseB,Z*github.com/kelpfs/kelp/internal/pb/filerpbb\x06proto3"
 
 var (
 	file_filer_proto_rawDescOnce sync.Once
@@ -2205,89 +2450,95 @@ func file_filer_proto_rawDescGZIP() []byte {
 	return file_filer_proto_rawDescData
 }
 
-var file_filer_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_filer_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_filer_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_filer_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_filer_proto_goTypes = []any{
-	(MetadataEvent_Type)(0),          // 0: kelp.filer.MetadataEvent.Type
-	(PosixLockRequest_Op)(0),         // 1: kelp.filer.PosixLockRequest.Op
-	(DavLockRequest_Op)(0),           // 2: kelp.filer.DavLockRequest.Op
-	(*Chunk)(nil),                    // 3: kelp.filer.Chunk
-	(*Entry)(nil),                    // 4: kelp.filer.Entry
-	(*LookupEntryRequest)(nil),       // 5: kelp.filer.LookupEntryRequest
-	(*LookupEntryResponse)(nil),      // 6: kelp.filer.LookupEntryResponse
-	(*ListEntriesRequest)(nil),       // 7: kelp.filer.ListEntriesRequest
-	(*ListEntriesResponse)(nil),      // 8: kelp.filer.ListEntriesResponse
-	(*CreateEntryRequest)(nil),       // 9: kelp.filer.CreateEntryRequest
-	(*CreateEntryResponse)(nil),      // 10: kelp.filer.CreateEntryResponse
-	(*UpdateEntryRequest)(nil),       // 11: kelp.filer.UpdateEntryRequest
-	(*UpdateEntryResponse)(nil),      // 12: kelp.filer.UpdateEntryResponse
-	(*SyncRequest)(nil),              // 13: kelp.filer.SyncRequest
-	(*SyncResponse)(nil),             // 14: kelp.filer.SyncResponse
-	(*DeleteEntryRequest)(nil),       // 15: kelp.filer.DeleteEntryRequest
-	(*DeleteEntryResponse)(nil),      // 16: kelp.filer.DeleteEntryResponse
-	(*RenameRequest)(nil),            // 17: kelp.filer.RenameRequest
-	(*RenameResponse)(nil),           // 18: kelp.filer.RenameResponse
-	(*AssignVolumeRequest)(nil),      // 19: kelp.filer.AssignVolumeRequest
-	(*AssignVolumeResponse)(nil),     // 20: kelp.filer.AssignVolumeResponse
-	(*SubscribeMetadataRequest)(nil), // 21: kelp.filer.SubscribeMetadataRequest
-	(*MetadataEvent)(nil),            // 22: kelp.filer.MetadataEvent
-	(*GetConfigurationRequest)(nil),  // 23: kelp.filer.GetConfigurationRequest
-	(*GetConfigurationResponse)(nil), // 24: kelp.filer.GetConfigurationResponse
-	(*StatfsRequest)(nil),            // 25: kelp.filer.StatfsRequest
-	(*StatfsResponse)(nil),           // 26: kelp.filer.StatfsResponse
-	(*PosixLockRequest)(nil),         // 27: kelp.filer.PosixLockRequest
-	(*PosixLockResponse)(nil),        // 28: kelp.filer.PosixLockResponse
-	(*DavCondition)(nil),             // 29: kelp.filer.DavCondition
-	(*DavLockRequest)(nil),           // 30: kelp.filer.DavLockRequest
-	(*DavLockResponse)(nil),          // 31: kelp.filer.DavLockResponse
-	nil,                              // 32: kelp.filer.Entry.UserMetadataEntry
-	nil,                              // 33: kelp.filer.Entry.XattrsEntry
+	(QuotaRequest_Op)(0),             // 0: kelp.filer.QuotaRequest.Op
+	(MetadataEvent_Type)(0),          // 1: kelp.filer.MetadataEvent.Type
+	(PosixLockRequest_Op)(0),         // 2: kelp.filer.PosixLockRequest.Op
+	(DavLockRequest_Op)(0),           // 3: kelp.filer.DavLockRequest.Op
+	(*Chunk)(nil),                    // 4: kelp.filer.Chunk
+	(*Entry)(nil),                    // 5: kelp.filer.Entry
+	(*LookupEntryRequest)(nil),       // 6: kelp.filer.LookupEntryRequest
+	(*LookupEntryResponse)(nil),      // 7: kelp.filer.LookupEntryResponse
+	(*ListEntriesRequest)(nil),       // 8: kelp.filer.ListEntriesRequest
+	(*ListEntriesResponse)(nil),      // 9: kelp.filer.ListEntriesResponse
+	(*CreateEntryRequest)(nil),       // 10: kelp.filer.CreateEntryRequest
+	(*CreateEntryResponse)(nil),      // 11: kelp.filer.CreateEntryResponse
+	(*UpdateEntryRequest)(nil),       // 12: kelp.filer.UpdateEntryRequest
+	(*UpdateEntryResponse)(nil),      // 13: kelp.filer.UpdateEntryResponse
+	(*SyncRequest)(nil),              // 14: kelp.filer.SyncRequest
+	(*SyncResponse)(nil),             // 15: kelp.filer.SyncResponse
+	(*QuotaRequest)(nil),             // 16: kelp.filer.QuotaRequest
+	(*QuotaResponse)(nil),            // 17: kelp.filer.QuotaResponse
+	(*DeleteEntryRequest)(nil),       // 18: kelp.filer.DeleteEntryRequest
+	(*DeleteEntryResponse)(nil),      // 19: kelp.filer.DeleteEntryResponse
+	(*RenameRequest)(nil),            // 20: kelp.filer.RenameRequest
+	(*RenameResponse)(nil),           // 21: kelp.filer.RenameResponse
+	(*AssignVolumeRequest)(nil),      // 22: kelp.filer.AssignVolumeRequest
+	(*AssignVolumeResponse)(nil),     // 23: kelp.filer.AssignVolumeResponse
+	(*SubscribeMetadataRequest)(nil), // 24: kelp.filer.SubscribeMetadataRequest
+	(*MetadataEvent)(nil),            // 25: kelp.filer.MetadataEvent
+	(*GetConfigurationRequest)(nil),  // 26: kelp.filer.GetConfigurationRequest
+	(*GetConfigurationResponse)(nil), // 27: kelp.filer.GetConfigurationResponse
+	(*StatfsRequest)(nil),            // 28: kelp.filer.StatfsRequest
+	(*StatfsResponse)(nil),           // 29: kelp.filer.StatfsResponse
+	(*PosixLockRequest)(nil),         // 30: kelp.filer.PosixLockRequest
+	(*PosixLockResponse)(nil),        // 31: kelp.filer.PosixLockResponse
+	(*DavCondition)(nil),             // 32: kelp.filer.DavCondition
+	(*DavLockRequest)(nil),           // 33: kelp.filer.DavLockRequest
+	(*DavLockResponse)(nil),          // 34: kelp.filer.DavLockResponse
+	nil,                              // 35: kelp.filer.Entry.UserMetadataEntry
+	nil,                              // 36: kelp.filer.Entry.XattrsEntry
 }
 var file_filer_proto_depIdxs = []int32{
-	32, // 0: kelp.filer.Entry.user_metadata:type_name -> kelp.filer.Entry.UserMetadataEntry
-	33, // 1: kelp.filer.Entry.xattrs:type_name -> kelp.filer.Entry.XattrsEntry
-	3,  // 2: kelp.filer.Entry.chunks:type_name -> kelp.filer.Chunk
-	4,  // 3: kelp.filer.LookupEntryResponse.entry:type_name -> kelp.filer.Entry
-	4,  // 4: kelp.filer.ListEntriesResponse.entry:type_name -> kelp.filer.Entry
-	4,  // 5: kelp.filer.CreateEntryRequest.entry:type_name -> kelp.filer.Entry
-	4,  // 6: kelp.filer.UpdateEntryRequest.entry:type_name -> kelp.filer.Entry
-	0,  // 7: kelp.filer.MetadataEvent.type:type_name -> kelp.filer.MetadataEvent.Type
-	4,  // 8: kelp.filer.MetadataEvent.old_entry:type_name -> kelp.filer.Entry
-	4,  // 9: kelp.filer.MetadataEvent.new_entry:type_name -> kelp.filer.Entry
-	1,  // 10: kelp.filer.PosixLockRequest.op:type_name -> kelp.filer.PosixLockRequest.Op
-	2,  // 11: kelp.filer.DavLockRequest.op:type_name -> kelp.filer.DavLockRequest.Op
-	29, // 12: kelp.filer.DavLockRequest.conditions:type_name -> kelp.filer.DavCondition
-	5,  // 13: kelp.filer.Filer.LookupEntry:input_type -> kelp.filer.LookupEntryRequest
-	7,  // 14: kelp.filer.Filer.ListEntries:input_type -> kelp.filer.ListEntriesRequest
-	9,  // 15: kelp.filer.Filer.CreateEntry:input_type -> kelp.filer.CreateEntryRequest
-	11, // 16: kelp.filer.Filer.UpdateEntry:input_type -> kelp.filer.UpdateEntryRequest
-	15, // 17: kelp.filer.Filer.DeleteEntry:input_type -> kelp.filer.DeleteEntryRequest
-	17, // 18: kelp.filer.Filer.Rename:input_type -> kelp.filer.RenameRequest
-	19, // 19: kelp.filer.Filer.AssignVolume:input_type -> kelp.filer.AssignVolumeRequest
-	21, // 20: kelp.filer.Filer.SubscribeMetadata:input_type -> kelp.filer.SubscribeMetadataRequest
-	23, // 21: kelp.filer.Filer.GetConfiguration:input_type -> kelp.filer.GetConfigurationRequest
-	25, // 22: kelp.filer.Filer.Statfs:input_type -> kelp.filer.StatfsRequest
-	27, // 23: kelp.filer.Filer.PosixLock:input_type -> kelp.filer.PosixLockRequest
-	30, // 24: kelp.filer.Filer.DavLock:input_type -> kelp.filer.DavLockRequest
-	13, // 25: kelp.filer.Filer.Sync:input_type -> kelp.filer.SyncRequest
-	6,  // 26: kelp.filer.Filer.LookupEntry:output_type -> kelp.filer.LookupEntryResponse
-	8,  // 27: kelp.filer.Filer.ListEntries:output_type -> kelp.filer.ListEntriesResponse
-	10, // 28: kelp.filer.Filer.CreateEntry:output_type -> kelp.filer.CreateEntryResponse
-	12, // 29: kelp.filer.Filer.UpdateEntry:output_type -> kelp.filer.UpdateEntryResponse
-	16, // 30: kelp.filer.Filer.DeleteEntry:output_type -> kelp.filer.DeleteEntryResponse
-	18, // 31: kelp.filer.Filer.Rename:output_type -> kelp.filer.RenameResponse
-	20, // 32: kelp.filer.Filer.AssignVolume:output_type -> kelp.filer.AssignVolumeResponse
-	22, // 33: kelp.filer.Filer.SubscribeMetadata:output_type -> kelp.filer.MetadataEvent
-	24, // 34: kelp.filer.Filer.GetConfiguration:output_type -> kelp.filer.GetConfigurationResponse
-	26, // 35: kelp.filer.Filer.Statfs:output_type -> kelp.filer.StatfsResponse
-	28, // 36: kelp.filer.Filer.PosixLock:output_type -> kelp.filer.PosixLockResponse
-	31, // 37: kelp.filer.Filer.DavLock:output_type -> kelp.filer.DavLockResponse
-	14, // 38: kelp.filer.Filer.Sync:output_type -> kelp.filer.SyncResponse
-	26, // [26:39] is the sub-list for method output_type
-	13, // [13:26] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	35, // 0: kelp.filer.Entry.user_metadata:type_name -> kelp.filer.Entry.UserMetadataEntry
+	36, // 1: kelp.filer.Entry.xattrs:type_name -> kelp.filer.Entry.XattrsEntry
+	4,  // 2: kelp.filer.Entry.chunks:type_name -> kelp.filer.Chunk
+	5,  // 3: kelp.filer.LookupEntryResponse.entry:type_name -> kelp.filer.Entry
+	5,  // 4: kelp.filer.ListEntriesResponse.entry:type_name -> kelp.filer.Entry
+	5,  // 5: kelp.filer.CreateEntryRequest.entry:type_name -> kelp.filer.Entry
+	5,  // 6: kelp.filer.UpdateEntryRequest.entry:type_name -> kelp.filer.Entry
+	0,  // 7: kelp.filer.QuotaRequest.op:type_name -> kelp.filer.QuotaRequest.Op
+	1,  // 8: kelp.filer.MetadataEvent.type:type_name -> kelp.filer.MetadataEvent.Type
+	5,  // 9: kelp.filer.MetadataEvent.old_entry:type_name -> kelp.filer.Entry
+	5,  // 10: kelp.filer.MetadataEvent.new_entry:type_name -> kelp.filer.Entry
+	2,  // 11: kelp.filer.PosixLockRequest.op:type_name -> kelp.filer.PosixLockRequest.Op
+	3,  // 12: kelp.filer.DavLockRequest.op:type_name -> kelp.filer.DavLockRequest.Op
+	32, // 13: kelp.filer.DavLockRequest.conditions:type_name -> kelp.filer.DavCondition
+	6,  // 14: kelp.filer.Filer.LookupEntry:input_type -> kelp.filer.LookupEntryRequest
+	8,  // 15: kelp.filer.Filer.ListEntries:input_type -> kelp.filer.ListEntriesRequest
+	10, // 16: kelp.filer.Filer.CreateEntry:input_type -> kelp.filer.CreateEntryRequest
+	12, // 17: kelp.filer.Filer.UpdateEntry:input_type -> kelp.filer.UpdateEntryRequest
+	18, // 18: kelp.filer.Filer.DeleteEntry:input_type -> kelp.filer.DeleteEntryRequest
+	20, // 19: kelp.filer.Filer.Rename:input_type -> kelp.filer.RenameRequest
+	22, // 20: kelp.filer.Filer.AssignVolume:input_type -> kelp.filer.AssignVolumeRequest
+	24, // 21: kelp.filer.Filer.SubscribeMetadata:input_type -> kelp.filer.SubscribeMetadataRequest
+	26, // 22: kelp.filer.Filer.GetConfiguration:input_type -> kelp.filer.GetConfigurationRequest
+	28, // 23: kelp.filer.Filer.Statfs:input_type -> kelp.filer.StatfsRequest
+	30, // 24: kelp.filer.Filer.PosixLock:input_type -> kelp.filer.PosixLockRequest
+	33, // 25: kelp.filer.Filer.DavLock:input_type -> kelp.filer.DavLockRequest
+	14, // 26: kelp.filer.Filer.Sync:input_type -> kelp.filer.SyncRequest
+	16, // 27: kelp.filer.Filer.Quota:input_type -> kelp.filer.QuotaRequest
+	7,  // 28: kelp.filer.Filer.LookupEntry:output_type -> kelp.filer.LookupEntryResponse
+	9,  // 29: kelp.filer.Filer.ListEntries:output_type -> kelp.filer.ListEntriesResponse
+	11, // 30: kelp.filer.Filer.CreateEntry:output_type -> kelp.filer.CreateEntryResponse
+	13, // 31: kelp.filer.Filer.UpdateEntry:output_type -> kelp.filer.UpdateEntryResponse
+	19, // 32: kelp.filer.Filer.DeleteEntry:output_type -> kelp.filer.DeleteEntryResponse
+	21, // 33: kelp.filer.Filer.Rename:output_type -> kelp.filer.RenameResponse
+	23, // 34: kelp.filer.Filer.AssignVolume:output_type -> kelp.filer.AssignVolumeResponse
+	25, // 35: kelp.filer.Filer.SubscribeMetadata:output_type -> kelp.filer.MetadataEvent
+	27, // 36: kelp.filer.Filer.GetConfiguration:output_type -> kelp.filer.GetConfigurationResponse
+	29, // 37: kelp.filer.Filer.Statfs:output_type -> kelp.filer.StatfsResponse
+	31, // 38: kelp.filer.Filer.PosixLock:output_type -> kelp.filer.PosixLockResponse
+	34, // 39: kelp.filer.Filer.DavLock:output_type -> kelp.filer.DavLockResponse
+	15, // 40: kelp.filer.Filer.Sync:output_type -> kelp.filer.SyncResponse
+	17, // 41: kelp.filer.Filer.Quota:output_type -> kelp.filer.QuotaResponse
+	28, // [28:42] is the sub-list for method output_type
+	14, // [14:28] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_filer_proto_init() }
@@ -2300,8 +2551,8 @@ func file_filer_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_filer_proto_rawDesc), len(file_filer_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   31,
+			NumEnums:      4,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,7 @@ const (
 	Filer_PosixLock_FullMethodName         = "/kelp.filer.Filer/PosixLock"
 	Filer_DavLock_FullMethodName           = "/kelp.filer.Filer/DavLock"
 	Filer_Sync_FullMethodName              = "/kelp.filer.Filer/Sync"
+	Filer_Quota_FullMethodName             = "/kelp.filer.Filer/Quota"
 )
 
 // FilerClient is the client API for Filer service.
@@ -73,6 +74,9 @@ type FilerClient interface {
 	// Sync returns once every change this filer has committed so far,
 	// including those committed with deferred_durability, is durable.
 	Sync(ctx context.Context, in *SyncRequest, opts ...grpc.CallOption) (*SyncResponse, error)
+	// Quota shows, sets or removes the quota of a directory (docs/filer.md,
+	// "Directory quotas"). A write past a quota fails with RESOURCE_EXHAUSTED.
+	Quota(ctx context.Context, in *QuotaRequest, opts ...grpc.CallOption) (*QuotaResponse, error)
 }
 
 type filerClient struct {
@@ -231,6 +235,16 @@ func (c *filerClient) Sync(ctx context.Context, in *SyncRequest, opts ...grpc.Ca
 	return out, nil
 }
 
+func (c *filerClient) Quota(ctx context.Context, in *QuotaRequest, opts ...grpc.CallOption) (*QuotaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QuotaResponse)
+	err := c.cc.Invoke(ctx, Filer_Quota_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FilerServer is the server API for Filer service.
 // All implementations must embed UnimplementedFilerServer
 // for forward compatibility.
@@ -270,6 +284,9 @@ type FilerServer interface {
 	// Sync returns once every change this filer has committed so far,
 	// including those committed with deferred_durability, is durable.
 	Sync(context.Context, *SyncRequest) (*SyncResponse, error)
+	// Quota shows, sets or removes the quota of a directory (docs/filer.md,
+	// "Directory quotas"). A write past a quota fails with RESOURCE_EXHAUSTED.
+	Quota(context.Context, *QuotaRequest) (*QuotaResponse, error)
 	mustEmbedUnimplementedFilerServer()
 }
 
@@ -318,6 +335,9 @@ func (UnimplementedFilerServer) DavLock(context.Context, *DavLockRequest) (*DavL
 }
 func (UnimplementedFilerServer) Sync(context.Context, *SyncRequest) (*SyncResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Sync not implemented")
+}
+func (UnimplementedFilerServer) Quota(context.Context, *QuotaRequest) (*QuotaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Quota not implemented")
 }
 func (UnimplementedFilerServer) mustEmbedUnimplementedFilerServer() {}
 func (UnimplementedFilerServer) testEmbeddedByValue()               {}
@@ -560,6 +580,24 @@ func _Filer_Sync_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Filer_Quota_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QuotaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FilerServer).Quota(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Filer_Quota_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FilerServer).Quota(ctx, req.(*QuotaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Filer_ServiceDesc is the grpc.ServiceDesc for Filer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -610,6 +648,10 @@ var Filer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Sync",
 			Handler:    _Filer_Sync_Handler,
+		},
+		{
+			MethodName: "Quota",
+			Handler:    _Filer_Quota_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
