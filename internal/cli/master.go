@@ -56,6 +56,7 @@ func (f *masterFlags) config(log *slog.Logger) (master.Config, error) {
 
 func newMasterCommand(g *globalFlags) *cobra.Command {
 	f := &masterFlags{}
+	af := &adminFlags{}
 	cmd := &cobra.Command{
 		Use:   "master",
 		Short: "Run a master: topology, file id assignment, volume growth (Raft-replicated)",
@@ -72,6 +73,9 @@ func newMasterCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := af.mountAdminUI(&cfg, log, "", cmd.OutOrStdout()); err != nil {
+				return err
+			}
 			m, err := master.New(cfg)
 			if err != nil {
 				return err
@@ -86,5 +90,6 @@ func newMasterCommand(g *globalFlags) *cobra.Command {
 	f.addr.addFlags(fl, "master")
 	fl.StringVar(&f.mdir, "mdir", "", "directory for the master's Raft log and snapshots (required)")
 	f.addFlags(fl, "")
+	af.addFlags(fl)
 	return cmd
 }

@@ -26,6 +26,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 	var dir string
 	var addr addrFlags
 	mf := &masterFlags{}
+	af := &adminFlags{}
 	vf := &volumeFlags{}
 	ff := &filerFlags{}
 	sf := &s3Flags{}
@@ -63,6 +64,11 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "kelp server: data in %s\n", dir)
+			if err := af.mountAdminUI(&mcfg, log, dir, out); err != nil { // prints generated credentials
+				return err
+			}
 			m, err := master.New(mcfg)
 			if err != nil {
 				return err
@@ -92,8 +98,6 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 				return fail(err)
 			}
 			started = append(started, f)
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "kelp server: data in %s\n", dir)
 			scfg, err := sf.config(log, f.Filer(), dir, out) // prints generated credentials
 			if err != nil {
 				return fail(err)
@@ -118,7 +122,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 				}
 				started = append(started, dav)
 			}
-			fmt.Fprintf(out, "  master  http://%s\n", m.HTTPAddr())
+			fmt.Fprintf(out, "  master  http://%s (admin UI at /)\n", m.HTTPAddr())
 			fmt.Fprintf(out, "  volume  http://%s\n", v.URL())
 			fmt.Fprintf(out, "  filer   http://%s\n", f.Addr())
 			fmt.Fprintf(out, "  s3      %s\n", gw.URL())
@@ -140,6 +144,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 	fl.StringVar(&dir, "dir", "./data", "directory for all of this server's data")
 	addr.addFlags(fl, "server")
 	mf.addFlags(fl, "master.")
+	af.addFlags(fl)
 	vf.addFlags(fl, "volume.")
 	ff.addFlags(fl, "filer.")
 	sf.addFlags(fl, "s3.")

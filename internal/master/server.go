@@ -69,7 +69,11 @@ type Config struct {
 	// EC rebuild's way to reuse the shell's ec.rebuild (wired by the CLI;
 	// the master cannot import the shell, whose tests start masters).
 	RunShell func(ctx context.Context, addr, owner string, out io.Writer, script string) error
-	Logger   *slog.Logger
+	// AdminUI, when set, builds the admin web UI mounted at / (paths no API
+	// route claims); the CLI passes internal/adminui, which imports this
+	// package.
+	AdminUI func(*Server) http.Handler
+	Logger  *slog.Logger
 }
 
 // Server is a master. Create with New, start with Run, stop with Close (or by

@@ -65,7 +65,9 @@ type Options struct {
 	RunShell       func(ctx context.Context, addr, owner string, out io.Writer, script string) error
 	// ReplaceAfter is the masters' Config.ReplaceAfter; 0 means the default.
 	ReplaceAfter time.Duration
-	Logger       *slog.Logger
+	// AdminUI is the masters' Config.AdminUI (tests of internal/adminui).
+	AdminUI func(*master.Server) http.Handler
+	Logger  *slog.Logger
 }
 
 // Cluster is a running in-process cluster.
@@ -202,6 +204,7 @@ func (c *Cluster) masterNode(i, port int, peers []string) *Node {
 		EcRebuildAfter:       c.opts.EcRebuildAfter,
 		RunShell:             c.opts.RunShell,
 		ReplaceAfter:         c.opts.ReplaceAfter,
+		AdminUI:              c.opts.AdminUI,
 		Logger:               c.log.With("node", fmt.Sprintf("master%d", i)),
 	}
 	return &Node{Addr: addr(port), start: func() (runner, error) { return master.New(mcfg) }}
