@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/master"
+	"github.com/kelpfs/kelp/internal/replication"
 	"github.com/kelpfs/kelp/internal/topology"
 )
 
@@ -268,19 +269,50 @@ func parseVolumeQuery(q url.Values) (volumeQuery, error) {
 
 // volumeRows sums up the copies of every volume of the tree.
 func volumeRows(ts topology.Status) []volumeRow {
-	idx := map[uint32]int{}
-	var rows []volumeRow
+	copies, maxID := 0, uint32(0)
+	for _, dc := range ts.DataCenters {
+		for _, rk := range dc.Racks {
+			for _, n := range rk.Nodes {
+				for _, d := range n.Disks {
+					copies += len(d.Volumes)
+					for _, v := range d.Volumes {
+						maxID = max(maxID, v.ID)
+					}
+				}
+			}
+		}
+	}
+	// Volume ids are dense in practice: index rows by id in a slice, a map
+	// only when they are not.
+	var dense []int32
+	var sparse map[uint32]int
+	if uint64(maxID) <= 4*uint64(copies)+1024 {
+		dense = make([]int32, maxID+1)
+	} else {
+		sparse = make(map[uint32]int, copies)
+	}
+	rows := make([]volumeRow, 0, copies/2+1)
 	for _, dc := range ts.DataCenters {
 		for _, rk := range dc.Racks {
 			for _, n := range rk.Nodes {
 				for _, d := range n.Disks {
 					for _, v := range d.Volumes {
-						i, ok := idx[v.ID]
+						var i int
+						var ok bool
+						if dense != nil {
+							i, ok = int(dense[v.ID])-1, dense[v.ID] != 0
+						} else {
+							i, ok = sparse[v.ID]
+						}
 						if !ok {
 							i = len(rows)
-							idx[v.ID] = i
-							rows = append(rows, volumeRow{ID: v.ID, Collection: v.Collection, Replication: v.Replication.String(),
-								Want: v.Replication.Copies()})
+							if dense != nil {
+								dense[v.ID] = int32(i + 1)
+							} else {
+								sparse[v.ID] = i
+							}
+							rows = append(rows, volumeRow{ID: v.ID, Collection: v.Collection, Replication: codeString(v.Replication),
+								Want: v.Replication.Copies(), Servers: make([]string, 0, v.Replication.Copies())})
 						}
 						row := &rows[i]
 						row.Have++
@@ -304,6 +336,14 @@ func volumeRows(ts topology.Status) []volumeRow {
 	return rows
 }
 
+// codeString is replication.Code.String without fmt (100,000 calls a page).
+func codeString(c replication.Code) string {
+	if c.DiffDataCenter > 9 || c.DiffRack > 9 || c.SameRack > 9 {
+		return c.String()
+	}
+	return string([]byte{'0' + c.DiffDataCenter, '0' + c.DiffRack, '0' + c.SameRack})
+}
+
 func (vq volumeQuery) keep(r *volumeRow) bool {
 	if vq.Collection != "" && r.Collection != vq.Collection {
 		return false
@@ -320,7 +360,7 @@ func (vq volumeQuery) keep(r *volumeRow) bool {
 	return r.Garbage >= vq.MinGarbage
 }
 
-func (vq volumeQuery) compare(a, b volumeRow) int {
+func (vq volumeQuery) compare(a, b *volumeRow) int {
 	var c int
 	switch vq.Sort {
 	case "collection":
@@ -364,7 +404,7 @@ func (u *UI) volumesPage(w http.ResponseWriter, r *http.Request, id identity) {
 	ts := u.cfg.Source.TopologyStatus()
 	all := volumeRows(ts)
 	collections := map[string]bool{}
-	kept := all[:0]
+	kept := make([]*volumeRow, 0, len(all))
 	unmet := 0
 	for i := range all {
 		collections[all[i].Collection] = true
@@ -372,7 +412,7 @@ func (u *UI) volumesPage(w http.ResponseWriter, r *http.Request, id identity) {
 			unmet++
 		}
 		if vq.keep(&all[i]) {
-			kept = append(kept, all[i])
+			kept = append(kept, &all[i])
 		}
 	}
 	slices.SortFunc(kept, vq.compare)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 func newTestUI(t testing.TB, src *fakeSource) (*UI, *httptest.Server) {
@@ -311,16 +313,17 @@ func TestMaintenancePlanThenApply(t *testing.T) {
 // does, by refreshing).
 func waitJob(t *testing.T, c *http.Client, u string) string {
 	t.Helper()
-	for i := 0; i < 500; i++ {
-		code, page, _ := do(t, c, "GET", u, nil, basic("admin", "s3cret"))
+	var page string
+	done := testutil.Eventually(10*time.Second, func() bool {
+		var code int
+		code, page, _ = do(t, c, "GET", u, nil, basic("admin", "s3cret"))
 		if code != 200 {
 			t.Fatalf("GET %s: %d", u, code)
 		}
-		if !strings.Contains(page, "running…") {
-			return page
-		}
-		time.Sleep(10 * time.Millisecond)
+		return !strings.Contains(page, "running…")
+	})
+	if !done {
+		t.Fatalf("job %s never finished", u)
 	}
-	t.Fatalf("job %s never finished", u)
-	return ""
+	return page
 }
