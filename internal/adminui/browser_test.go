@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/kelpfs/kelp/internal/adminui"
+	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/master"
 	"github.com/kelpfs/kelp/internal/shell"
 	"github.com/kelpfs/kelp/internal/testcluster"
@@ -102,6 +103,17 @@ func TestBrowserHACluster(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{Masters: 3, Volumes: []testcluster.VolumeSpec{
 		{DataCenter: "dc1", Rack: "r1"}, {DataCenter: "dc1", Rack: "r2"}, {DataCenter: "dc2", Rack: "r1"},
 	}, RunShell: shell.RunScriptOn, AdminUI: uiFactory})
+	// Some files, so that there are volumes to show (replication 001 on a
+	// layout of one server per rack: not met, which the page says).
+	cl, err := client.New(client.Config{Masters: c.MasterAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		if _, _, err := cl.PutBytes(context.Background(), client.AssignRequest{Collection: "pics"}, []byte(strings.Repeat("x", 1000*(i+1))), client.UploadOptions{}); err != nil {
+			t.Fatalf("put: %v", err)
+		}
+	}
 	c.WaitMirrored()
 	follower := c.Followers()[0]
 	base := "http://" + follower.Addr
@@ -120,35 +132,46 @@ func TestBrowserHACluster(t *testing.T) {
 	if msg := text(t, ctx, `p.error`); !strings.Contains(msg, "Wrong user or password") {
 		t.Fatalf("a wrong password shows %q", msg)
 	}
-	if err := chromedp.Do(ctx,
-		chromedp.SetValue(`input[name=user]`, ""), chromedp.SendKeys(`input[name=user]`, testUser),
-		chromedp.SendKeys(`input[name=password]`, testPassword),
-		chromedp.Submit(`form.login`), chromedp.WaitVisible(`#masters`)); err != nil {
-		t.Fatalf("log in: %v", err)
-	}
+	login(t, ctx, base)
 	page, user := text(t, ctx, `#masters`), text(t, ctx, `.who`)
 	for _, m := range c.MasterAddrs() {
 		if !strings.Contains(page, m) {
 			t.Errorf("the follower's masters page lacks %s:\n%s", m, page)
 		}
 	}
-	oldLeader := c.Leader().Addr
-	if !rowHas(page, oldLeader, "leader") || strings.Count(page, "follower") != 2 {
-		t.Errorf("want %s leading and two followers:\n%s", oldLeader, page)
-	}
 	if !strings.Contains(user, testUser) {
 		t.Errorf("the header does not name the user: %q", user)
+	}
+	// On a loaded machine leadership may move; the page follows it.
+	var oldLeader string
+	ok := testutil.Eventually(30*time.Second, func() bool {
+		oldLeader = c.Leader().Addr
+		page = reloadMasters(t, ctx, base)
+		return rowHas(page, oldLeader, "leader") && strings.Count(page, "follower") == 2
+	})
+	if !ok {
+		t.Errorf("want %s leading and two followers:\n%s", oldLeader, page)
 	}
 	screenshot(t, ctx, dir, "02-masters")
 
 	// Kill the leader: the page shows it down and another one leading.
-	c.KillLeader()
-	newLeader := c.Leader().Addr
-	ok := testutil.Eventually(30*time.Second, func() bool {
-		if err := chromedp.Do(ctx, chromedp.Navigate(base+"/masters")); err != nil {
-			t.Fatalf("reload the masters page: %v", err)
+	l := c.Leader()
+	if l == follower {
+		// It was elected in the meantime: watch from another master.
+		for _, m := range c.Masters {
+			if m != l {
+				follower = m
+			}
 		}
-		page = text(t, ctx, `#masters`)
+		base = "http://" + follower.Addr
+		login(t, ctx, base)
+	}
+	oldLeader = l.Addr
+	l.Kill()
+	newLeader := c.Leader().Addr
+	ok = testutil.Eventually(30*time.Second, func() bool {
+		page = reloadMasters(t, ctx, base)
+		newLeader = c.Leader().Addr
 		return rowHas(page, newLeader, "leader") && rowHas(page, oldLeader, "down")
 	})
 	if !ok {
@@ -169,6 +192,9 @@ func TestBrowserHACluster(t *testing.T) {
 	screenshot(t, ctx, dir, "04-topology")
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/volumes?sort=size&desc=1"), chromedp.WaitVisible(`#volumes`)); err != nil {
 		t.Fatalf("volumes: %v", err)
+	}
+	if page := text(t, ctx, `#volumes`); !strings.Contains(page, "pics") {
+		t.Errorf("the volumes page lacks the collection pics:\n%s", page)
 	}
 	screenshot(t, ctx, dir, "05-volumes")
 
@@ -211,6 +237,25 @@ func TestBrowserHACluster(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("GET / without credentials: %d", resp.StatusCode)
 	}
+}
+
+// login logs in through the form of the master at base.
+func login(t *testing.T, ctx context.Context, base string) {
+	t.Helper()
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(base+"/login?next=/"), chromedp.WaitVisible(`input[name=user]`), chromedp.SendKeys(`input[name=user]`, testUser),
+		chromedp.SendKeys(`input[name=password]`, testPassword),
+		chromedp.Submit(`form.login`), chromedp.WaitVisible(`#masters`)); err != nil {
+		t.Fatalf("log in on %s: %v", base, err)
+	}
+}
+
+func reloadMasters(t *testing.T, ctx context.Context, base string) string {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/masters"), chromedp.WaitVisible(`#masters`)); err != nil {
+		t.Fatalf("the masters page: %v", err)
+	}
+	return text(t, ctx, `#masters`)
 }
 
 // rowHas says whether the line of the masters table naming addr also
