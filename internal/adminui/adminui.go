@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path"
 	"strings"
 	"time"
 
@@ -36,6 +37,13 @@ type Config struct {
 	User, Password string // both required
 	Source         Source
 	Logger         *slog.Logger
+	// Filer returns the HTTP host:port of a filer for the filer browser
+	// and the buckets page ("" or nil: those pages say there is none).
+	Filer func() string
+	// FilerRoot is the top the filer browser may reach; default "/".
+	FilerRoot string
+	// BucketRoot is the S3 gateway's bucket directory; default /buckets.
+	BucketRoot string
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 }
@@ -68,6 +76,10 @@ func New(cfg Config) (*UI, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	cfg.FilerRoot = path.Clean("/" + cfg.FilerRoot)
+	if cfg.BucketRoot == "" {
+		cfg.BucketRoot = "/buckets"
+	}
 	name := "kelp_admin_" + strings.NewReplacer(":", "_", ".", "_", "[", "", "]", "").Replace(cfg.Source.HTTPAddr())
 	u := &UI{cfg: cfg, log: cfg.Logger.With("service", "adminui"), auth: newAuth(cfg.User, cfg.Password, name)}
 	u.jobs.byID = map[string]*job{}
@@ -85,6 +97,15 @@ func New(cfg Config) (*UI, error) {
 	mux.Handle("GET /maintenance", u.authed(u.maintenancePage))
 	mux.Handle("POST /maintenance", u.authed(u.startJob))
 	mux.Handle("GET /maintenance/jobs/{id}", u.authed(u.jobPage))
+	mux.Handle("GET /files", u.authed(u.filesPage))
+	mux.Handle("GET /files/download", u.authed(u.download))
+	mux.Handle("POST /files/upload", u.authed(u.upload))
+	mux.Handle("POST /files/mkdir", u.authed(u.mkdir))
+	mux.Handle("POST /files/rename", u.authed(u.rename))
+	mux.Handle("POST /files/delete", u.authed(u.remove))
+	mux.Handle("GET /buckets", u.authed(u.bucketsPage))
+	mux.Handle("POST /buckets/create", u.authed(u.createBucket))
+	mux.Handle("POST /buckets/delete", u.authed(u.deleteBucket))
 	mux.Handle("/", u.authed(func(w http.ResponseWriter, r *http.Request, id identity) {
 		u.render(w, r, http.StatusNotFound, "error", id, "Not found", map[string]any{"Message": "No page at " + r.URL.Path})
 	}))

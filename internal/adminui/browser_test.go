@@ -9,14 +9,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	s3sdk "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/chromedp/chromedp"
 
 	"github.com/kelpfs/kelp/internal/adminui"
 	"github.com/kelpfs/kelp/internal/client"
+	"github.com/kelpfs/kelp/internal/filerserver"
 	"github.com/kelpfs/kelp/internal/master"
+	"github.com/kelpfs/kelp/internal/s3"
 	"github.com/kelpfs/kelp/internal/shell"
 	"github.com/kelpfs/kelp/internal/testcluster"
 	"github.com/kelpfs/kelp/internal/testutil"
@@ -267,4 +272,161 @@ func rowHas(table, addr, word string) bool {
 		}
 	}
 	return false
+}
+
+// TestBrowserBucketsAndFiles: create a bucket in the browser and see it
+// through the S3 API; upload files with the plain form and by drag and
+// drop, read them back through the filer; make a folder, rename, delete.
+func TestBrowserBucketsAndFiles(t *testing.T) {
+	ctx := browser(t)
+	dir := artifactDir(t)
+	var filerAddr atomic.Value
+	filerAddr.Store("")
+	c := testcluster.Start(t, testcluster.Options{Volumes: []testcluster.VolumeSpec{{}}, AdminUI: func(m *master.Server) http.Handler {
+		ui, err := adminui.New(adminui.Config{User: testUser, Password: testPassword, Source: m,
+			Logger: slog.New(slog.DiscardHandler), Filer: func() string { return filerAddr.Load().(string) }})
+		if err != nil {
+			panic(err)
+		}
+		return ui
+	}})
+	fs, err := filerserver.New(filerserver.Config{IP: "127.0.0.1", Masters: c.MasterAddrs(), Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := s3.New(s3.Config{IP: "127.0.0.1", Namespace: fs.Filer(), BucketRoot: "/buckets", Logger: slog.New(slog.DiscardHandler),
+		Identities: []s3.Identity{{Name: "admin", Credentials: []s3.Credential{{AccessKey: "AKUI", SecretKey: "secret-ui"}}, Actions: []string{"Admin"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	go func() { done <- fs.Run(rctx) }()
+	go func() { done <- gw.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done; <-done })
+	filerAddr.Store(fs.Addr())
+	base := "http://" + c.Master.Addr
+	login(t, ctx, base)
+
+	// A bucket.
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/buckets"), chromedp.WaitVisible(`#create-bucket`),
+		chromedp.SendKeys(`#create-bucket input[name=name]`, "ui-bucket"), chromedp.Submit(`#create-bucket`),
+		chromedp.WaitVisible(`#buckets`)); err != nil {
+		t.Fatalf("create a bucket: %v", err)
+	}
+	if page := text(t, ctx, `#buckets`); !strings.Contains(page, "ui-bucket") {
+		t.Fatalf("the buckets page lacks the new bucket:\n%s", page)
+	}
+	screenshot(t, ctx, dir, "11-buckets")
+	s3c := s3sdk.New(s3sdk.Options{BaseEndpoint: aws.String(gw.URL()), Region: "us-east-1", UsePathStyle: true,
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: "AKUI", SecretAccessKey: "secret-ui"}, nil
+		})})
+	lb, err := s3c.ListBuckets(context.Background(), &s3sdk.ListBucketsInput{})
+	if err != nil {
+		t.Fatalf("S3 ListBuckets: %v", err)
+	}
+	if len(lb.Buckets) != 1 || aws.ToString(lb.Buckets[0].Name) != "ui-bucket" {
+		t.Fatalf("S3 lists %d buckets, want ui-bucket", len(lb.Buckets))
+	}
+	if _, err := s3c.HeadBucket(context.Background(), &s3sdk.HeadBucketInput{Bucket: aws.String("ui-bucket")}); err != nil {
+		t.Fatalf("S3 HeadBucket: %v", err)
+	}
+
+	// Upload with the plain form.
+	local := filepath.Join(t.TempDir(), "hello.txt")
+	want := "hello from the browser\n"
+	os.WriteFile(local, []byte(want), 0o644)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/files?path=/buckets/ui-bucket/"), chromedp.WaitVisible(`#upload`),
+		chromedp.SetUploadFiles(`#upload input[type=file]`, []string{local}), chromedp.Submit(`#upload`),
+		chromedp.WaitVisible(`#files`)); err != nil {
+		t.Fatalf("upload: %v", err)
+	}
+	if got := filerGet(t, fs.Addr(), "/buckets/ui-bucket/hello.txt"); got != want {
+		t.Fatalf("the filer has %q, want %q", got, want)
+	}
+	obj, err := s3c.GetObject(context.Background(), &s3sdk.GetObjectInput{Bucket: aws.String("ui-bucket"), Key: aws.String("hello.txt")})
+	if err != nil {
+		t.Fatalf("S3 GetObject: %v", err)
+	}
+	b, _ := io.ReadAll(obj.Body)
+	obj.Body.Close()
+	if string(b) != want {
+		t.Fatalf("S3 reads %q", b)
+	}
+	// Drag and drop: a drop event carrying a file, as a browser makes it.
+	if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Evaluate[any](`(() => { const dt = new DataTransfer();
+			dt.items.add(new File(["dropped bytes"], "dropped.txt", {type: "text/plain"}));
+			document.querySelector(".drop").dispatchEvent(new DragEvent("drop", {dataTransfer: dt, bubbles: true, cancelable: true}));
+			return true })()`)(ctx, tg)
+		return err
+	})); err != nil {
+		t.Fatalf("drop: %v", err)
+	}
+	if !testutil.Eventually(20*time.Second, func() bool {
+		resp, err := http.Get("http://" + fs.Addr() + "/buckets/ui-bucket/dropped.txt")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}) {
+		t.Fatalf("the dropped file never reached the filer")
+	}
+	if got := filerGet(t, fs.Addr(), "/buckets/ui-bucket/dropped.txt"); got != "dropped bytes" {
+		t.Fatalf("the dropped file has %q", got)
+	}
+
+	// A folder, a rename, a download link, a delete.
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/files?path=/buckets/ui-bucket/"), chromedp.WaitVisible(`#mkdir`),
+		chromedp.SendKeys(`#mkdir input[name=name]`, "sub"), chromedp.Submit(`#mkdir`), chromedp.WaitVisible(`#files`)); err != nil {
+		t.Fatalf("mkdir: %v", err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(`form[action="/files/rename"]:has(input[value="/buckets/ui-bucket/hello.txt"]) input[name=name]`, "renamed.txt"),
+		chromedp.Submit(`form[action="/files/rename"]:has(input[value="/buckets/ui-bucket/hello.txt"])`), chromedp.WaitVisible(`#files`)); err != nil {
+		t.Fatalf("rename: %v", err)
+	}
+	if got := filerGet(t, fs.Addr(), "/buckets/ui-bucket/renamed.txt"); got != want {
+		t.Fatalf("after the rename the filer has %q", got)
+	}
+	page := text(t, ctx, `#files`)
+	for _, w := range []string{"sub/", "renamed.txt", "dropped.txt"} {
+		if !strings.Contains(page, w) {
+			t.Errorf("the listing lacks %s:\n%s", w, page)
+		}
+	}
+	screenshot(t, ctx, dir, "12-files")
+	// The confirmation dialog says yes.
+	if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool](`(() => { window.confirm = () => true; return true })()`)(ctx, tg)
+		return err
+	}), chromedp.Click(`form[action="/files/delete"]:has(input[value="/buckets/ui-bucket/dropped.txt"]) button`), chromedp.WaitVisible(`#files`)); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if !testutil.Eventually(10*time.Second, func() bool {
+		resp, err := http.Get("http://" + fs.Addr() + "/buckets/ui-bucket/dropped.txt")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 404
+	}) {
+		t.Errorf("dropped.txt is still there after its delete")
+	}
+}
+
+func filerGet(t *testing.T, addr, p string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s from the filer: %d %s", p, resp.StatusCode, b)
+	}
+	return string(b)
 }

@@ -327,3 +327,46 @@ func waitJob(t *testing.T, c *http.Client, u string) string {
 	}
 	return page
 }
+
+func TestFilerPathsRefused(t *testing.T) {
+	src := newFakeSource(2, 2)
+	ui, err := New(Config{User: "admin", Password: "s3cret", Source: src, FilerRoot: "/buckets",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Filer: func() string { return "127.0.0.1:1" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(ui)
+	defer ts.Close()
+	c := noRedirect(nil)
+	for _, p := range []string{"/etc/", "/buckets/../etc/", "/bucketsx/", "relative/", "/buckets/./a"} {
+		if code, _, _ := do(t, c, "GET", ts.URL+"/files?path="+url.QueryEscape(p), nil, basic("admin", "s3cret")); code != 400 {
+			t.Errorf("GET /files?path=%s: %d, want 400", p, code)
+		}
+		if code, _, _ := do(t, c, "GET", ts.URL+"/files/download?path="+url.QueryEscape(p+"f"), nil, basic("admin", "s3cret")); code != 400 {
+			t.Errorf("download %sf: %d, want 400", p, code)
+		}
+	}
+	_, page, _ := do(t, c, "GET", ts.URL+"/maintenance", nil, basic("admin", "s3cret"))
+	tok := csrfOf(t, page)
+	for _, f := range []url.Values{
+		{"path": {"/etc/passwd"}}, {"path": {"/buckets"}}, {"path": {"/buckets/../x"}},
+	} {
+		f.Set("csrf", tok)
+		if code, _, _ := do(t, c, "POST", ts.URL+"/files/delete", f, basic("admin", "s3cret")); code != 400 {
+			t.Errorf("delete %v: %d, want 400", f.Get("path"), code)
+		}
+	}
+	if code, _, _ := do(t, c, "POST", ts.URL+"/files/rename", url.Values{"csrf": {tok}, "path": {"/buckets/a"}, "name": {"../b"}}, basic("admin", "s3cret")); code != 400 {
+		t.Errorf("rename to ../b: %d, want 400", code)
+	}
+	if code, _, _ := do(t, c, "POST", ts.URL+"/buckets/create", url.Values{"csrf": {tok}, "name": {"Bad_Name"}}, basic("admin", "s3cret")); code != 400 {
+		t.Errorf("create bucket Bad_Name: %d, want 400", code)
+	}
+	if code, _, _ := do(t, c, "POST", ts.URL+"/buckets/delete", url.Values{"csrf": {tok}, "name": {"abc"}, "confirm": {"abd"}}, basic("admin", "s3cret")); code != 400 {
+		t.Errorf("delete bucket without its name as confirmation: %d, want 400", code)
+	}
+	// No filer reachable: a clear 502, not a 500.
+	if code, _, _ := do(t, c, "GET", ts.URL+"/files?path=/buckets/", nil, basic("admin", "s3cret")); code != http.StatusBadGateway {
+		t.Errorf("listing with the filer down: %d, want 502", code)
+	}
+}

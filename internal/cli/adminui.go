@@ -22,10 +22,15 @@ import (
 // same flags on `kelp master` and `kelp server`.
 type adminFlags struct {
 	user, password string
+	filer          string
+	// filerAddr, when set, names the filer instead of --admin.filer
+	// (`kelp server`: its own filer, known once it is created).
+	filerAddr func() string
 }
 
 func (f *adminFlags) addFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&f.user, "admin.user", "", "admin web UI user (or env KELP_ADMIN_USER; default admin when a password is given)")
+	fl.StringVar(&f.filer, "admin.filer", "", "filer HTTP host:port for the admin UI's filer browser and buckets pages (kelp server: its own filer)")
 	fl.StringVar(&f.password, "admin.password", "", "admin web UI password (or env KELP_ADMIN_PASSWORD); kelp master without one serves no UI, kelp server generates one")
 }
 
@@ -98,7 +103,11 @@ func (f *adminFlags) mountAdminUI(cfg *master.Config, log *slog.Logger, keyDir s
 		return nil
 	}
 	cfg.AdminUI = func(m *master.Server) http.Handler {
-		ui, err := adminui.New(adminui.Config{User: user, Password: password, Source: m, Logger: log})
+		filer := f.filerAddr
+		if filer == nil {
+			filer = func() string { return f.filer }
+		}
+		ui, err := adminui.New(adminui.Config{User: user, Password: password, Source: m, Logger: log, Filer: filer})
 		if err != nil { // only without credentials, checked above
 			log.Error("admin UI off", "err", err)
 			return http.NotFoundHandler()

@@ -66,6 +66,8 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "kelp server: data in %s\n", dir)
+			var filerAddr string // set once the filer exists, before anything is served
+			af.filerAddr = func() string { return filerAddr }
 			if err := af.mountAdminUI(&mcfg, log, dir, out); err != nil { // prints generated credentials
 				return err
 			}
@@ -98,6 +100,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 				return fail(err)
 			}
 			started = append(started, f)
+			filerAddr = f.Addr()
 			scfg, err := sf.config(log, f.Filer(), dir, out) // prints generated credentials
 			if err != nil {
 				return fail(err)
