@@ -415,13 +415,17 @@ func (u *UI) volumesPage(w http.ResponseWriter, r *http.Request, id identity) {
 			kept = append(kept, &all[i])
 		}
 	}
-	slices.SortFunc(kept, vq.compare)
 	total := len(kept)
 	pages := max(1, (total+volumesPerPage-1)/volumesPerPage)
 	if vq.Page > pages {
 		vq.Page = pages
 	}
 	from := (vq.Page - 1) * volumesPerPage
+	if k := min(total, from+volumesPerPage); k < total/4 {
+		kept = smallest(kept, k, vq.compare) // an early page of many rows: no full sort
+	} else {
+		slices.SortFunc(kept, vq.compare)
+	}
 	kept = kept[from:min(total, from+volumesPerPage)]
 	var headers []sortLink
 	for _, s := range volumeSorts {
@@ -451,6 +455,51 @@ func (u *UI) volumesPage(w http.ResponseWriter, r *http.Request, id identity) {
 		"Page": vq.Page, "Pages": pages, "Prev": pageLink(vq.Page - 1), "Next": pageLink(vq.Page + 1),
 		"Collections": colls, "Ec": filterEc(u.cfg.Source.EcVolumes(), vq.Collection), "MinGarbage": q.Get("garbage"),
 	})
+}
+
+// smallest returns the k first rows in cmp's order, sorted, in O(n log k):
+// a max-heap of the best k seen so far.
+func smallest(rows []*volumeRow, k int, cmp func(a, b *volumeRow) int) []*volumeRow {
+	if k <= 0 {
+		return nil
+	}
+	h := make([]*volumeRow, 0, k)
+	down := func(i int) {
+		for {
+			l, big := 2*i+1, i
+			if l < len(h) && cmp(h[l], h[big]) > 0 {
+				big = l
+			}
+			if r := l + 1; r < len(h) && cmp(h[r], h[big]) > 0 {
+				big = r
+			}
+			if big == i {
+				return
+			}
+			h[i], h[big] = h[big], h[i]
+			i = big
+		}
+	}
+	for _, r := range rows {
+		if len(h) < k {
+			h = append(h, r)
+			for i := len(h) - 1; i > 0; {
+				p := (i - 1) / 2
+				if cmp(h[i], h[p]) <= 0 {
+					break
+				}
+				h[i], h[p] = h[p], h[i]
+				i = p
+			}
+			continue
+		}
+		if cmp(r, h[0]) < 0 {
+			h[0] = r
+			down(0)
+		}
+	}
+	slices.SortFunc(h, cmp)
+	return h
 }
 
 func filterEc(ec []topology.EcVolumeStatus, collection string) []topology.EcVolumeStatus {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -368,5 +369,25 @@ func TestFilerPathsRefused(t *testing.T) {
 	// No filer reachable: a clear 502, not a 500.
 	if code, _, _ := do(t, c, "GET", ts.URL+"/files?path=/buckets/", nil, basic("admin", "s3cret")); code != http.StatusBadGateway {
 		t.Errorf("listing with the filer down: %d, want 502", code)
+	}
+}
+
+func TestSmallestMatchesSort(t *testing.T) {
+	rows := volumeRows(newFakeSource(20, 3000).TopologyStatus())
+	for _, vq := range []volumeQuery{{Sort: "size"}, {Sort: "garbage", Desc: true}, {Sort: "collection"}, {Sort: "id", Desc: true}} {
+		var all []*volumeRow
+		for i := range rows {
+			all = append(all, &rows[i])
+		}
+		want := slices.Clone(all)
+		slices.SortFunc(want, vq.compare)
+		for _, k := range []int{1, 100, 700} {
+			got := smallest(slices.Clone(all), k, vq.compare)
+			for i := range got {
+				if got[i].ID != want[i].ID {
+					t.Fatalf("sort %s desc %v k %d: row %d is volume %d, want %d", vq.Sort, vq.Desc, k, i, got[i].ID, want[i].ID)
+				}
+			}
+		}
 	}
 }
