@@ -3,7 +3,7 @@
 #
 # Idempotent and fast when everything is present: packages are installed only
 # when their command is missing (apt-get update runs only then): postgresql,
-# redis, fuse3, attr, cadaver, rclone, s3cmd, curl, awscli, prometheus (promtool), python3-boto3, docker.io (only
+# redis, fuse3, attr, cadaver, rclone, s3cmd, curl, awscli, prometheus (promtool), python3-boto3, chromium, docker.io (only
 # without any docker) and docker-compose (only without `docker compose`). The test
 # PostgreSQL / Redis servers are started only when nothing answers on their
 # ports. It never stops or kills anything: servers it started keep running for
@@ -59,6 +59,8 @@ docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null |
 # serves /usr/bin/python3; another python3 first on PATH (pyenv, a venv) must
 # bring its own boto3 (checked at the end: pip needs the network).
 /usr/bin/python3 -c 'import boto3' >/dev/null 2>&1 || missing+=(python3-boto3)
+# internal/adminui's browser tests drive a headless Chromium (chromedp).
+command -v chromium >/dev/null || missing+=(chromium)
 
 if [ ${#missing[@]} -gt 0 ]; then
 	[ "$(id -u)" -eq 0 ] || die "missing ${missing[*]}; run as root to install them"

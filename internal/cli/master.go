@@ -59,6 +59,7 @@ func newMasterCommand(g *globalFlags) *cobra.Command {
 	f := &masterFlags{}
 	af := &authFlags{}
 	var mx metricsFlags
+	uf := &adminFlags{}
 	cmd := &cobra.Command{
 		Use:   "master",
 		Short: "Run a master: topology, file id assignment, volume growth (Raft-replicated)",
@@ -81,6 +82,9 @@ func newMasterCommand(g *globalFlags) *cobra.Command {
 			}
 			sec.applyMaster(&cfg)
 			cfg.Metrics = mx.registry()
+			if err := uf.mountAdminUI(&cfg, log, "", cmd.OutOrStdout()); err != nil {
+				return err
+			}
 			m, err := master.New(cfg)
 			if err != nil {
 				return err
@@ -103,5 +107,6 @@ func newMasterCommand(g *globalFlags) *cobra.Command {
 	f.addFlags(fl, "")
 	af.addFlags(fl, true, false)
 	mx.addFlags(fl, 0)
+	uf.addFlags(fl)
 	return cmd
 }

@@ -27,6 +27,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 	var dir string
 	var addr addrFlags
 	mf := &masterFlags{}
+	uf := &adminFlags{}
 	vf := &volumeFlags{}
 	ff := &filerFlags{}
 	sf := &s3Flags{}
@@ -77,8 +78,14 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "kelp server: data in %s\n", dir)
+			if tlsFiles != nil {
+				fmt.Fprintf(out, "  TLS everywhere: CA %s, certificate %s, key %s\n", tlsFiles.Files.CA, tlsFiles.Files.Cert, tlsFiles.Files.Key)
+				fmt.Fprintf(out, "  tools (shell, mount, benchmark) use them with --%s=%s\n", security.ConfigFlag, tlsFiles.Config)
+			}
 			if secure { // the authentication half of --secure: signing key, access tokens
-				if err := af.applySecure(dir, cmd.OutOrStdout()); err != nil {
+				if err := af.applySecure(dir, out); err != nil {
 					return err
 				}
 			}
@@ -89,6 +96,12 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			sec.applyMaster(&mcfg)
 			reg := mx.registry()
 			mcfg.Metrics = reg
+			var filerAddr string // set once the filer exists, before anything is served
+			uf.filerAddr = func() string { return filerAddr }
+			uf.filerToken = sec.internalToken("kelp-server-adminui")
+			if err := uf.mountAdminUI(&mcfg, log, dir, out); err != nil { // prints generated credentials
+				return err
+			}
 			m, err := master.New(mcfg)
 			if err != nil {
 				return err
@@ -127,12 +140,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 				return fail(err)
 			}
 			started = append(started, f)
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "kelp server: data in %s\n", dir)
-			if tlsFiles != nil {
-				fmt.Fprintf(out, "  TLS everywhere: CA %s, certificate %s, key %s\n", tlsFiles.Files.CA, tlsFiles.Files.Cert, tlsFiles.Files.Key)
-				fmt.Fprintf(out, "  tools (shell, mount, benchmark) use them with --%s=%s\n", security.ConfigFlag, tlsFiles.Config)
-			}
+			filerAddr = f.Addr()
 			scfg, err := sf.config(log, f.Filer(), dir, out) // prints generated credentials
 			if err != nil {
 				return fail(err)
@@ -159,7 +167,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 				}
 				started = append(started, dav)
 			}
-			fmt.Fprintf(out, "  master  %s\n", security.URL(m.HTTPAddr()))
+			fmt.Fprintf(out, "  master  %s\n", security.URL(m.HTTPAddr())+" (admin UI at /)")
 			fmt.Fprintf(out, "  volume  %s\n", security.URL(v.URL()))
 			fmt.Fprintf(out, "  filer   %s\n", security.URL(f.Addr()))
 			fmt.Fprintf(out, "  s3      %s\n", gw.URL())
@@ -190,6 +198,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 	fl.StringVar(&dir, "dir", "./data", "directory for all of this server's data")
 	addr.addFlags(fl, "server")
 	mf.addFlags(fl, "master.")
+	uf.addFlags(fl)
 	vf.addFlags(fl, "volume.")
 	ff.addFlags(fl, "filer.")
 	sf.addFlags(fl, "s3.")

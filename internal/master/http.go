@@ -33,6 +33,9 @@ func (s *Server) routes() http.Handler {
 		w.Header().Set("Content-Type", "text/plain")
 		w.Write([]byte("ok"))
 	})
+	if s.cfg.AdminUI != nil {
+		mux.Handle("/", s.cfg.AdminUI(s))
+	}
 	return mux
 }
 

@@ -85,6 +85,10 @@ type Config struct {
 	// Metrics is the registry the master reports to (request metrics, raft
 	// and topology gauges); nil gives it a registry of its own (Metrics).
 	Metrics *metrics.Registry
+	// AdminUI, when set, builds the admin web UI mounted at / (paths no API
+	// route claims); the CLI passes internal/adminui, which imports this
+	// package.
+	AdminUI func(*Server) http.Handler
 }
 
 // Server is a master. Create with New, start with Run, stop with Close (or by

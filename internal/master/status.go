@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/kelpfs/kelp/internal/consensus"
 	"github.com/kelpfs/kelp/internal/security"
+	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/topology"
 )
 
@@ -62,7 +65,9 @@ type PeerStatus struct {
 	Role         string `json:"role"`
 	Term         uint64 `json:"term,omitempty"`
 	AppliedIndex uint64 `json:"appliedIndex,omitempty"`
-	Error        string `json:"error,omitempty"`
+	// LastContact is, on a follower, when it last heard from the leader.
+	LastContact time.Time `json:"lastContact,omitzero"`
+	Error       string    `json:"error,omitempty"`
 }
 
 // RaftStatus is the body of GET /cluster/raft: one master's own view.
@@ -106,6 +111,7 @@ func (s *Server) clusterStatus(ctx context.Context) ClusterStatus {
 		if p.ID == s.httpAddr {
 			own := s.cons.Stats()
 			cs.Peers[i].Role, cs.Peers[i].Term, cs.Peers[i].AppliedIndex = own.Role, own.Term, own.AppliedIndex
+			cs.Peers[i].LastContact = own.LastContact
 			continue
 		}
 		wg.Add(1)
@@ -117,6 +123,7 @@ func (s *Server) clusterStatus(ctx context.Context) ClusterStatus {
 				return
 			}
 			cs.Peers[i].Role, cs.Peers[i].Term, cs.Peers[i].AppliedIndex = rs.Role, rs.Term, rs.AppliedIndex
+			cs.Peers[i].LastContact = rs.LastContact
 		}()
 	}
 	wg.Wait()
@@ -145,4 +152,26 @@ func (s *Server) probePeer(ctx context.Context, addr string) (RaftStatus, error)
 
 func (s *Server) handleClusterStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.clusterStatus(r.Context()))
+}
+
+// ClusterStatus is what GET /cluster/status answers (the admin UI's source).
+func (s *Server) ClusterStatus(ctx context.Context) ClusterStatus { return s.clusterStatus(ctx) }
+
+// TopologyStatus is this master's topology tree (a follower's is the copy it
+// mirrors from the leader).
+func (s *Server) TopologyStatus() topology.Status { return s.topo.Status() }
+
+// EcVolumes lists the erasure-coded volumes with their shards.
+func (s *Server) EcVolumes() []topology.EcVolumeStatus { return s.topo.EcStatus() }
+
+// PulseSeconds is the volume servers' heartbeat interval.
+func (s *Server) PulseSeconds() float64 { return s.cfg.PulseInterval.Seconds() }
+
+// RunShell runs an admin shell script against this master as owner
+// (Config.RunShell), for the admin UI's maintenance actions.
+func (s *Server) RunShell(ctx context.Context, owner string, out io.Writer, script string) error {
+	if s.cfg.RunShell == nil {
+		return fmt.Errorf("master: no shell configured (Config.RunShell)")
+	}
+	return s.cfg.RunShell(ctx, s.httpAddr+"."+strconv.Itoa(pb.Port(s.grpcLn)), owner, out, script)
 }

@@ -71,6 +71,8 @@ type Options struct {
 	// Signer turns signed file ids on (masters and volume servers);
 	// ReadSigner signed reads (volume servers).
 	Signer, ReadSigner *auth.Signer
+	// AdminUI is the masters' Config.AdminUI (tests of internal/adminui).
+	AdminUI func(*master.Server) http.Handler
 }
 
 // Cluster is a running in-process cluster.
@@ -209,6 +211,7 @@ func (c *Cluster) masterNode(i, port int, peers []string) *Node {
 		EcRebuildAfter:       c.opts.EcRebuildAfter,
 		RunShell:             c.opts.RunShell,
 		ReplaceAfter:         c.opts.ReplaceAfter,
+		AdminUI:              c.opts.AdminUI,
 		Logger:               c.log.With("node", fmt.Sprintf("master%d", i)),
 	}
 	return &Node{Addr: addr(port), start: func() (runner, error) { return master.New(mcfg) }}
