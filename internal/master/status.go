@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/consensus"
-	"github.com/kelpfs/kelp/internal/security"
 	"github.com/kelpfs/kelp/internal/pb"
+	"github.com/kelpfs/kelp/internal/security"
 	"github.com/kelpfs/kelp/internal/topology"
 )
 
