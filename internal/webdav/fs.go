@@ -35,6 +35,12 @@ func (f fileSystem) Mkdir(ctx context.Context, name string, perm os.FileMode) er
 }
 
 func (f fileSystem) OpenFile(ctx context.Context, name string, flag int, perm os.FileMode) (xwebdav.File, error) {
+	file, err := f.openFile(ctx, name, flag)
+	noteOpenErr(ctx, err)
+	return file, err
+}
+
+func (f fileSystem) openFile(ctx context.Context, name string, flag int) (xwebdav.File, error) {
 	a, err := f.v.Lookup(ctx, name)
 	switch {
 	case err == nil && a.Mode.IsDir():
@@ -194,4 +200,31 @@ func (d *dir) Readdir(count int) ([]fs.FileInfo, error) {
 	out := d.ents[:n]
 	d.ents = d.ents[n:]
 	return out, nil
+}
+
+// openErr keeps the error of a request's OpenFile: x/net/webdav answers
+// every failed open of a GET or HEAD 404, also when the filer could not be
+// reached; the handler turns those into 503 (see unreachableWriter).
+type openErr struct{ err error }
+
+type openErrKey struct{}
+
+func noteOpenErr(ctx context.Context, err error) {
+	if slot, ok := ctx.Value(openErrKey{}).(*openErr); ok && err != nil {
+		slot.err = err
+	}
+}
+
+// missing reports whether err says the file is not there (a true 404),
+// rather than that the view could not find out.
+func missing(err error) bool {
+	var en syscall.Errno
+	if !errors.As(err, &en) {
+		return false
+	}
+	switch en {
+	case syscall.ENOENT, syscall.ENOTDIR, syscall.ENAMETOOLONG, syscall.EINVAL, syscall.EISDIR:
+		return true
+	}
+	return false
 }
