@@ -166,6 +166,11 @@ func Handler(v *fsview.FS, log *slog.Logger) http.Handler {
 				w = &replacedWriter{ResponseWriter: w}
 			}
 		}
+		if r.Method == http.MethodPut {
+			body := &putBody{ReadCloser: r.Body, want: r.ContentLength}
+			r.Body = body
+			r = r.WithContext(context.WithValue(r.Context(), putBodyKey{}, body))
+		}
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
 			slot := &openErr{}
 			r = r.WithContext(context.WithValue(r.Context(), openErrKey{}, slot))
