@@ -28,6 +28,9 @@ type Chunk struct {
 	// MD5 work of a large upload. The blob's FID identifies it as well.
 	ETag     string
 	Manifest bool // the blob is an encoded chunk list (see Pack)
+	// CipherKey is the AES-256 key the blob is sealed under (see crypt.go),
+	// nil for a blob stored in the clear. It lives only in this record.
+	CipherKey []byte
 }
 
 // End is the file position just past the chunk.
@@ -79,7 +82,13 @@ func AppendList(b []byte, cs []Chunk) []byte {
 		if c.Manifest {
 			flags |= 1
 		}
+		if c.CipherKey != nil {
+			flags |= 2
+		}
 		b = append(b, flags)
+		if c.CipherKey != nil {
+			b = varenc.AppendString(b, string(c.CipherKey))
+		}
 	}
 	return b
 }
@@ -110,8 +119,15 @@ func ReadList(b []byte) ([]Chunk, []byte, error) {
 		c.Mtime = d.Varint()
 		c.ETag = d.String()
 		flags := d.Byte()
-		if size > 1<<62 || c.Offset < 0 || flags&^1 != 0 {
+		if size > 1<<62 || c.Offset < 0 || flags&^3 != 0 {
 			d.Fail(fmt.Errorf("%w: bad chunk", ErrCorrupt))
+		}
+		if flags&2 != 0 {
+			if k := d.String(); len(k) == KeySize {
+				c.CipherKey = []byte(k)
+			} else if d.Err() == nil {
+				d.Fail(fmt.Errorf("%w: chunk key of %d bytes", ErrCorrupt, len(k)))
+			}
 		}
 		c.Size = int64(size)
 		c.Manifest = flags&1 != 0
@@ -121,4 +137,10 @@ func ReadList(b []byte) ([]Chunk, []byte, error) {
 		return nil, nil, d.Err()
 	}
 	return cs, d.Rest(), nil
+}
+
+// Equal reports whether a and b are the same chunk record.
+func Equal(a, b Chunk) bool {
+	return a.FID == b.FID && a.Offset == b.Offset && a.Size == b.Size && a.Mtime == b.Mtime &&
+		a.ETag == b.ETag && a.Manifest == b.Manifest && string(a.CipherKey) == string(b.CipherKey)
 }

@@ -28,6 +28,17 @@
 // AppendList encodes a chunk list (used inside filer entries and as the blob
 // of a manifest) as: version byte (1), uvarint count, then per chunk:
 // uvarint len + FID bytes, varint Offset, uvarint Size, varint Mtime (unix
-// ns), uvarint len + ETag bytes, flags byte (bit 0: manifest). A manifest
-// blob is the 4 bytes "KCM1" followed by such a list.
+// ns), uvarint len + ETag bytes, flags byte (bit 0: manifest, bit 1: sealed),
+// then for a sealed chunk uvarint len + its 32-byte key. A manifest blob is
+// the 4 bytes "KCM1" followed by such a list (sealed itself when it lists a
+// sealed chunk).
+//
+// # Encrypted chunks
+//
+// With encryption at rest a blob is stored sealed (crypt.go): AES-256-GCM
+// under a random key of its own, in segments of 64 KiB of plaintext each
+// followed by its tag, the segment index as nonce. The key is only in the
+// chunk's record (Chunk.CipherKey). PutChunk stores a chunk sealed or not;
+// OpenChunk reads any range, fetching only the segments it touches; Reader,
+// ReadAt and ReadManifest open sealed chunks whatever the writer's setting.
 package chunk

@@ -73,7 +73,12 @@ func Pack(ctx context.Context, p Putter, cs []Chunk, threshold, batch int) ([]Ch
 
 func storeManifest(ctx context.Context, p Putter, cs []Chunk) (Chunk, error) {
 	data := AppendList([]byte(manifestMagic), cs)
-	fid, err := p.Put(ctx, data)
+	// A manifest listing sealed chunks holds their keys: it is sealed too.
+	encrypt := false
+	for _, c := range cs {
+		encrypt = encrypt || c.CipherKey != nil
+	}
+	fid, key, err := PutChunk(ctx, p, data, encrypt)
 	if err != nil {
 		return Chunk{}, fmt.Errorf("chunk: store manifest: %w", err)
 	}
@@ -82,12 +87,12 @@ func storeManifest(ctx context.Context, p Putter, cs []Chunk) (Chunk, error) {
 		lo, hi = min(lo, c.Offset), max(hi, c.End())
 	}
 	sum := md5.Sum(data)
-	return Chunk{FID: fid, Offset: lo, Size: hi - lo, Mtime: time.Now().UnixNano(), ETag: hex.EncodeToString(sum[:]), Manifest: true}, nil
+	return Chunk{FID: fid, Offset: lo, Size: hi - lo, Mtime: time.Now().UnixNano(), ETag: hex.EncodeToString(sum[:]), Manifest: true, CipherKey: key}, nil
 }
 
 // ReadManifest fetches and decodes the chunk list of manifest chunk m.
 func ReadManifest(ctx context.Context, o Opener, m Chunk) ([]Chunk, error) {
-	rc, err := o.Open(ctx, m.FID, 0, -1)
+	rc, err := OpenChunk(ctx, o, m.FID, m.CipherKey, -1, 0, -1)
 	if err != nil {
 		return nil, fmt.Errorf("chunk: read manifest %s: %w", m.FID, err)
 	}

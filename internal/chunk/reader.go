@@ -56,7 +56,7 @@ func (r *Reader) Read(p []byte) (int, error) {
 		}
 		iv := r.vis[i]
 		end := min(iv.Stop, r.size)
-		rc, err := r.o.Open(r.ctx, iv.FID, iv.ChunkOffset+r.pos-iv.Start, end-r.pos)
+		rc, err := OpenChunk(r.ctx, r.o, iv.FID, iv.CipherKey, iv.ChunkSize, iv.ChunkOffset+r.pos-iv.Start, end-r.pos)
 		if err != nil {
 			return 0, fmt.Errorf("chunk: read %s at %d: %w", iv.FID, r.pos, err)
 		}
@@ -122,7 +122,7 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 			got += len(dst)
 			continue
 		}
-		rc, err := r.o.Open(r.ctx, v.FID, v.ChunkOffset, v.Size)
+		rc, err := OpenChunk(r.ctx, r.o, v.FID, v.CipherKey, v.ChunkSize, v.ChunkOffset, v.Size)
 		if err != nil {
 			return got, fmt.Errorf("chunk: read %s at %d: %w", v.FID, v.FileOffset, err)
 		}

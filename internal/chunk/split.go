@@ -30,6 +30,9 @@ type SplitOptions struct {
 	// NoMD5 skips hashing the stream (SplitResult.MD5 is nil) for callers
 	// that hash what matters to them elsewhere (encrypted objects).
 	NoMD5 bool
+	// Encrypt seals every chunk under a key of its own (Chunk.CipherKey);
+	// MD5 and ETags stay those of the plaintext.
+	Encrypt bool
 }
 
 // SplitResult is what Split stored.
@@ -150,13 +153,13 @@ func Split(ctx context.Context, p Putter, r io.Reader, base int64, opts SplitOpt
 				}
 				<-slots
 			}()
-			fid, err := p.Put(ctx, data)
+			fid, key, err := PutChunk(ctx, p, data, opts.Encrypt)
 			if err != nil {
 				fail(fmt.Errorf("chunk: store chunk at %d: %w", off, err))
 				return
 			}
 			mu.Lock()
-			c := Chunk{FID: fid, Offset: off, Size: int64(len(data)), Mtime: now().UnixNano()}
+			c := Chunk{FID: fid, Offset: off, Size: int64(len(data)), Mtime: now().UnixNano(), CipherKey: key}
 			if sum != nil {
 				c.ETag = hex.EncodeToString(sum)
 			}

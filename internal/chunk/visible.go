@@ -11,6 +11,8 @@ type Interval struct {
 	Start, Stop int64
 	FID         string
 	ChunkOffset int64
+	CipherKey   []byte // the blob's key, nil when stored in the clear
+	ChunkSize   int64  // the blob's plaintext size (the chunk's Size)
 }
 
 // Visible resolves chunks (manifests already expanded by Resolve; any left
@@ -25,7 +27,7 @@ func Visible(chunks []Chunk) []Interval {
 		if c.Manifest || c.Size <= 0 {
 			continue
 		}
-		iv := Interval{Start: c.Offset, Stop: c.End(), FID: c.FID}
+		iv := Interval{Start: c.Offset, Stop: c.End(), FID: c.FID, CipherKey: c.CipherKey, ChunkSize: c.Size}
 		if len(vis) == 0 || vis[len(vis)-1].Stop <= iv.Start {
 			vis = append(vis, iv)
 			continue
@@ -59,6 +61,8 @@ type View struct {
 	Size        int64
 	FID         string
 	ChunkOffset int64
+	CipherKey   []byte // as Interval
+	ChunkSize   int64
 }
 
 // Views plans a read of [off, off+n) of a file of the given size over
@@ -83,7 +87,7 @@ func Views(vis []Interval, size, off, n int64) []View {
 			pos = iv.Start
 		}
 		stop := min(iv.Stop, end)
-		out = append(out, View{FileOffset: pos, Size: stop - pos, FID: iv.FID, ChunkOffset: iv.ChunkOffset + pos - iv.Start})
+		out = append(out, View{FileOffset: pos, Size: stop - pos, FID: iv.FID, ChunkOffset: iv.ChunkOffset + pos - iv.Start, CipherKey: iv.CipherKey, ChunkSize: iv.ChunkSize})
 		pos = stop
 		i++
 	}

@@ -26,6 +26,7 @@ type filerFlags struct {
 	collection  string
 	replication string
 	retention   time.Duration
+	encryptData bool
 }
 
 func (f *filerFlags) addFlags(fl *pflag.FlagSet, prefix string) {
@@ -35,6 +36,7 @@ func (f *filerFlags) addFlags(fl *pflag.FlagSet, prefix string) {
 	fl.IntVar(&f.chunkMiB, prefix+"chunk-size", 8, "size in MiB of the chunks large files are cut into")
 	fl.StringVar(&f.collection, prefix+"collection", "", "collection of the chunks the filer writes")
 	fl.StringVar(&f.replication, prefix+"replication", "", "replication of the chunks the filer writes (default: the master's)")
+	fl.BoolVar(&f.encryptData, prefix+"encrypt-data", false, "encrypt every chunk written (AES-256-GCM, a random key per chunk kept in the filer's metadata): also for S3, WebDAV and mounts")
 	fl.DurationVar(&f.retention, prefix+"event-retention", 7*24*time.Hour, "how long metadata events are kept for subscribers (0: forever)")
 }
 
@@ -78,6 +80,7 @@ func (f *filerFlags) config(log *slog.Logger) (filerserver.Config, error) {
 		Collection:     f.collection,
 		Replication:    f.replication,
 		EventRetention: f.retention,
+		EncryptData:    f.encryptData,
 		Logger:         log,
 	}, nil
 }

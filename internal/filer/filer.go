@@ -37,8 +37,12 @@ type Config struct {
 	// EventRetention is how long events stay in the metadata log; older
 	// ones are deleted in the background. 0 keeps them forever.
 	EventRetention time.Duration
-	Logger         *slog.Logger
-	Now            func() time.Time // nil means time.Now
+	// EncryptData seals every chunk this filer writes under a random
+	// AES-256-GCM key of its own, kept only in the entry (encryption at
+	// rest). Chunks that carry a key are decrypted whatever this says.
+	EncryptData bool
+	Logger      *slog.Logger
+	Now         func() time.Time // nil means time.Now
 }
 
 // Filer is the namespace over one metadata store and one blob layer. It is
@@ -129,6 +133,10 @@ func (f *Filer) ChunkSize() int { return f.cfg.ChunkSize }
 
 // Blobs is the blob layer, for readers of chunks.
 func (f *Filer) Blobs() chunk.Blobs { return f.blobs }
+
+// EncryptData reports whether chunks written through this filer are sealed
+// (Config.EncryptData).
+func (f *Filer) EncryptData() bool { return f.cfg.EncryptData }
 
 // txn is the state of one store transaction of a filer operation. Update
 // may run fn more than once, so a txn is made afresh for each attempt.

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/kelpfs/kelp/internal/chunk"
 	"github.com/kelpfs/kelp/internal/filer/store"
 )
 
@@ -270,7 +272,51 @@ func TestConcurrentAppends(t *testing.T) {
 }
 
 func TestManifestsKeepEntriesSmall(t *testing.T) {
-	e := newEnv(t, Config{ChunkSize: 10, ManifestThreshold: 20, ManifestBatch: 8})
+	testManifests(t, Config{ChunkSize: 10, ManifestThreshold: 20, ManifestBatch: 8})
+}
+
+// TestEncryptedManifests: the same with EncryptData: every chunk and
+// manifest is sealed under its own key, no blob holds the plaintext, the
+// file reads back (also after a restart without the flag, and after a
+// truncate), and the collector opens sealed manifests to delete their chunks.
+func TestEncryptedManifests(t *testing.T) {
+	e := testManifests(t, Config{ChunkSize: 10, ManifestThreshold: 20, ManifestBatch: 8, EncryptData: true})
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("secret-plaintext!"), 100)
+	ent := e.write(t, "/s", data)
+	for _, c := range ent.Chunks {
+		if len(c.CipherKey) != chunk.KeySize {
+			t.Fatalf("chunk %s (manifest %v) has no key", c.FID, c.Manifest)
+		}
+	}
+	for _, fid := range e.blobs.Live() {
+		rc, _ := e.blobs.Open(ctx, fid, 0, -1)
+		b, _ := io.ReadAll(rc)
+		if bytes.Contains(b, []byte("secret-p")) || bytes.Contains(b, []byte("KCM1")) {
+			t.Fatalf("blob %s holds plaintext", fid)
+		}
+	}
+	e.restart(t, Config{ChunkSize: 10, ManifestThreshold: 20, ManifestBatch: 8})
+	if !bytes.Equal(e.read(t, "/s"), data) {
+		t.Fatal("content differs after a restart without EncryptData")
+	}
+	if _, err := e.f.Truncate(ctx, "/s", 555); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(e.read(t, "/s"), data[:555]) {
+		t.Fatal("content differs after truncate")
+	}
+	if err := e.f.DeleteEntry(ctx, "/s", false); err != nil {
+		t.Fatal(err)
+	}
+	e.checkNoLeak(t)
+	if n := len(e.blobs.Live()); n != 0 {
+		t.Fatalf("%d blobs left", n)
+	}
+}
+
+func testManifests(t *testing.T, cfg Config) *env {
+	e := newEnv(t, cfg)
 	ctx := context.Background()
 	data := make([]byte, 10*100+5)
 	for i := range data {
@@ -305,6 +351,7 @@ func TestManifestsKeepEntriesSmall(t *testing.T) {
 	if n := len(e.blobs.Live()); n != 0 {
 		t.Fatalf("%d blobs left after deleting the manifest file", n)
 	}
+	return e
 }
 
 func TestGCQueueSurvivesRestart(t *testing.T) {

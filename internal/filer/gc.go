@@ -22,7 +22,7 @@ func (t *txn) garbageChunks(cs []chunk.Chunk) error {
 		if c.FID == "" {
 			continue
 		}
-		if err := t.tx.Put(gcKey(c.FID), gcRecord(c.Manifest, t.now)); err != nil {
+		if err := t.tx.Put(gcKey(c.FID), gcRecord(c.Manifest, c.CipherKey, t.now)); err != nil {
 			return err
 		}
 		t.garbage++
@@ -32,12 +32,19 @@ func (t *txn) garbageChunks(cs []chunk.Chunk) error {
 
 func gcKey(fid string) []byte { return append([]byte{prefixGC}, fid...) }
 
-func gcRecord(manifest bool, now time.Time) []byte {
-	b := make([]byte, 1, 9)
+// gcRecord is flags (bit 0: manifest), the time queued (8 bytes BE) and,
+// for a sealed manifest, its key: the collector must open it to queue the
+// chunks it lists.
+func gcRecord(manifest bool, key []byte, now time.Time) []byte {
+	b := make([]byte, 1, 9+len(key))
 	if manifest {
 		b[0] = 1
 	}
-	return binary.BigEndian.AppendUint64(b, uint64(now.UnixNano()))
+	b = binary.BigEndian.AppendUint64(b, uint64(now.UnixNano()))
+	if manifest {
+		b = append(b, key...)
+	}
+	return b
 }
 
 // discard queues chunks uploaded for a write that did not commit. It runs
@@ -86,11 +93,16 @@ func (f *Filer) CollectGarbage(ctx context.Context) (int, error) {
 		type item struct {
 			fid      string
 			manifest bool
+			key      []byte
 		}
 		var batch []item
 		start := []byte{prefixGC}
 		err := f.st.Scan(ctx, start, store.PrefixEnd(start), gcBatch, func(k, v []byte) error {
-			batch = append(batch, item{fid: string(k[1:]), manifest: len(v) > 0 && v[0]&1 != 0})
+			it := item{fid: string(k[1:]), manifest: len(v) > 0 && v[0]&1 != 0}
+			if it.manifest && len(v) > 9 {
+				it.key = append([]byte(nil), v[9:]...)
+			}
+			batch = append(batch, it)
 			return nil
 		})
 		if err == nil && len(batch) > 0 {
@@ -115,7 +127,7 @@ func (f *Filer) CollectGarbage(ctx context.Context) (int, error) {
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				err := f.deleteBlob(ctx, it.fid, it.manifest)
+				err := f.deleteBlob(ctx, it.fid, it.manifest, it.key)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -149,9 +161,9 @@ func (f *Filer) CollectGarbage(ctx context.Context) (int, error) {
 
 // deleteBlob deletes one queued blob; a manifest's chunks are queued
 // first so that none is forgotten if the process stops half-way.
-func (f *Filer) deleteBlob(ctx context.Context, fid string, manifest bool) error {
+func (f *Filer) deleteBlob(ctx context.Context, fid string, manifest bool, key []byte) error {
 	if manifest {
-		cs, err := chunk.ReadManifest(ctx, f.blobs, chunk.Chunk{FID: fid, Manifest: true})
+		cs, err := chunk.ReadManifest(ctx, f.blobs, chunk.Chunk{FID: fid, Manifest: true, CipherKey: key})
 		switch {
 		case errors.Is(err, chunk.ErrNotFound):
 			return nil // deleted earlier, after its chunks were queued

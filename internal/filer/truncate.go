@@ -89,7 +89,7 @@ func (f *Filer) truncateOnce(ctx context.Context, e *Entry, size int64) (*Entry,
 		if err != nil {
 			return err
 		}
-		if !slices.Equal(cur.Chunks, e.Chunks) || cur.Size != e.Size {
+		if !slices.EqualFunc(cur.Chunks, e.Chunks, chunk.Equal) || cur.Size != e.Size {
 			return errStaleEntry
 		}
 		ne := cur.Clone()

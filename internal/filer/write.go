@@ -26,6 +26,7 @@ type WriteOptions struct {
 func (f *Filer) split(ctx context.Context, r io.Reader, base int64, hint int64) (chunk.SplitResult, error) {
 	res, err := chunk.Split(ctx, f.blobs, r, base, chunk.SplitOptions{
 		ChunkSize: f.cfg.ChunkSize, Concurrency: f.cfg.Concurrency, SizeHint: hint, Now: f.now,
+		Encrypt: f.cfg.EncryptData,
 	})
 	if err != nil {
 		f.discard(ctx, res.Chunks)
@@ -244,7 +245,7 @@ func (f *Filer) repack(ctx context.Context, e *Entry) error {
 		if err != nil {
 			return err
 		}
-		if !slices.Equal(cur.Chunks, e.Chunks) {
+		if !slices.EqualFunc(cur.Chunks, e.Chunks, chunk.Equal) {
 			return stale
 		}
 		ne := cur.Clone()

@@ -37,7 +37,7 @@ func toPB(e *filer.Entry) *filerpb.Entry {
 		p.Etag = e.ETag()
 	}
 	for _, c := range e.Chunks {
-		p.Chunks = append(p.Chunks, &filerpb.Chunk{Fid: c.FID, Offset: c.Offset, Size: c.Size, MtimeNs: c.Mtime, Etag: c.ETag, Manifest: c.Manifest})
+		p.Chunks = append(p.Chunks, &filerpb.Chunk{Fid: c.FID, Offset: c.Offset, Size: c.Size, MtimeNs: c.Mtime, Etag: c.ETag, Manifest: c.Manifest, CipherKey: c.CipherKey})
 	}
 	return p
 }
@@ -57,7 +57,7 @@ func fromPB(p *filerpb.Entry) *filer.Entry {
 		Meta: p.UserMetadata, Xattrs: p.Xattrs,
 	}
 	for _, c := range p.Chunks {
-		e.Chunks = append(e.Chunks, chunk.Chunk{FID: c.Fid, Offset: c.Offset, Size: c.Size, Mtime: c.MtimeNs, ETag: c.Etag, Manifest: c.Manifest})
+		e.Chunks = append(e.Chunks, chunk.Chunk{FID: c.Fid, Offset: c.Offset, Size: c.Size, Mtime: c.MtimeNs, ETag: c.Etag, Manifest: c.Manifest, CipherKey: chunk.KeyOf(c.CipherKey)})
 	}
 	if e.Size == 0 && !e.IsDir() {
 		e.Size = chunk.TotalSize(e.Chunks)

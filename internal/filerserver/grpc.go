@@ -3,6 +3,7 @@ package filerserver
 import (
 	"context"
 
+	"github.com/kelpfs/kelp/internal/chunk"
 	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/filer"
 	"github.com/kelpfs/kelp/internal/filer/store"
@@ -46,6 +47,9 @@ func (g *grpcServer) CreateEntry(ctx context.Context, req *filerpb.CreateEntryRe
 	if req.DeferredDurability {
 		ctx = store.WithDeferredDurability(ctx)
 	}
+	if err := checkKeys(req.Entry); err != nil {
+		return nil, err
+	}
 	err := g.s.filer.CreateEntry(ctx, fromPB(req.Entry), filer.CreateOptions{Exclusive: req.Exclusive, NoParents: req.NoParents})
 	if err != nil {
 		return nil, g.err("create", err)
@@ -56,6 +60,9 @@ func (g *grpcServer) CreateEntry(ctx context.Context, req *filerpb.CreateEntryRe
 func (g *grpcServer) UpdateEntry(ctx context.Context, req *filerpb.UpdateEntryRequest) (*filerpb.UpdateEntryResponse, error) {
 	if req.DeferredDurability {
 		ctx = store.WithDeferredDurability(ctx)
+	}
+	if err := checkKeys(req.Entry); err != nil {
+		return nil, err
 	}
 	if err := g.s.filer.UpdateEntry(ctx, fromPB(req.Entry)); err != nil {
 		return nil, g.err("update", err)
@@ -134,5 +141,17 @@ func (g *grpcServer) GetConfiguration(ctx context.Context, req *filerpb.GetConfi
 		Collection:  g.s.cfg.Collection,
 		Replication: g.s.cfg.Replication,
 		LastSeq:     seq,
+		EncryptData: g.s.filer.EncryptData(),
 	}, nil
+}
+
+// checkKeys refuses chunk keys of the wrong size: stored, they would make
+// the entry undecodable.
+func checkKeys(e *filerpb.Entry) error {
+	for _, c := range e.GetChunks() {
+		if n := len(c.CipherKey); n != 0 && n != chunk.KeySize {
+			return status.Errorf(codes.InvalidArgument, "chunk %s: cipher key of %d bytes, want %d", c.Fid, n, chunk.KeySize)
+		}
+	}
+	return nil
 }

@@ -231,7 +231,7 @@ func (s *Site) Open(ctx context.Context, e *filerpb.Entry) (io.ReadCloser, error
 // Write stores r as the file e.Path with e's attributes (chunks, size and
 // MD5 are computed), in one CreateEntry: one event on the site.
 func (s *Site) Write(ctx context.Context, e *filerpb.Entry, r io.Reader) (*filerpb.Entry, error) {
-	res, err := chunk.Split(ctx, blobs{s}, r, 0, chunk.SplitOptions{ChunkSize: int(s.conf.ChunkSize), SizeHint: e.Size})
+	res, err := chunk.Split(ctx, blobs{s}, r, 0, chunk.SplitOptions{ChunkSize: int(s.conf.ChunkSize), SizeHint: e.Size, Encrypt: s.conf.EncryptData})
 	if err == nil {
 		res.Chunks, err = chunk.Pack(ctx, blobs{s}, res.Chunks, 1000, 1000)
 	}
@@ -357,7 +357,7 @@ func (b blobs) Open(ctx context.Context, s string, off, n int64) (io.ReadCloser,
 func fromPBChunks(in []*filerpb.Chunk) []chunk.Chunk {
 	out := make([]chunk.Chunk, 0, len(in))
 	for _, c := range in {
-		out = append(out, chunk.Chunk{FID: c.Fid, Offset: c.Offset, Size: c.Size, Mtime: c.MtimeNs, ETag: c.Etag, Manifest: c.Manifest})
+		out = append(out, chunk.Chunk{FID: c.Fid, Offset: c.Offset, Size: c.Size, Mtime: c.MtimeNs, ETag: c.Etag, Manifest: c.Manifest, CipherKey: chunk.KeyOf(c.CipherKey)})
 	}
 	return out
 }
@@ -365,7 +365,7 @@ func fromPBChunks(in []*filerpb.Chunk) []chunk.Chunk {
 func toPBChunks(in []chunk.Chunk) []*filerpb.Chunk {
 	out := make([]*filerpb.Chunk, 0, len(in))
 	for _, c := range in {
-		out = append(out, &filerpb.Chunk{Fid: c.FID, Offset: c.Offset, Size: c.Size, MtimeNs: c.Mtime, Etag: c.ETag, Manifest: c.Manifest})
+		out = append(out, &filerpb.Chunk{Fid: c.FID, Offset: c.Offset, Size: c.Size, MtimeNs: c.Mtime, Etag: c.ETag, Manifest: c.Manifest, CipherKey: c.CipherKey})
 	}
 	return out
 }

@@ -72,6 +72,7 @@ type upload struct {
 	data []byte
 	done chan struct{}
 	fid  string
+	key  []byte // the chunk's cipher key when sealed (encryption at rest)
 	err  error
 	at   int64 // mtime ns of the chunk
 }
@@ -329,7 +330,7 @@ func (f *file) commitUploaded(ctx context.Context) error {
 	}
 	e := cloneEntry(f.entry)
 	for _, u := range f.pending[:k] {
-		e.Chunks = append(e.Chunks, &filerpb.Chunk{Fid: u.fid, Offset: u.off, Size: int64(len(u.data)), MtimeNs: u.at})
+		e.Chunks = append(e.Chunks, &filerpb.Chunk{Fid: u.fid, Offset: u.off, Size: int64(len(u.data)), MtimeNs: u.at, CipherKey: u.key})
 		e.Size = max(e.Size, u.off+int64(len(u.data)))
 	}
 	e.MtimeNs = f.mtime.UnixNano()
@@ -368,7 +369,7 @@ func (f *file) startUpload(off int64, data []byte) {
 		defer close(u.done)
 		f.fs.uploads <- struct{}{}
 		defer func() { <-f.fs.uploads }()
-		u.fid, u.err = f.fs.blobs.Put(context.Background(), u.data)
+		u.fid, u.key, u.err = chunk.PutChunk(context.Background(), f.fs.blobs, u.data, f.fs.encrypt)
 	}()
 }
 
@@ -508,7 +509,7 @@ func (f *file) fetch(ctx context.Context, buf []byte, off int64) error {
 func chunksOf(e *filerpb.Entry) []chunk.Chunk {
 	cs := make([]chunk.Chunk, 0, len(e.Chunks))
 	for _, c := range e.Chunks {
-		cs = append(cs, chunk.Chunk{FID: c.Fid, Offset: c.Offset, Size: c.Size, Mtime: c.MtimeNs, ETag: c.Etag, Manifest: c.Manifest})
+		cs = append(cs, chunk.Chunk{FID: c.Fid, Offset: c.Offset, Size: c.Size, Mtime: c.MtimeNs, ETag: c.Etag, Manifest: c.Manifest, CipherKey: chunk.KeyOf(c.CipherKey)})
 	}
 	return cs
 }
@@ -556,7 +557,7 @@ func (f *file) commitLocked(ctx context.Context) error {
 		return errnof(syscall.EIO, "upload: %v", err)
 	}
 	for _, u := range f.pending {
-		e.Chunks = append(e.Chunks, &filerpb.Chunk{Fid: u.fid, Offset: u.off, Size: int64(len(u.data)), MtimeNs: u.at})
+		e.Chunks = append(e.Chunks, &filerpb.Chunk{Fid: u.fid, Offset: u.off, Size: int64(len(u.data)), MtimeNs: u.at, CipherKey: u.key})
 	}
 	e.Size = f.size
 	e.MtimeNs = f.mtime.UnixNano()
@@ -664,11 +665,11 @@ func (f *file) truncate(ctx context.Context, size int64) error {
 			if err := f.readCommitted(ctx, data, lo); err != nil {
 				return err
 			}
-			fid, err := f.fs.blobs.Put(ctx, data)
+			fid, key, err := chunk.PutChunk(ctx, f.fs.blobs, data, f.fs.encrypt)
 			if err != nil {
 				return errnof(syscall.EIO, "truncate: %v", err)
 			}
-			keep = append(keep, &filerpb.Chunk{Fid: fid, Offset: lo, Size: int64(len(data)), MtimeNs: time.Now().UnixNano()})
+			keep = append(keep, &filerpb.Chunk{Fid: fid, Offset: lo, Size: int64(len(data)), MtimeNs: time.Now().UnixNano(), CipherKey: key})
 		}
 		e.Chunks = keep
 	}

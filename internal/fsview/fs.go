@@ -65,6 +65,7 @@ type FS struct {
 	reader    chunk.Opener // blobs, or through the chunk cache
 	chunks    *chunkCache  // nil: no local chunk cache
 	chunkSize int
+	encrypt   bool          // seal the chunks written (the filer's --encrypt-data, from GetConfiguration)
 	uploads   chan struct{} // bounds concurrent chunk uploads
 	commits   chan struct{} // bounds background commits (releaseLater)
 
@@ -162,6 +163,7 @@ func (fs *FS) connect(ctx context.Context) error {
 		req.Replication = fs.cfg.Replication
 	}
 	fs.blobs = &clusterBlobs{c: c, req: req}
+	fs.encrypt = conf.EncryptData
 	fs.reader = fs.blobs
 	if fs.cfg.CacheDir != "" {
 		cc, err := openChunkCache(fs.cfg.CacheDir, fs.cfg.CacheSize)

@@ -32,6 +32,9 @@ type Namespace interface {
 	// here before their entry is created.
 	Blobs() chunk.Blobs
 	ChunkSize() int
+	// EncryptData says to seal the chunks of objects stored without SSE
+	// (encryption at rest, filer --encrypt-data; see docs/security-encryption.md).
+	EncryptData() bool
 }
 
 var _ Namespace = (*filer.Filer)(nil)

@@ -2,11 +2,15 @@ package webdav
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path"
+	"strings"
 	"syscall"
 	"time"
 
@@ -35,6 +39,12 @@ func (f fileSystem) Mkdir(ctx context.Context, name string, perm os.FileMode) er
 }
 
 func (f fileSystem) OpenFile(ctx context.Context, name string, flag int, perm os.FileMode) (xwebdav.File, error) {
+	file, err := f.openFile(ctx, name, flag)
+	noteOpenErr(ctx, err)
+	return file, err
+}
+
+func (f fileSystem) openFile(ctx context.Context, name string, flag int) (xwebdav.File, error) {
 	a, err := f.v.Lookup(ctx, name)
 	switch {
 	case err == nil && a.Mode.IsDir():
@@ -45,6 +55,9 @@ func (f fileSystem) OpenFile(ctx context.Context, name string, flag int, perm os
 		return &dir{v: f.v, name: name, attr: a}, nil
 	case err != nil && flag&os.O_CREATE == 0:
 		return nil, osErr("open", name, err)
+	}
+	if flag&os.O_TRUNC != 0 && flag&os.O_CREATE != 0 {
+		return f.openStaged(ctx, name, err == nil)
 	}
 	var h *fsview.Handle
 	if flag&os.O_CREATE != 0 {
@@ -174,6 +187,9 @@ func (d *dir) Readdir(count int) ([]fs.FileInfo, error) {
 			return nil, osErr("readdir", d.name, err)
 		}
 		for _, e := range ents {
+			if strings.HasPrefix(e.Name, stagePrefix) {
+				continue // a PUT in progress (openStaged)
+			}
 			a, err := d.v.Lookup(ctx, path.Join(d.name, e.Name))
 			if err != nil {
 				continue // removed meanwhile
@@ -194,4 +210,132 @@ func (d *dir) Readdir(count int) ([]fs.FileInfo, error) {
 	out := d.ents[:n]
 	d.ents = d.ents[n:]
 	return out, nil
+}
+
+// openErr keeps the error of a request's OpenFile: x/net/webdav answers
+// every failed open of a GET or HEAD 404, also when the filer could not be
+// reached; the handler turns those into 503 (see unreachableWriter).
+type openErr struct{ err error }
+
+type openErrKey struct{}
+
+func noteOpenErr(ctx context.Context, err error) {
+	if slot, ok := ctx.Value(openErrKey{}).(*openErr); ok && err != nil {
+		slot.err = err
+	}
+}
+
+// missing reports whether err says the file is not there (a true 404),
+// rather than that the view could not find out.
+func missing(err error) bool {
+	var en syscall.Errno
+	if !errors.As(err, &en) {
+		return false
+	}
+	switch en {
+	case syscall.ENOENT, syscall.ENOTDIR, syscall.ENAMETOOLONG, syscall.EINVAL, syscall.EISDIR:
+		return true
+	}
+	return false
+}
+
+// openStaged opens a replacement of name (PUT, COPY's target): it is written
+// to a staging file next to it and renamed over name by Close, only when
+// the whole body arrived. Until then readers see the old content; a failed
+// upload removes the staging file and leaves the old file as it was.
+func (f fileSystem) openStaged(ctx context.Context, name string, exists bool) (xwebdav.File, error) {
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := path.Join(path.Dir(name), stagePrefix+hex.EncodeToString(rnd[:])+"-"+path.Base(name))
+	if len(path.Base(tmp)) > 255 {
+		tmp = path.Join(path.Dir(name), stagePrefix+hex.EncodeToString(rnd[:]))
+	}
+	h, err := f.v.Create(context.WithoutCancel(ctx), tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644, 0, 0)
+	if err != nil {
+		return nil, osErr("open", name, err)
+	}
+	body, _ := ctx.Value(putBodyKey{}).(*putBody)
+	return &stagedFile{file: file{v: f.v, h: h, name: tmp}, target: name, exists: exists, body: body}, nil
+}
+
+// stagePrefix starts the names of staging files; PROPFIND hides them.
+const stagePrefix = ".kelp-put-"
+
+type stagedFile struct {
+	file
+	target string
+	exists bool
+	body   *putBody // the request body, when a PUT: Close checks it arrived whole
+}
+
+func (s *stagedFile) Close() error {
+	ctx := context.Background()
+	err := s.file.Close()
+	if err == nil && s.body != nil {
+		err = s.body.incomplete()
+	}
+	if err == nil && s.exists {
+		err = s.keepProps(ctx)
+	}
+	if err == nil {
+		err = osErr("rename", s.target, s.v.Rename(ctx, s.name, s.target, false))
+	}
+	if err != nil {
+		s.v.Unlink(ctx, s.name)
+	}
+	return err
+}
+
+// keepProps carries the replaced file's dead properties (extended
+// attributes) over to its new content, as writing in place did.
+func (s *stagedFile) keepProps(ctx context.Context) error {
+	keys, err := s.v.ListXattr(ctx, s.target)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) {
+			return nil
+		}
+		return osErr("listxattr", s.target, err)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	set := make(map[string][]byte, len(keys))
+	for _, k := range keys {
+		v, err := s.v.GetXattr(ctx, s.target, k)
+		if err != nil {
+			continue // removed meanwhile
+		}
+		set[k] = v
+	}
+	return osErr("setxattr", s.name, s.v.PatchXattrs(ctx, s.name, set, nil))
+}
+
+// putBody counts a PUT's body as the handler reads it and keeps its read
+// error: x/net/webdav closes the file also when the copy failed.
+type putBody struct {
+	io.ReadCloser
+	want int64 // Content-Length, -1 unknown
+	n    int64
+	err  error
+}
+
+type putBodyKey struct{}
+
+func (b *putBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
+}
+
+func (b *putBody) incomplete() error {
+	switch {
+	case b.err != nil:
+		return fmt.Errorf("upload failed: %w", b.err)
+	case b.want >= 0 && b.n != b.want:
+		return fmt.Errorf("upload ended after %d of %d bytes", b.n, b.want)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -172,8 +173,45 @@ func Handler(v *fsview.FS, log *slog.Logger) http.Handler {
 				w = &replacedWriter{ResponseWriter: w}
 			}
 		}
+		if r.Method == http.MethodPut {
+			body := &putBody{ReadCloser: r.Body, want: r.ContentLength}
+			r.Body = body
+			r = r.WithContext(context.WithValue(r.Context(), putBodyKey{}, body))
+		}
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			slot := &openErr{}
+			r = r.WithContext(context.WithValue(r.Context(), openErrKey{}, slot))
+			w = &unreachableWriter{ResponseWriter: w, slot: slot}
+		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// unreachableWriter answers 503 where the handler says 404 because the
+// view could not reach the filer (or a volume server): the file may well
+// exist, and a 404 would tell a client (or a sync tool) it is gone.
+type unreachableWriter struct {
+	http.ResponseWriter
+	slot     *openErr
+	replaced bool
+}
+
+func (w *unreachableWriter) WriteHeader(code int) {
+	if code == http.StatusNotFound && w.slot.err != nil && !missing(w.slot.err) {
+		w.replaced = true
+		w.Header().Set("Retry-After", "1")
+		w.ResponseWriter.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w.ResponseWriter, "filer or volume server unreachable: "+w.slot.err.Error()+"\n")
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *unreachableWriter) Write(b []byte) (int, error) {
+	if w.replaced {
+		return len(b), nil // the handler's "Not Found" text
+	}
+	return w.ResponseWriter.Write(b)
 }
 
 // replacedWriter answers 204 where the handler says 201.

@@ -240,6 +240,7 @@ type Chunk struct {
 	MtimeNs       int64                  `protobuf:"varint,4,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`
 	Etag          string                 `protobuf:"bytes,5,opt,name=etag,proto3" json:"etag,omitempty"`
 	Manifest      bool                   `protobuf:"varint,6,opt,name=manifest,proto3" json:"manifest,omitempty"`
+	CipherKey     []byte                 `protobuf:"bytes,7,opt,name=cipher_key,json=cipherKey,proto3" json:"cipher_key,omitempty"` // AES-256 key the blob is sealed under (encryption at rest); empty: stored in the clear
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -314,6 +315,13 @@ func (x *Chunk) GetManifest() bool {
 		return x.Manifest
 	}
 	return false
+}
+
+func (x *Chunk) GetCipherKey() []byte {
+	if x != nil {
+		return x.CipherKey
+	}
+	return nil
 }
 
 type Entry struct {
@@ -1586,11 +1594,12 @@ func (*GetConfigurationRequest) Descriptor() ([]byte, []int) {
 
 type GetConfigurationResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Masters       []string               `protobuf:"bytes,1,rep,name=masters,proto3" json:"masters,omitempty"`                       // host:port of the masters' HTTP API
-	ChunkSize     int64                  `protobuf:"varint,2,opt,name=chunk_size,json=chunkSize,proto3" json:"chunk_size,omitempty"` // bytes per chunk the filer writes
-	Collection    string                 `protobuf:"bytes,3,opt,name=collection,proto3" json:"collection,omitempty"`                 // the filer's default collection ("" = none)
-	Replication   string                 `protobuf:"bytes,4,opt,name=replication,proto3" json:"replication,omitempty"`               // the filer's default replication ("" = master's default)
-	LastSeq       uint64                 `protobuf:"varint,5,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`       // the latest metadata event: SubscribeMetadata from here sees what comes next
+	Masters       []string               `protobuf:"bytes,1,rep,name=masters,proto3" json:"masters,omitempty"`                             // host:port of the masters' HTTP API
+	ChunkSize     int64                  `protobuf:"varint,2,opt,name=chunk_size,json=chunkSize,proto3" json:"chunk_size,omitempty"`       // bytes per chunk the filer writes
+	Collection    string                 `protobuf:"bytes,3,opt,name=collection,proto3" json:"collection,omitempty"`                       // the filer's default collection ("" = none)
+	Replication   string                 `protobuf:"bytes,4,opt,name=replication,proto3" json:"replication,omitempty"`                     // the filer's default replication ("" = master's default)
+	LastSeq       uint64                 `protobuf:"varint,5,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`             // the latest metadata event: SubscribeMetadata from here sees what comes next
+	EncryptData   bool                   `protobuf:"varint,6,opt,name=encrypt_data,json=encryptData,proto3" json:"encrypt_data,omitempty"` // seal every chunk written under a key of its own (--encrypt-data)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1658,6 +1667,13 @@ func (x *GetConfigurationResponse) GetLastSeq() uint64 {
 		return x.LastSeq
 	}
 	return 0
+}
+
+func (x *GetConfigurationResponse) GetEncryptData() bool {
+	if x != nil {
+		return x.EncryptData
+	}
+	return false
 }
 
 type StatfsRequest struct {
@@ -2227,14 +2243,16 @@ var File_filer_proto protoreflect.FileDescriptor
 const file_filer_proto_rawDesc = "" +
 	"\n" +
 	"\vfiler.proto\x12\n" +
-	"kelp.filer\"\x90\x01\n" +
+	"kelp.filer\"\xaf\x01\n" +
 	"\x05Chunk\x12\x10\n" +
 	"\x03fid\x18\x01 \x01(\tR\x03fid\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x19\n" +
 	"\bmtime_ns\x18\x04 \x01(\x03R\amtimeNs\x12\x12\n" +
 	"\x04etag\x18\x05 \x01(\tR\x04etag\x12\x1a\n" +
-	"\bmanifest\x18\x06 \x01(\bR\bmanifest\"\xda\x04\n" +
+	"\bmanifest\x18\x06 \x01(\bR\bmanifest\x12\x1d\n" +
+	"\n" +
+	"cipher_key\x18\a \x01(\fR\tcipherKey\"\xda\x04\n" +
 	"\x05Entry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\rR\x04mode\x12\x10\n" +
@@ -2345,7 +2363,7 @@ const file_filer_proto_rawDesc = "" +
 	"\x06DELETE\x10\x03\x12\n" +
 	"\n" +
 	"\x06RENAME\x10\x04\"\x19\n" +
-	"\x17GetConfigurationRequest\"\xb0\x01\n" +
+	"\x17GetConfigurationRequest\"\xd3\x01\n" +
 	"\x18GetConfigurationResponse\x12\x18\n" +
 	"\amasters\x18\x01 \x03(\tR\amasters\x12\x1d\n" +
 	"\n" +
@@ -2354,7 +2372,8 @@ const file_filer_proto_rawDesc = "" +
 	"collection\x18\x03 \x01(\tR\n" +
 	"collection\x12 \n" +
 	"\vreplication\x18\x04 \x01(\tR\vreplication\x12\x19\n" +
-	"\blast_seq\x18\x05 \x01(\x04R\alastSeq\"#\n" +
+	"\blast_seq\x18\x05 \x01(\x04R\alastSeq\x12!\n" +
+	"\fencrypt_data\x18\x06 \x01(\bR\vencryptData\"#\n" +
 	"\rStatfsRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\"\xb8\x01\n" +
 	"\x0eStatfsResponse\x12\x1f\n" +

@@ -1,0 +1,188 @@
+package chunk_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/kelpfs/kelp/internal/chunk"
+	"github.com/kelpfs/kelp/internal/chunk/chunktest"
+)
+
+func pseudo(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 1))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// TestSealRanges: a sealed blob opens whole and by any range, including
+// ranges across segment boundaries and ending at the blob's short last
+// segment, fetching only the segments the range touches.
+func TestSealRanges(t *testing.T) {
+	ctx := context.Background()
+	for _, size := range []int{1, chunk.SegmentSize - 1, chunk.SegmentSize, chunk.SegmentSize + 1, 3*chunk.SegmentSize + 777} {
+		plain := pseudo(size, uint64(size))
+		key, _ := chunk.NewKey()
+		sealed, err := chunk.Seal(nil, key, plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(sealed)) != chunk.SealedSize(int64(size)) {
+			t.Fatalf("size %d: sealed %d bytes, SealedSize says %d", size, len(sealed), chunk.SealedSize(int64(size)))
+		}
+		if bytes.Contains(sealed, plain[:min(size, 64)]) {
+			t.Fatalf("size %d: plaintext visible in the sealed blob", size)
+		}
+		if got, err := chunk.Unseal(key, sealed); err != nil || !bytes.Equal(got, plain) {
+			t.Fatalf("size %d: Unseal: %v", size, err)
+		}
+		b := chunktest.New()
+		fid, _ := b.Put(ctx, sealed)
+		cases := [][2]int64{{0, -1}, {0, int64(size)}, {int64(size) - 1, 1}, {0, 1}}
+		if size > chunk.SegmentSize {
+			s := int64(chunk.SegmentSize)
+			cases = append(cases, [2]int64{s - 3, 10}, [2]int64{s, 1}, [2]int64{s - 1, int64(size) - s + 1}, [2]int64{5, -1})
+		}
+		for _, c := range cases {
+			if c[1] > int64(size)-c[0] {
+				c[1] = int64(size) - c[0]
+			}
+			for _, known := range []int64{int64(size), -1} {
+				rc, err := chunk.OpenChunk(ctx, b, fid, key, known, c[0], c[1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := io.ReadAll(rc)
+				rc.Close()
+				end := int64(size)
+				if c[1] >= 0 {
+					end = c[0] + c[1]
+				}
+				if err != nil || !bytes.Equal(got, plain[c[0]:end]) {
+					t.Fatalf("size %d range %v (size known %d): %d bytes, err %v", size, c, known, len(got), err)
+				}
+			}
+		}
+	}
+}
+
+// TestSealTamper: a changed byte, a wrong key or a cut blob fails to read
+// with ErrDecrypt or an unexpected EOF, never with wrong bytes.
+func TestSealTamper(t *testing.T) {
+	ctx := context.Background()
+	plain := pseudo(2*chunk.SegmentSize+100, 9)
+	key, _ := chunk.NewKey()
+	sealed, _ := chunk.Seal(nil, key, plain)
+	read := func(blob, key []byte, size int64) error {
+		b := chunktest.New()
+		fid, _ := b.Put(ctx, blob)
+		rc, err := chunk.OpenChunk(ctx, b, fid, key, size, 0, -1)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		_, err = io.ReadAll(rc)
+		return err
+	}
+	flipped := bytes.Clone(sealed)
+	flipped[chunk.SegmentSize+20] ^= 1
+	if err := read(flipped, key, int64(len(plain))); !errors.Is(err, chunk.ErrDecrypt) {
+		t.Fatalf("flipped byte: %v", err)
+	}
+	other, _ := chunk.NewKey()
+	if err := read(sealed, other, int64(len(plain))); !errors.Is(err, chunk.ErrDecrypt) {
+		t.Fatalf("wrong key: %v", err)
+	}
+	cut := sealed[:chunk.SegmentSize+16] // one whole segment
+	if err := read(cut, key, int64(len(plain))); err == nil {
+		t.Fatal("a blob cut at a segment boundary read without error")
+	}
+}
+
+// TestSplitEncrypted: Split with Encrypt stores only sealed blobs, each
+// under its own key, keeps the plaintext MD5, and a Reader (and ReadAt)
+// returns the plaintext; manifests of sealed chunks are sealed too.
+func TestSplitEncrypted(t *testing.T) {
+	ctx := context.Background()
+	b := chunktest.New()
+	data := pseudo(5*100_000+123, 3)
+	res, err := chunk.Split(ctx, b, bytes.NewReader(data), 0, chunk.SplitOptions{ChunkSize: 100_000, Encrypt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := md5.Sum(data); !bytes.Equal(res.MD5, sum[:]) {
+		t.Fatal("MD5 is not the plaintext's")
+	}
+	keys := map[string]bool{}
+	for _, c := range res.Chunks {
+		if len(c.CipherKey) != chunk.KeySize || keys[string(c.CipherKey)] {
+			t.Fatalf("chunk %s: key %x (reused or missing)", c.FID, c.CipherKey)
+		}
+		keys[string(c.CipherKey)] = true
+	}
+	packed, err := chunk.Pack(ctx, b, res.Chunks, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range packed {
+		if c.Manifest && c.CipherKey == nil {
+			t.Fatal("a manifest of sealed chunks is stored in the clear")
+		}
+	}
+	for _, fid := range b.Live() {
+		rc, _ := b.Open(ctx, fid, 0, -1)
+		blob, _ := io.ReadAll(rc)
+		if bytes.Contains(blob, data[1000:1064]) || bytes.Contains(blob, []byte(res.Chunks[0].FID)) {
+			t.Fatalf("blob %s holds plaintext", fid)
+		}
+	}
+	// The chunk list survives its encoding (entries, manifests).
+	list, _, err := chunk.ReadList(chunk.AppendList(nil, packed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := chunk.Resolve(ctx, b, list, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := chunk.NewReader(ctx, b, cs, int64(len(data)))
+	got, err := io.ReadAll(r)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back: %d bytes, %v", len(got), err)
+	}
+	for _, rg := range [][2]int{{99_990, 20}, {0, 1}, {len(data) - 5, 5}, {150_000, 250_001}} {
+		p := make([]byte, rg[1])
+		if n, err := r.ReadAt(p, int64(rg[0])); err != nil || n != rg[1] || !bytes.Equal(p, data[rg[0]:rg[0]+rg[1]]) {
+			t.Fatalf("ReadAt %v: %d, %v", rg, n, err)
+		}
+		if _, err := r.Seek(int64(rg[0]), io.SeekStart); err != nil {
+			t.Fatal(err)
+		}
+		q := make([]byte, rg[1])
+		if _, err := io.ReadFull(r, q); err != nil || !bytes.Equal(q, p) {
+			t.Fatalf("Seek+Read %v: %v", rg, err)
+		}
+	}
+}
+
+func BenchmarkSeal1MiB(b *testing.B) {
+	data := pseudo(1<<20, 1)
+	key, _ := chunk.NewKey()
+	var dst []byte
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		var err error
+		if dst, err = chunk.Seal(dst[:0], key, data); err != nil {
+			b.Fatal(err)
+		}
+	}
+	_ = fmt.Sprint(len(dst))
+}
