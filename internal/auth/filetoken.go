@@ -2,7 +2,7 @@
 // a volume server checks before a write, a delete or, with a read key, a
 // read), access tokens with roles for the filer's and the master's APIs,
 // verified mTLS client certificates counted as servers, and the audit log.
-// See docs/security-auth.md.
+// See docs/security.md.
 package auth
 
 import (

@@ -19,7 +19,7 @@ import (
 
 // authFlags are the authentication flags of the servers (master, volume,
 // filer, server): signed file ids, access tokens, the audit log; see
-// docs/security-auth.md. A key flag's value may be "@FILE" to read it from
+// docs/security.md. A key flag's value may be "@FILE" to read it from
 // FILE (keeps it out of ps and shell history).
 type authFlags struct {
 	signingKey   string

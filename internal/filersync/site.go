@@ -72,7 +72,7 @@ func OpenSite(ctx context.Context, name, grpcAddr string, timeout time.Duration,
 }
 
 // OpenSiteAuth is OpenSite showing the filer and its masters an access
-// token ("" none; docs/security-auth.md).
+// token ("" none; docs/security.md).
 func OpenSiteAuth(ctx context.Context, name, grpcAddr, token string, timeout time.Duration, httpClient *http.Client, log *slog.Logger) (*Site, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -50,7 +50,7 @@ type Config struct {
 	// fsync the durability point; the FUSE mount sets it.
 	DeferDurability bool
 	// AccessToken is shown to the filer and the masters when they need
-	// authentication (docs/security-auth.md); "" none.
+	// authentication (docs/security.md); "" none.
 	AccessToken string
 }
 

@@ -33,7 +33,7 @@ type Namespace interface {
 	Blobs() chunk.Blobs
 	ChunkSize() int
 	// EncryptData says to seal the chunks of objects stored without SSE
-	// (encryption at rest, filer --encrypt-data; see docs/security-encryption.md).
+	// (encryption at rest, filer --encrypt-data; see docs/security.md).
 	EncryptData() bool
 }
 

@@ -276,7 +276,7 @@ func (l *Layer) storeOpts(ctx context.Context, r io.Reader, size int64, wantMD5 
 		ChunkSize: l.ns.ChunkSize(), Concurrency: l.conc, SizeHint: hint, Now: l.now,
 		NoMD5: enc != nil && enc.plainETag, // the ETag is the plaintext's MD5, taken above
 		// SSE ciphertext is not sealed a second time: its keys are not on the
-		// volume servers either (docs/security-encryption.md).
+		// volume servers either (docs/security.md).
 		Encrypt: enc == nil && l.ns.EncryptData(),
 	})
 	u := &upload{chunks: res.Chunks, size: res.Size, md5: res.MD5, plain: res.Size}

@@ -1332,7 +1332,7 @@ type AssignResponse struct {
 	Count     uint64                 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
 	Replicas  []*Location            `protobuf:"bytes,5,rep,name=replicas,proto3" json:"replicas,omitempty"`
 	// auth: with signed file ids on, the token the volume servers require to
-	// write fid (and the count-1 keys after it); see docs/security-auth.md.
+	// write fid (and the count-1 keys after it); see docs/security.md.
 	Auth          string `protobuf:"bytes,6,opt,name=auth,proto3" json:"auth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
