@@ -109,6 +109,9 @@ func New(cfg Config) (*UI, error) {
 	mux.Handle("GET /buckets", u.authed(u.bucketsPage))
 	mux.Handle("POST /buckets/create", u.authed(u.createBucket))
 	mux.Handle("POST /buckets/delete", u.authed(u.deleteBucket))
+	mux.Handle("GET /s3keys", u.authed(u.keysPage))
+	mux.Handle("POST /s3keys/create", u.authed(u.createKey))
+	mux.Handle("POST /s3keys/revoke", u.authed(u.revokeKey))
 	mux.Handle("/", u.authed(func(w http.ResponseWriter, r *http.Request, id identity) {
 		u.render(w, r, http.StatusNotFound, "error", id, "Not found", map[string]any{"Message": "No page at " + r.URL.Path})
 	}))

@@ -72,6 +72,11 @@ func (u *UI) cleanPath(p string) (string, error) {
 		}
 	}
 	clean := path.Clean(p)
+	// The filer's system directory holds the S3 secret keys (and the KMS's
+	// records): the browser does not reach it.
+	if clean == "/.kelp" || strings.HasPrefix(clean, "/.kelp/") {
+		return "", fmt.Errorf("path %q: the filer's system directory /.kelp is not browsable", p)
+	}
 	root := u.cfg.FilerRoot
 	if root != "/" && clean != root && !strings.HasPrefix(clean, root+"/") {
 		return "", fmt.Errorf("path %q is outside the filer root %s", p, root)

@@ -61,6 +61,8 @@ func (f *s3Flags) config(log *slog.Logger, ns objectapi.Namespace, keyDir string
 	cfg := s3.Config{
 		IP: f.addr.ip, BindIP: bind, Port: f.port, Namespace: ns, BucketRoot: f.bucketRoot,
 		Domains: splitList(f.domains), Region: f.region, ConfigFile: f.idFile, Logger: log,
+		// The keys made in the admin UI (docs/admin-ui.md).
+		SharedIdentities: s3.SharedIdentitiesPath,
 	}
 	ak, sk := f.accessKey, f.secretKey
 	if ak == "" && sk == "" {

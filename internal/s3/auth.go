@@ -239,11 +239,30 @@ func (s *Server) reload() error {
 		}
 		ids = append(ids, more...)
 	}
+	var stamp string
+	if s.cfg.SharedIdentities != "" {
+		shared, st, err := s.loadShared(context.Background())
+		if err == nil {
+			var x *identities
+			if x, err = newIdentities(append(append([]Identity(nil), ids...), shared...)); err == nil {
+				s.ids.Store(x)
+				s.sharedAt.Store(&st)
+				return nil
+			}
+		}
+		if s.ids.Load() != nil {
+			return err
+		}
+		// At start a bad shared file does not keep the gateway down.
+		s.log.Error("s3: shared identities not loaded; starting without them", "file", s.cfg.SharedIdentities, "err", err)
+		stamp = st
+	}
 	x, err := newIdentities(ids)
 	if err != nil {
 		return err
 	}
 	s.ids.Store(x)
+	s.sharedAt.Store(&stamp)
 	return nil
 }
 

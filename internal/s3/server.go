@@ -46,6 +46,10 @@ type Config struct {
 	Identities     []Identity
 	ConfigFile     string
 	ReloadInterval time.Duration
+	// SharedIdentities, when set (to SharedIdentitiesPath), is an identity
+	// file in the filer, re-read when it changes (checked every
+	// ReloadInterval): the keys the admin UI creates and revokes.
+	SharedIdentities string
 	// MinPartSize is the smallest non-last multipart part; 0 means 5 MiB.
 	MinPartSize int64
 	// Concurrency is how many chunks of one upload are written at once; 0
@@ -77,6 +81,7 @@ type Server struct {
 	layer    *objectapi.Layer
 	verifier *sigv4.Verifier
 	ids      atomic.Pointer[identities]
+	sharedAt atomic.Pointer[string] // stamp of the shared file last loaded
 
 	reqPrefix string
 	reqSeq    atomic.Uint64
@@ -187,6 +192,13 @@ func (s *Server) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			s.watchConfig(ctx)
+		}()
+	}
+	if s.cfg.SharedIdentities != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.watchShared(ctx)
 		}()
 	}
 	if every := cmp.Or(s.cfg.LifecycleInterval, time.Hour); every > 0 {

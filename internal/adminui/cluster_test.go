@@ -1,0 +1,219 @@
+package adminui_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	s3sdk "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+
+	"github.com/kelpfs/kelp/internal/adminui"
+	"github.com/kelpfs/kelp/internal/filerserver"
+	"github.com/kelpfs/kelp/internal/master"
+	"github.com/kelpfs/kelp/internal/s3"
+	"github.com/kelpfs/kelp/internal/testcluster"
+)
+
+// uiCluster is a one-master cluster with the UI mounted on the master, a
+// filer and an S3 gateway that reads the shared identities (every 20 ms).
+type uiCluster struct {
+	c    *testcluster.Cluster
+	fs   *filerserver.Server
+	gw   *s3.Server
+	base string
+}
+
+func startUICluster(t *testing.T) *uiCluster {
+	t.Helper()
+	var filerAddr atomic.Value
+	filerAddr.Store("")
+	c := testcluster.Start(t, testcluster.Options{Volumes: []testcluster.VolumeSpec{{}}, AdminUI: func(m *master.Server) http.Handler {
+		ui, err := adminui.New(adminui.Config{User: testUser, Password: testPassword, Source: m,
+			Logger: slog.New(slog.DiscardHandler), Filer: func() string { return filerAddr.Load().(string) }})
+		if err != nil {
+			panic(err)
+		}
+		return ui
+	}})
+	fs, err := filerserver.New(filerserver.Config{IP: "127.0.0.1", Masters: c.MasterAddrs(), Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := s3.New(s3.Config{IP: "127.0.0.1", Namespace: fs.Filer(), BucketRoot: "/buckets", Logger: slog.New(slog.DiscardHandler),
+		SharedIdentities: s3.SharedIdentitiesPath, ReloadInterval: 20 * time.Millisecond,
+		Identities: []s3.Identity{{Name: "admin", Credentials: []s3.Credential{{AccessKey: "AKUI", SecretKey: "secret-ui"}}, Actions: []string{"Admin"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	go func() { done <- fs.Run(rctx) }()
+	go func() { done <- gw.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done; <-done })
+	filerAddr.Store(fs.Addr())
+	return &uiCluster{c: c, fs: fs, gw: gw, base: "http://" + c.Master.Addr}
+}
+
+var plain = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// call sends a request to the UI with basic auth (auth false: none).
+func (u *uiCluster) call(t *testing.T, method, p string, form url.Values, auth bool) (int, string) {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, _ := http.NewRequest(method, u.base+p, body)
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if auth {
+		req.SetBasicAuth(testUser, testPassword)
+	}
+	resp, err := plain.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+var tokenRe = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
+
+func (u *uiCluster) token(t *testing.T) string {
+	t.Helper()
+	_, page := u.call(t, "GET", "/buckets", nil, true)
+	m := tokenRe.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no CSRF token in /buckets:\n%s", page)
+	}
+	return m[1]
+}
+
+func s3Client(gw *s3.Server, ak, sk string) *s3sdk.Client {
+	return s3sdk.New(s3sdk.Options{BaseEndpoint: aws.String(gw.URL()), Region: "us-east-1", UsePathStyle: true, RetryMaxAttempts: 1,
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: ak, SecretAccessKey: sk}, nil
+		})})
+}
+
+func s3Code(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// eventually polls cond until it holds (the gateway re-reads the shared
+// identities every 20 ms) or 10 s pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still not so after 10s", what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, not waiting for time
+	}
+}
+
+var (
+	akRe = regexp.MustCompile(`id="access-key">([A-Z0-9]+)<`)
+	skRe = regexp.MustCompile(`id="secret-key">([A-Za-z0-9_-]+)<`)
+)
+
+func TestS3KeysCreateUseRevoke(t *testing.T) {
+	u := startUICluster(t)
+	tok := u.token(t)
+	ctx := context.Background()
+
+	// Refused requests change nothing: no credentials, no token.
+	form := url.Values{"name": {"app"}, "action": {"Admin"}}
+	if code, _ := u.call(t, "POST", "/s3keys/create", form, false); code != 401 {
+		t.Errorf("create without credentials: %d, want 401", code)
+	}
+	if code, _ := u.call(t, "POST", "/s3keys/create", form, true); code != 403 {
+		t.Errorf("create without a CSRF token: %d, want 403", code)
+	}
+	if code, page := u.call(t, "GET", "/s3keys", nil, true); code != 200 || !strings.Contains(page, "no key") {
+		t.Fatalf("after refused creations: %d\n%s", code, page)
+	}
+	if code, _ := u.call(t, "POST", "/s3keys/create", url.Values{"name": {"a/b"}, "action": {"Admin"}, "csrf": {tok}}, true); code != 400 {
+		t.Errorf("a bad identity name: %d, want 400", code)
+	}
+	if code, _ := u.call(t, "POST", "/s3keys/create", url.Values{"name": {"app"}, "action": {"Root"}, "csrf": {tok}}, true); code != 400 {
+		t.Errorf("an unknown action: %d, want 400", code)
+	}
+
+	// Create: the secret is on this page only.
+	form.Set("csrf", tok)
+	code, page := u.call(t, "POST", "/s3keys/create", form, true)
+	ak, sk := akRe.FindStringSubmatch(page), skRe.FindStringSubmatch(page)
+	if code != 200 || ak == nil || sk == nil {
+		t.Fatalf("create a key: %d\n%s", code, page)
+	}
+	_, list := u.call(t, "GET", "/s3keys", nil, true)
+	if !strings.Contains(list, ak[1]) || strings.Contains(list, sk[1]) {
+		t.Fatalf("the keys page should list %s and never its secret:\n%s", ak[1], list)
+	}
+	// The running gateway takes the key.
+	cl := s3Client(u.gw, ak[1], sk[1])
+	eventually(t, "the new key works", func() bool {
+		_, err := cl.CreateBucket(ctx, &s3sdk.CreateBucketInput{Bucket: aws.String("made-by-key")})
+		return err == nil
+	})
+	if _, err := cl.PutObject(ctx, &s3sdk.PutObjectInput{Bucket: aws.String("made-by-key"), Key: aws.String("o"), Body: strings.NewReader("x")}); err != nil {
+		t.Fatalf("PutObject with the new key: %v", err)
+	}
+	// The browser does not reach the file holding the secrets.
+	if code, _ := u.call(t, "GET", "/files/download?path="+url.QueryEscape(s3.SharedIdentitiesPath), nil, true); code != 400 {
+		t.Errorf("download of the shared identity file: %d, want 400", code)
+	}
+
+	// Revoke: refused without the token or the confirmation; then the key
+	// stops working.
+	rv := url.Values{"accessKey": {ak[1]}, "confirm": {"yes"}}
+	if code, _ := u.call(t, "POST", "/s3keys/revoke", rv, true); code != 403 {
+		t.Errorf("revoke without a CSRF token: %d, want 403", code)
+	}
+	if code, _ := u.call(t, "POST", "/s3keys/revoke", url.Values{"accessKey": {ak[1]}, "csrf": {tok}}, true); code != 400 {
+		t.Errorf("revoke without the confirmation: %d, want 400", code)
+	}
+	if _, err := cl.ListBuckets(ctx, &s3sdk.ListBucketsInput{}); err != nil {
+		t.Fatalf("refused revocations revoked the key: %v", err)
+	}
+	rv.Set("csrf", tok)
+	if code, page := u.call(t, "POST", "/s3keys/revoke", rv, true); code != http.StatusSeeOther {
+		t.Fatalf("revoke: %d\n%s", code, page)
+	}
+	var last error
+	eventually(t, "the revoked key is refused", func() bool {
+		_, last = cl.ListBuckets(ctx, &s3sdk.ListBucketsInput{})
+		return s3Code(last) == "InvalidAccessKeyId"
+	})
+	if _, page := u.call(t, "GET", "/s3keys", nil, true); strings.Contains(page, ak[1]) {
+		t.Errorf("the revoked key is still listed")
+	}
+	if code, _ := u.call(t, "POST", "/s3keys/revoke", rv, true); code != 404 {
+		t.Errorf("revoke an unknown key: %d, want 404", code)
+	}
+	// The static identity is untouched.
+	if _, err := s3Client(u.gw, "AKUI", "secret-ui").ListBuckets(ctx, &s3sdk.ListBucketsInput{}); err != nil {
+		t.Fatalf("the gateway's own key: %v", err)
+	}
+}
