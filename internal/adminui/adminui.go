@@ -40,6 +40,9 @@ type Config struct {
 	// Filer returns the HTTP host:port of a filer for the filer browser
 	// and the buckets page ("" or nil: those pages say there is none).
 	Filer func() string
+	// FilerGRPC returns the filer's gRPC host:port (bucket versioning,
+	// quotas and usage); nil or "" means Filer's port + 10000 (pb.GRPCPort).
+	FilerGRPC func() string
 	// FilerToken is the access token shown to the filer ("" none: the
 	// filer needs none, or mutual TLS identifies the master).
 	FilerToken string
@@ -109,6 +112,8 @@ func New(cfg Config) (*UI, error) {
 	mux.Handle("GET /buckets", u.authed(u.bucketsPage))
 	mux.Handle("POST /buckets/create", u.authed(u.createBucket))
 	mux.Handle("POST /buckets/delete", u.authed(u.deleteBucket))
+	mux.Handle("POST /buckets/versioning", u.authed(u.setVersioning))
+	mux.Handle("POST /buckets/quota", u.authed(u.setQuota))
 	mux.Handle("GET /s3keys", u.authed(u.keysPage))
 	mux.Handle("POST /s3keys/create", u.authed(u.createKey))
 	mux.Handle("POST /s3keys/revoke", u.authed(u.revokeKey))

@@ -3,6 +3,7 @@ package adminui_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -35,11 +36,13 @@ type uiCluster struct {
 
 func startUICluster(t *testing.T) *uiCluster {
 	t.Helper()
-	var filerAddr atomic.Value
+	var filerAddr, filerGRPC atomic.Value
 	filerAddr.Store("")
+	filerGRPC.Store("")
 	c := testcluster.Start(t, testcluster.Options{Volumes: []testcluster.VolumeSpec{{}}, AdminUI: func(m *master.Server) http.Handler {
 		ui, err := adminui.New(adminui.Config{User: testUser, Password: testPassword, Source: m,
-			Logger: slog.New(slog.DiscardHandler), Filer: func() string { return filerAddr.Load().(string) }})
+			Logger: slog.New(slog.DiscardHandler), Filer: func() string { return filerAddr.Load().(string) },
+			FilerGRPC: func() string { return filerGRPC.Load().(string) }})
 		if err != nil {
 			panic(err)
 		}
@@ -61,6 +64,7 @@ func startUICluster(t *testing.T) *uiCluster {
 	go func() { done <- gw.Run(rctx) }()
 	t.Cleanup(func() { cancel(); <-done; <-done })
 	filerAddr.Store(fs.Addr())
+	filerGRPC.Store(fs.GRPCAddr())
 	return &uiCluster{c: c, fs: fs, gw: gw, base: "http://" + c.Master.Addr}
 }
 
@@ -215,5 +219,126 @@ func TestS3KeysCreateUseRevoke(t *testing.T) {
 	// The static identity is untouched.
 	if _, err := s3Client(u.gw, "AKUI", "secret-ui").ListBuckets(ctx, &s3sdk.ListBucketsInput{}); err != nil {
 		t.Fatalf("the gateway's own key: %v", err)
+	}
+}
+
+// bucketRow is the buckets page's row of bucket b.
+func (u *uiCluster) bucketRow(t *testing.T, b string) string {
+	t.Helper()
+	code, page := u.call(t, "GET", "/buckets", nil, true)
+	if code != 200 {
+		t.Fatalf("GET /buckets: %d\n%s", code, page)
+	}
+	if strings.Contains(page, "unavailable:") {
+		t.Fatalf("the buckets page lacks its details:\n%s", page)
+	}
+	i := strings.Index(page, `data-bucket="`+b+`"`)
+	if i < 0 {
+		t.Fatalf("no row for bucket %s:\n%s", b, page)
+	}
+	row := page[i:]
+	return row[:strings.Index(row, "</tr>")]
+}
+
+func cell(row, class string) string {
+	i := strings.Index(row, `class="`+class+`"`)
+	if i < 0 {
+		return ""
+	}
+	c := row[i:]
+	return c[:strings.Index(c, "</td>")]
+}
+
+func TestBucketVersioningQuotaUsage(t *testing.T) {
+	u := startUICluster(t)
+	tok := u.token(t)
+	ctx := context.Background()
+	cl := s3Client(u.gw, "AKUI", "secret-ui")
+	if _, err := cl.CreateBucket(ctx, &s3sdk.CreateBucketInput{Bucket: aws.String("vqb")}); err != nil {
+		t.Fatal(err)
+	}
+	for i, body := range []string{"12345", "1234567890"} {
+		if _, err := cl.PutObject(ctx, &s3sdk.PutObjectInput{Bucket: aws.String("vqb"), Key: aws.String(fmt.Sprintf("d/o%d", i)), Body: strings.NewReader(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	row := u.bucketRow(t, "vqb")
+	if v := cell(row, "versioning"); !strings.Contains(v, "off") {
+		t.Errorf("versioning of a new bucket: %s", v)
+	}
+	if us := cell(row, "usage"); !strings.Contains(us, "15 B") || !strings.Contains(us, "2 objects") {
+		t.Errorf("counted usage: %s, want 15 B and 2 objects", us)
+	}
+
+	// Versioning: refused requests change nothing; then Enabled, as the
+	// gateway sees it; then Suspended.
+	en := url.Values{"name": {"vqb"}, "status": {"Enabled"}}
+	if code, _ := u.call(t, "POST", "/buckets/versioning", en, false); code != 401 {
+		t.Errorf("without credentials: %d", code)
+	}
+	if code, _ := u.call(t, "POST", "/buckets/versioning", en, true); code != 403 {
+		t.Errorf("without a CSRF token: %d", code)
+	}
+	if code, _ := u.call(t, "POST", "/buckets/versioning", url.Values{"name": {"vqb"}, "status": {"On"}, "csrf": {tok}}, true); code != 400 {
+		t.Errorf("a bad status: %d, want 400", code)
+	}
+	gv, err := cl.GetBucketVersioning(ctx, &s3sdk.GetBucketVersioningInput{Bucket: aws.String("vqb")})
+	if err != nil || gv.Status != "" {
+		t.Fatalf("refused requests changed versioning: %v %q", err, gv.Status)
+	}
+	en.Set("csrf", tok)
+	if code, page := u.call(t, "POST", "/buckets/versioning", en, true); code != http.StatusSeeOther {
+		t.Fatalf("enable versioning: %d %s", code, page)
+	}
+	gv, err = cl.GetBucketVersioning(ctx, &s3sdk.GetBucketVersioningInput{Bucket: aws.String("vqb")})
+	if err != nil || gv.Status != "Enabled" {
+		t.Fatalf("the gateway sees versioning %q (%v), want Enabled", gv.Status, err)
+	}
+	if v := cell(u.bucketRow(t, "vqb"), "versioning"); !strings.Contains(v, "Enabled") || !strings.Contains(v, "Suspend") {
+		t.Errorf("versioning cell after enabling: %s", v)
+	}
+	en.Set("status", "Suspended")
+	if code, page := u.call(t, "POST", "/buckets/versioning", en, true); code != http.StatusSeeOther {
+		t.Fatalf("suspend versioning: %d %s", code, page)
+	}
+	if gv, _ = cl.GetBucketVersioning(ctx, &s3sdk.GetBucketVersioningInput{Bucket: aws.String("vqb")}); gv.Status != "Suspended" {
+		t.Fatalf("the gateway sees versioning %q, want Suspended", gv.Status)
+	}
+	if code, _ := u.call(t, "POST", "/buckets/versioning", url.Values{"name": {"nosuchb"}, "status": {"Enabled"}, "csrf": {tok}}, true); code != 404 {
+		t.Errorf("versioning of a missing bucket: %d, want 404", code)
+	}
+
+	// Quota: set (usage then comes from the quota record), enforced by the
+	// gateway, removed.
+	q := url.Values{"name": {"vqb"}, "bytes": {"1K"}, "files": {"3"}}
+	if code, _ := u.call(t, "POST", "/buckets/quota", q, true); code != 403 {
+		t.Errorf("quota without a CSRF token: %d", code)
+	}
+	if code, _ := u.call(t, "POST", "/buckets/quota", url.Values{"name": {"vqb"}, "bytes": {"lots"}, "csrf": {tok}}, true); code != 400 {
+		t.Errorf("a bad size: %d, want 400", code)
+	}
+	if cell(u.bucketRow(t, "vqb"), "quota") == "" || !strings.Contains(cell(u.bucketRow(t, "vqb"), "quota"), "none") {
+		t.Fatalf("refused requests set a quota: %s", cell(u.bucketRow(t, "vqb"), "quota"))
+	}
+	q.Set("csrf", tok)
+	if code, page := u.call(t, "POST", "/buckets/quota", q, true); code != http.StatusSeeOther {
+		t.Fatalf("set a quota: %d %s", code, page)
+	}
+	row = u.bucketRow(t, "vqb")
+	if qc := cell(row, "quota"); !strings.Contains(qc, "1.0 KiB") && !strings.Contains(qc, "1 KiB") || !strings.Contains(qc, "3 objects") {
+		t.Errorf("quota cell: %s", qc)
+	}
+	if us := cell(row, "usage"); !strings.Contains(us, "15 B, 3 entries") {
+		t.Errorf("usage from the quota record: %s", us)
+	}
+	if _, err := cl.PutObject(ctx, &s3sdk.PutObjectInput{Bucket: aws.String("vqb"), Key: aws.String("big"), Body: strings.NewReader(strings.Repeat("x", 2000))}); err == nil {
+		t.Errorf("a 2000-byte object went into a bucket with a 1 KiB quota")
+	}
+	q = url.Values{"name": {"vqb"}, "remove": {"1"}, "csrf": {tok}}
+	if code, page := u.call(t, "POST", "/buckets/quota", q, true); code != http.StatusSeeOther {
+		t.Fatalf("remove the quota: %d %s", code, page)
+	}
+	if qc := cell(u.bucketRow(t, "vqb"), "quota"); !strings.Contains(qc, "none") {
+		t.Errorf("quota cell after removal: %s", qc)
 	}
 }

@@ -364,7 +364,17 @@ func (u *UI) bucketsPage(w http.ResponseWriter, r *http.Request, id identity) {
 			buckets = append(buckets, e)
 		}
 	}
-	u.render(w, r, http.StatusOK, "buckets", id, "Buckets", map[string]any{"Buckets": buckets, "Root": u.cfg.BucketRoot})
+	rows, err := u.bucketDetails(r.Context(), buckets)
+	detailErr := ""
+	if err != nil { // the list still shows, without the details
+		detailErr = err.Error()
+		rows = make([]bucketInfo, len(buckets))
+		for i, b := range buckets {
+			rows[i] = bucketInfo{filerEntry: b}
+		}
+	}
+	u.render(w, r, http.StatusOK, "buckets", id, "Buckets", map[string]any{"Buckets": rows, "Root": u.cfg.BucketRoot,
+		"DetailError": detailErr, "WalkLimit": usageWalkLimit})
 }
 
 func (u *UI) createBucket(w http.ResponseWriter, r *http.Request, id identity) {

@@ -19,6 +19,7 @@ import (
 
 var funcs = template.FuncMap{
 	"bytes":   bytesString,
+	"sbytes":  func(n int64) string { return bytesString(uint64(max(n, 0))) },
 	"pct":     func(f float64) string { return strconv.FormatFloat(100*f, 'f', 0, 64) + "%" },
 	"ago":     ago,
 	"lower":   strings.ToLower,

@@ -368,3 +368,25 @@ func (l *Layer) versionInfo(bucket, key string, e *filer.Entry) ObjectInfo {
 	oi.Key = key
 	return oi
 }
+
+// VersioningOf is a bucket entry's versioning state ("", VersioningEnabled
+// or VersioningSuspended), for tools that read the entry directly (the
+// admin UI, over the filer's gRPC API).
+func VersioningOf(b *filer.Entry) string { return versioningOf(b) }
+
+// SetVersioning changes a bucket entry's versioning state as
+// PutBucketVersioning does (the same checks), for tools that write the
+// entry directly; the caller stores the entry.
+func SetVersioning(b *filer.Entry, status string) error {
+	if status != VersioningEnabled && status != VersioningSuspended {
+		return errorf(ErrMalformedInput, "versioning status %q is neither Enabled nor Suspended", status)
+	}
+	if b.Xattrs == nil {
+		b.Xattrs = map[string][]byte{}
+	}
+	if err := checkVersioningChange(b, status); err != nil {
+		return err
+	}
+	b.Xattrs[xaVersioning] = []byte(status)
+	return nil
+}
