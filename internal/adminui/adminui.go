@@ -102,6 +102,7 @@ func New(cfg Config) (*UI, error) {
 	mux.Handle("GET /volumes", u.authed(u.volumesPage))
 	mux.Handle("GET /maintenance", u.authed(u.maintenancePage))
 	mux.Handle("POST /maintenance", u.authed(u.startJob))
+	mux.Handle("GET /collections", u.authed(u.collectionsPage))
 	mux.Handle("GET /maintenance/jobs/{id}", u.authed(u.jobPage))
 	mux.Handle("GET /files", u.authed(u.filesPage))
 	mux.Handle("GET /files/download", u.authed(u.download))

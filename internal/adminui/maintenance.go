@@ -30,7 +30,11 @@ type operation struct {
 	// LocalPlan: the command has no dry run of its own; the plan is
 	// computed here from the topology.
 	LocalPlan bool
-	Help      string
+	// Confirm: the form must repeat the collection as "confirm" (a
+	// destructive command); Hidden: started from another page (not listed
+	// on the maintenance page).
+	Confirm, Hidden bool
+	Help            string
 }
 
 var operations = []operation{
@@ -46,6 +50,8 @@ var operations = []operation{
 		Help: "rebuild missing shards of EC volumes"},
 	{Key: "ec-balance", Label: "EC balance", Command: "ec.balance", Collection: true,
 		Help: "spread each EC volume's shards evenly again"},
+	{Key: "collection-delete", Label: "Delete collection", Command: "collection.delete", Collection: true, Confirm: true, Hidden: true,
+		Help: "delete every volume and EC shard of a collection on every server"},
 }
 
 func findOperation(key string) (operation, bool) {
@@ -176,6 +182,18 @@ func (u *UI) startJob(w http.ResponseWriter, r *http.Request, id identity) {
 		}
 		params["collection"] = c
 		args = append(args, "-collection", c)
+	}
+	if op.Confirm {
+		c := params["collection"]
+		if c == "" {
+			bad(op.Label + " needs a collection (the default collection cannot be deleted)")
+			return
+		}
+		if r.PostFormValue("confirm") != c {
+			bad("type the collection's name to confirm")
+			return
+		}
+		params["confirm"] = c // the plan's apply button repeats it
 	}
 	threshold := 0.3
 	if op.Threshold {

@@ -391,3 +391,67 @@ func TestSmallestMatchesSort(t *testing.T) {
 		}
 	}
 }
+
+func TestCollectionsListAndDelete(t *testing.T) {
+	src := newFakeSource(4, 9)
+	_, ts := newTestUI(t, src)
+	c := noRedirect(nil)
+	code, page, _ := do(t, c, "GET", ts.URL+"/collections", nil, basic("admin", "s3cret"))
+	if code != 200 {
+		t.Fatalf("GET /collections: %d %s", code, page)
+	}
+	for _, name := range []string{`data-collection="photos"`, `data-collection="logs"`, `data-collection=""`} {
+		i := strings.Index(page, name)
+		if i < 0 {
+			t.Fatalf("no row %s:\n%s", name, page)
+		}
+		if row := page[i:]; !strings.Contains(row[:strings.Index(row, "</tr>")], `<td class="num">3</td>`) {
+			t.Errorf("row %s does not show 3 volumes: %s", name, row[:strings.Index(row, "</tr>")])
+		}
+	}
+	tok := csrfOf(t, page)
+	del := url.Values{"op": {"collection-delete"}, "collection": {"photos"}, "confirm": {"photos"}}
+	// Refused: no credentials, no token, no or a wrong confirmation, no collection.
+	if code, _, _ := do(t, c, "POST", ts.URL+"/maintenance", del, nil); code != 401 {
+		t.Errorf("without credentials: %d", code)
+	}
+	if code, _, _ := do(t, c, "POST", ts.URL+"/maintenance", del, basic("admin", "s3cret")); code != 403 {
+		t.Errorf("without a CSRF token: %d", code)
+	}
+	for _, f := range []url.Values{
+		{"op": {"collection-delete"}, "collection": {"photos"}, "csrf": {tok}},
+		{"op": {"collection-delete"}, "collection": {"photos"}, "confirm": {"logs"}, "csrf": {tok}},
+		{"op": {"collection-delete"}, "confirm": {""}, "csrf": {tok}},
+		{"op": {"collection-delete"}, "collection": {"a b"}, "confirm": {"a b"}, "csrf": {tok}},
+	} {
+		if code, _, _ := do(t, c, "POST", ts.URL+"/maintenance", f, basic("admin", "s3cret")); code != 400 {
+			t.Errorf("POST %v: %d, want 400", f, code)
+		}
+	}
+	if s := src.scripts(); len(s) != 0 {
+		t.Fatalf("refused requests ran %q", s)
+	}
+	// The plan, then its apply button.
+	del.Set("csrf", tok)
+	_, _, h := do(t, c, "POST", ts.URL+"/maintenance", del, basic("admin", "s3cret"))
+	page = waitJob(t, c, ts.URL+h.Get("Location"))
+	if !strings.Contains(page, `id="apply"`) || !strings.Contains(page, `name="confirm" value="photos"`) {
+		t.Fatalf("the plan page lacks its apply button with the confirmation:\n%s", page)
+	}
+	form := url.Values{"csrf": {tok}}
+	for _, m := range regexp.MustCompile(`<input type="hidden" name="(\w+)" value="([^"]*)">`).FindAllStringSubmatch(page[strings.Index(page, `id="apply"`):], -1) {
+		if m[1] != "csrf" {
+			form.Set(m[1], m[2])
+		}
+	}
+	_, _, h = do(t, c, "POST", ts.URL+"/maintenance", form, basic("admin", "s3cret"))
+	waitJob(t, c, ts.URL+h.Get("Location"))
+	want := []string{"lock; collection.delete -collection photos; unlock", "lock; collection.delete -collection photos -force; unlock"}
+	if got := src.scripts(); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("scripts %q, want %q", got, want)
+	}
+	// Not offered on the maintenance page itself.
+	if _, page, _ := do(t, c, "GET", ts.URL+"/maintenance", nil, basic("admin", "s3cret")); strings.Contains(page, `id="op-collection-delete"`) {
+		t.Errorf("the maintenance page offers collection deletion without its confirmation")
+	}
+}
