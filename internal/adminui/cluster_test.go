@@ -22,6 +22,7 @@ import (
 	"github.com/kelpfs/kelp/internal/filerserver"
 	"github.com/kelpfs/kelp/internal/master"
 	"github.com/kelpfs/kelp/internal/s3"
+	"github.com/kelpfs/kelp/internal/shell"
 	"github.com/kelpfs/kelp/internal/testcluster"
 )
 
@@ -39,7 +40,7 @@ func startUICluster(t *testing.T) *uiCluster {
 	var filerAddr, filerGRPC atomic.Value
 	filerAddr.Store("")
 	filerGRPC.Store("")
-	c := testcluster.Start(t, testcluster.Options{Volumes: []testcluster.VolumeSpec{{}}, AdminUI: func(m *master.Server) http.Handler {
+	c := testcluster.Start(t, testcluster.Options{Volumes: []testcluster.VolumeSpec{{}}, RunShell: shell.RunScriptOn, AdminUI: func(m *master.Server) http.Handler {
 		ui, err := adminui.New(adminui.Config{User: testUser, Password: testPassword, Source: m,
 			Logger: slog.New(slog.DiscardHandler), Filer: func() string { return filerAddr.Load().(string) },
 			FilerGRPC: func() string { return filerGRPC.Load().(string) }})
@@ -341,4 +342,63 @@ func TestBucketVersioningQuotaUsage(t *testing.T) {
 	if qc := cell(u.bucketRow(t, "vqb"), "quota"); !strings.Contains(qc, "none") {
 		t.Errorf("quota cell after removal: %s", qc)
 	}
+}
+
+var jobLoc = regexp.MustCompile(`^/maintenance/jobs/\d+$`)
+
+// runJob posts a maintenance form and waits for its job to finish.
+func (u *uiCluster) runJob(t *testing.T, form url.Values) string {
+	t.Helper()
+	req, _ := http.NewRequest("POST", u.base+"/maintenance", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth(testUser, testPassword)
+	resp, err := plain.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusSeeOther || !jobLoc.MatchString(loc) {
+		t.Fatalf("start %v: %d to %q", form, resp.StatusCode, loc)
+	}
+	var page string
+	eventually(t, "job "+loc+" finishes", func() bool {
+		_, page = u.call(t, "GET", loc, nil, true)
+		return !strings.Contains(page, "running…")
+	})
+	return page
+}
+
+func TestCollectionDeleteOnCluster(t *testing.T) {
+	u := startUICluster(t)
+	tok := u.token(t)
+	resp, err := http.Get(u.base + "/dir/assign?collection=scratch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("assign in collection scratch: %d %s", resp.StatusCode, b)
+	}
+	has := func() bool {
+		_, page := u.call(t, "GET", "/collections", nil, true)
+		return strings.Contains(page, `data-collection="scratch"`)
+	}
+	eventually(t, "the collections page lists scratch", has)
+
+	del := url.Values{"op": {"collection-delete"}, "collection": {"scratch"}, "confirm": {"scratch"}, "csrf": {tok}}
+	page := u.runJob(t, del)
+	if !strings.Contains(page, "would delete volume") || !strings.Contains(page, `id="apply"`) {
+		t.Fatalf("the plan:\n%s", page)
+	}
+	if !has() {
+		t.Fatalf("the dry run deleted the collection")
+	}
+	del.Set("apply", "1")
+	page = u.runJob(t, del)
+	if !strings.Contains(page, "deleted volume") || strings.Contains(page, "failed:") {
+		t.Fatalf("the deletion:\n%s", page)
+	}
+	eventually(t, "scratch leaves the collections page", func() bool { return !has() })
 }
