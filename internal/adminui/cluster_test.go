@@ -24,6 +24,7 @@ import (
 	"github.com/kelpfs/kelp/internal/s3"
 	"github.com/kelpfs/kelp/internal/shell"
 	"github.com/kelpfs/kelp/internal/testcluster"
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 // uiCluster is a one-master cluster with the UI mounted on the master, a
@@ -124,17 +125,11 @@ func s3Code(err error) string {
 	return ""
 }
 
-// eventually polls cond until it holds (the gateway re-reads the shared
-// identities every 20 ms) or 10 s pass.
+// eventually waits until cond holds (the gateway re-reads the shared
+// identities every 20 ms), at most 10 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not so after 10s", what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition, not waiting for time
-	}
+	testutil.WaitFor(t, 10*time.Second, cond, "%s", what)
 }
 
 var (
@@ -307,6 +302,16 @@ func TestBucketVersioningQuotaUsage(t *testing.T) {
 	}
 	if code, _ := u.call(t, "POST", "/buckets/versioning", url.Values{"name": {"nosuchb"}, "status": {"Enabled"}, "csrf": {tok}}, true); code != 404 {
 		t.Errorf("versioning of a missing bucket: %d, want 404", code)
+	}
+	// A bucket with object lock cannot be suspended (objectapi's rule).
+	if _, err := cl.CreateBucket(ctx, &s3sdk.CreateBucketInput{Bucket: aws.String("locked"), ObjectLockEnabledForBucket: aws.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if code, page := u.call(t, "POST", "/buckets/versioning", url.Values{"name": {"locked"}, "status": {"Suspended"}, "csrf": {tok}}, true); code != 409 {
+		t.Errorf("suspend a bucket with object lock: %d, want 409\n%s", code, page)
+	}
+	if gv, _ = cl.GetBucketVersioning(ctx, &s3sdk.GetBucketVersioningInput{Bucket: aws.String("locked")}); gv.Status != "Enabled" {
+		t.Errorf("the locked bucket's versioning is %q, want Enabled", gv.Status)
 	}
 
 	// Quota: set (usage then comes from the quota record), enforced by the
