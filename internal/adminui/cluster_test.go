@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	s3sdk "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	"github.com/chromedp/chromedp"
 
 	"github.com/kelpfs/kelp/internal/adminui"
 	"github.com/kelpfs/kelp/internal/filerserver"
@@ -406,4 +407,69 @@ func TestCollectionDeleteOnCluster(t *testing.T) {
 		t.Fatalf("the deletion:\n%s", page)
 	}
 	eventually(t, "scratch leaves the collections page", func() bool { return !has() })
+}
+
+// TestBrowserS3KeysAndBucketSettings drives the new pages in a real
+// browser: create an S3 key (its secret shown once) and use it, enable
+// versioning and set a quota on a bucket, look at the collections,
+// revoke the key.
+func TestBrowserS3KeysAndBucketSettings(t *testing.T) {
+	ctx := browser(t)
+	dir := artifactDir(t)
+	u := startUICluster(t)
+	login(t, ctx, u.base)
+	if err := chromedp.Do(ctx, chromedp.Navigate(u.base+"/s3keys"), chromedp.WaitVisible(`#create-key`),
+		chromedp.SendKeys(`#create-key input[name=name]`, "browser-app"),
+		chromedp.Click(`#create-key input[value=Admin]`), chromedp.Submit(`#create-key`),
+		chromedp.WaitVisible(`#secret-key`)); err != nil {
+		t.Fatalf("create a key: %v", err)
+	}
+	ak, sk := text(t, ctx, `#access-key`), text(t, ctx, `#secret-key`)
+	screenshot(t, ctx, dir, "21-s3key-created")
+	cl := s3Client(u.gw, ak, sk)
+	bg := context.Background()
+	eventually(t, "the key made in the browser works", func() bool {
+		_, err := cl.CreateBucket(bg, &s3sdk.CreateBucketInput{Bucket: aws.String("browser-b")})
+		return err == nil
+	})
+	if err := chromedp.Do(ctx, chromedp.Navigate(u.base+"/s3keys"), chromedp.WaitVisible(`#s3keys`)); err != nil {
+		t.Fatal(err)
+	}
+	if page := text(t, ctx, `#s3keys`); !strings.Contains(page, ak) || strings.Contains(page, sk) {
+		t.Fatalf("the keys list should show %s and not its secret:\n%s", ak, page)
+	}
+	screenshot(t, ctx, dir, "22-s3keys")
+
+	row := `tr[data-bucket="browser-b"]`
+	if err := chromedp.Do(ctx, chromedp.Navigate(u.base+"/buckets"), chromedp.WaitVisible(row),
+		chromedp.Click(row+` form[action="/buckets/versioning"] button`), chromedp.WaitReady(row+` input[name=status][value=Suspended]`),
+		chromedp.SendKeys(row+` form.quota-set input[name=bytes]`, "5M"), chromedp.SendKeys(row+` form.quota-set input[name=files]`, "100"),
+		chromedp.Submit(row+` form.quota-set`), chromedp.WaitReady(row+` input[name=remove]`)); err != nil {
+		t.Fatalf("versioning and quota: %v", err)
+	}
+	if v := text(t, ctx, row+` td.versioning`); !strings.Contains(v, "Enabled") {
+		t.Errorf("versioning cell: %q", v)
+	}
+	if q := text(t, ctx, row+` td.quota`); !strings.Contains(q, "5.0 MiB") || !strings.Contains(q, "100 objects") {
+		t.Errorf("quota cell: %q", q)
+	}
+	gv, err := cl.GetBucketVersioning(bg, &s3sdk.GetBucketVersioningInput{Bucket: aws.String("browser-b")})
+	if err != nil || gv.Status != "Enabled" {
+		t.Errorf("the gateway sees versioning %q (%v)", gv.Status, err)
+	}
+	screenshot(t, ctx, dir, "23-buckets-settings")
+	if err := chromedp.Do(ctx, chromedp.Navigate(u.base+"/collections"), chromedp.WaitVisible(`#collections`)); err != nil {
+		t.Fatal(err)
+	}
+	screenshot(t, ctx, dir, "24-collections")
+
+	krow := `form[action="/s3keys/revoke"]:has(input[value="` + ak + `"])`
+	if err := chromedp.Do(ctx, chromedp.Navigate(u.base+"/s3keys"), chromedp.WaitVisible(krow),
+		chromedp.Click(krow+` input[name=confirm]`), chromedp.Submit(krow), chromedp.WaitNotPresent(krow)); err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	eventually(t, "the key revoked in the browser is refused", func() bool {
+		_, err := cl.ListBuckets(bg, &s3sdk.ListBucketsInput{})
+		return s3Code(err) == "InvalidAccessKeyId"
+	})
 }
