@@ -30,6 +30,9 @@ import (
 // without a quota record.
 const usageWalkLimit = 10000
 
+// usagePage is the walk's listing page (a variable for tests).
+var usagePage uint32 = 1000
+
 func (u *UI) filerGRPCAddr() (string, error) {
 	if u.cfg.FilerGRPC != nil {
 		if a := u.cfg.FilerGRPC(); a != "" {
@@ -118,7 +121,7 @@ func countUsage(ctx context.Context, fc filerpb.FilerClient, dir string, limit i
 		queue = queue[1:]
 		after := ""
 		for {
-			st, err := fc.ListEntries(ctx, &filerpb.ListEntriesRequest{Dir: d, StartAfter: after, Limit: 1000})
+			st, err := fc.ListEntries(ctx, &filerpb.ListEntriesRequest{Dir: d, StartAfter: after, Limit: usagePage})
 			if err != nil {
 				return bytes, files, false, err
 			}
