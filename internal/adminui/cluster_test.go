@@ -185,6 +185,9 @@ func TestS3KeysCreateUseRevoke(t *testing.T) {
 	if code, _ := u.call(t, "GET", "/files/download?path="+url.QueryEscape(s3.SharedIdentitiesPath), nil, true); code != 400 {
 		t.Errorf("download of the shared identity file: %d, want 400", code)
 	}
+	if code, page := u.call(t, "GET", "/files?path=/", nil, true); code != 200 || strings.Contains(page, ".kelp") {
+		t.Errorf("the root listing (%d) shows the system directory:\n%s", code, page)
+	}
 
 	// Revoke: refused without the token or the confirmation; then the key
 	// stops working.

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -197,6 +198,7 @@ func (u *UI) filesPage(w http.ResponseWriter, r *http.Request, id identity) {
 		u.fail(w, r, id, http.StatusBadGateway, err)
 		return
 	}
+	l.Entries = slices.DeleteFunc(l.Entries, func(e filerEntry) bool { return e.Path == "/.kelp" }) // not browsable
 	u.render(w, r, http.StatusOK, "files", id, "Files", map[string]any{
 		"Dir": dir, "Entries": l.Entries, "More": l.More, "Crumbs": crumbs(dir), "Parent": path.Dir(strings.TrimSuffix(dir, "/")),
 	})
