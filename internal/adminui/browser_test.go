@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -76,6 +77,27 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 		t.Fatalf("text of %s: %v", sel, err)
 	}
 	return s
+}
+
+// waitShown waits until the element sel of the page on screen has text for
+// which ok holds. After a form's submit, an element of the old page is still
+// there for a moment: waiting for it to be visible could act on a page that
+// is about to go away (an aborted navigation, a node that no longer exists).
+func waitShown(t *testing.T, ctx context.Context, sel, what string, ok func(string) bool) {
+	t.Helper()
+	var last string
+	if !testutil.Eventually(20*time.Second, func() bool {
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const e = document.querySelector(`+strconv.Quote(sel)+`); return e ? e.innerText : "" })()`))
+		last = s
+		return err == nil && ok(s)
+	}) {
+		t.Fatalf("the page never showed %s in %s; it shows:\n%s", what, sel, last)
+	}
+}
+
+func has(w string) func(string) bool { return func(s string) bool { return strings.Contains(s, w) } }
+func hasNot(w string) func(string) bool {
+	return func(s string) bool { return !strings.Contains(s, w) }
 }
 
 func screenshot(t *testing.T, ctx context.Context, dir, name string) {
@@ -310,10 +332,10 @@ func TestBrowserBucketsAndFiles(t *testing.T) {
 
 	// A bucket.
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/buckets"), chromedp.WaitVisible(`#create-bucket`),
-		chromedp.SendKeys(`#create-bucket input[name=name]`, "ui-bucket"), chromedp.Submit(`#create-bucket`),
-		chromedp.WaitVisible(`#buckets`)); err != nil {
+		chromedp.SendKeys(`#create-bucket input[name=name]`, "ui-bucket"), chromedp.Submit(`#create-bucket`)); err != nil {
 		t.Fatalf("create a bucket: %v", err)
 	}
+	waitShown(t, ctx, `#buckets`, "the new bucket", has("ui-bucket"))
 	if page := text(t, ctx, `#buckets`); !strings.Contains(page, "ui-bucket") {
 		t.Fatalf("the buckets page lacks the new bucket:\n%s", page)
 	}
@@ -338,10 +360,10 @@ func TestBrowserBucketsAndFiles(t *testing.T) {
 	want := "hello from the browser\n"
 	os.WriteFile(local, []byte(want), 0o644)
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/files?path=/buckets/ui-bucket/"), chromedp.WaitVisible(`#upload`),
-		chromedp.SetUploadFiles(`#upload input[type=file]`, []string{local}), chromedp.Submit(`#upload`),
-		chromedp.WaitVisible(`#files`)); err != nil {
+		chromedp.SetUploadFiles(`#upload input[type=file]`, []string{local}), chromedp.Submit(`#upload`)); err != nil {
 		t.Fatalf("upload: %v", err)
 	}
+	waitShown(t, ctx, `#files`, "the uploaded file", has("hello.txt"))
 	if got := filerGet(t, fs.Addr(), "/buckets/ui-bucket/hello.txt"); got != want {
 		t.Fatalf("the filer has %q, want %q", got, want)
 	}
@@ -377,17 +399,22 @@ func TestBrowserBucketsAndFiles(t *testing.T) {
 	if got := filerGet(t, fs.Addr(), "/buckets/ui-bucket/dropped.txt"); got != "dropped bytes" {
 		t.Fatalf("the dropped file has %q", got)
 	}
+	// The drop submits the upload form; wait for the listing it leads to,
+	// or the next navigation races the form's and is aborted.
+	waitShown(t, ctx, `#files`, "the dropped file", has("dropped.txt"))
 
 	// A folder, a rename, a download link, a delete.
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/files?path=/buckets/ui-bucket/"), chromedp.WaitVisible(`#mkdir`),
-		chromedp.SendKeys(`#mkdir input[name=name]`, "sub"), chromedp.Submit(`#mkdir`), chromedp.WaitVisible(`#files`)); err != nil {
+		chromedp.SendKeys(`#mkdir input[name=name]`, "sub"), chromedp.Submit(`#mkdir`)); err != nil {
 		t.Fatalf("mkdir: %v", err)
 	}
+	waitShown(t, ctx, `#files`, "the new folder", has("sub/"))
 	if err := chromedp.Do(ctx,
 		chromedp.SetValue(`form[action="/files/rename"]:has(input[value="/buckets/ui-bucket/hello.txt"]) input[name=name]`, "renamed.txt"),
-		chromedp.Submit(`form[action="/files/rename"]:has(input[value="/buckets/ui-bucket/hello.txt"])`), chromedp.WaitVisible(`#files`)); err != nil {
+		chromedp.Submit(`form[action="/files/rename"]:has(input[value="/buckets/ui-bucket/hello.txt"])`)); err != nil {
 		t.Fatalf("rename: %v", err)
 	}
+	waitShown(t, ctx, `#files`, "the renamed file", has("renamed.txt"))
 	if got := filerGet(t, fs.Addr(), "/buckets/ui-bucket/renamed.txt"); got != want {
 		t.Fatalf("after the rename the filer has %q", got)
 	}
@@ -402,9 +429,10 @@ func TestBrowserBucketsAndFiles(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		_, err := chromedp.Evaluate[bool](`(() => { window.confirm = () => true; return true })()`)(ctx, tg)
 		return err
-	}), chromedp.Click(`form[action="/files/delete"]:has(input[value="/buckets/ui-bucket/dropped.txt"]) button`), chromedp.WaitVisible(`#files`)); err != nil {
+	}), chromedp.Click(`form[action="/files/delete"]:has(input[value="/buckets/ui-bucket/dropped.txt"]) button`)); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
+	waitShown(t, ctx, `#files`, "the listing without the deleted file", hasNot("dropped.txt"))
 	if !testutil.Eventually(10*time.Second, func() bool {
 		resp, err := http.Get("http://" + fs.Addr() + "/buckets/ui-bucket/dropped.txt")
 		if err != nil {
