@@ -242,10 +242,27 @@ func (s *Site) Write(ctx context.Context, e *filerpb.Entry, r io.Reader) (*filer
 	ne := cloneAttrs(e)
 	ne.Size, ne.Md5, ne.Chunks = res.Size, res.MD5, toPBChunks(res.Chunks)
 	if _, err := s.fc.CreateEntry(ctx, &filerpb.CreateEntryRequest{Entry: ne}); err != nil {
-		s.discard(res.Chunks)
+		if refused(err) {
+			s.discard(res.Chunks)
+		}
 		return nil, fmt.Errorf("create %s on %s: %w", ne.Path, s.Name, err)
 	}
 	return ne, nil
+}
+
+// refused reports whether err, from a filer call that stores an entry,
+// proves the entry was not stored. After any other error (the call
+// cancelled, the connection lost, the store failing) the entry may be
+// stored and refer to the new chunks, which must then stay: deleting them
+// left a copy whose content was gone, and which a later sync skipped as
+// already equal (seen when filer.sync was stopped during a copy).
+func refused(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.AlreadyExists, codes.FailedPrecondition, codes.NotFound,
+		codes.PermissionDenied, codes.Unauthenticated, codes.ResourceExhausted, codes.OutOfRange:
+		return true
+	}
+	return false
 }
 
 // CreateMeta stores e as it is: an entry that has no content (directory,
