@@ -3,7 +3,6 @@ package cli
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -69,28 +68,19 @@ func storedAdminCredentials(path string, out io.Writer) (string, string, error) 
 		User     string `json:"user"`
 		Password string `json:"password"`
 	}
-	b, err := os.ReadFile(path)
-	if err == nil {
-		if err := json.Unmarshal(b, &c); err != nil || c.User == "" || c.Password == "" {
-			return "", "", fmt.Errorf("admin UI: %s is not a credentials file; remove it to generate new credentials", path)
-		}
+	created, err := loadOrCreateSecret(path, &c, func() bool { return c.User != "" && c.Password != "" }, func() {
+		p := make([]byte, 12)
+		rand.Read(p)
+		c.User, c.Password = "admin", hex.EncodeToString(p)
+	})
+	switch {
+	case err != nil:
+		return "", "", fmt.Errorf("admin UI: %w", err)
+	case created:
+		fmt.Fprintf(out, "  admin UI credentials generated and stored in %s:\n    user %s\n    password %s\n", path, c.User, c.Password)
+	default:
 		fmt.Fprintf(out, "  admin UI credentials from %s (user %s)\n", path, c.User)
-		return c.User, c.Password, nil
 	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return "", "", err
-	}
-	p := make([]byte, 12)
-	rand.Read(p)
-	c.User, c.Password = "admin", hex.EncodeToString(p)
-	b, _ = json.MarshalIndent(c, "", "  ")
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return "", "", err
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o600); err != nil {
-		return "", "", err
-	}
-	fmt.Fprintf(out, "  admin UI credentials generated and stored in %s:\n    user %s\n    password %s\n", path, c.User, c.Password)
 	return c.User, c.Password, nil
 }
 

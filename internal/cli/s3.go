@@ -3,7 +3,6 @@ package cli
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -96,29 +95,20 @@ func (f *s3Flags) config(log *slog.Logger, ns objectapi.Namespace, keyDir string
 // storedKeys reads the key pair in path, or generates and stores one.
 func storedKeys(path string, out io.Writer) (string, string, error) {
 	var c s3.Credential
-	b, err := os.ReadFile(path)
-	if err == nil {
-		if err := json.Unmarshal(b, &c); err != nil || c.AccessKey == "" || c.SecretKey == "" {
-			return "", "", fmt.Errorf("s3: %s is not a key pair file; remove it to generate a new pair", path)
-		}
+	created, err := loadOrCreateSecret(path, &c, func() bool { return c.AccessKey != "" && c.SecretKey != "" }, func() {
+		a, s := make([]byte, 10), make([]byte, 20)
+		rand.Read(a)
+		rand.Read(s)
+		c = s3.Credential{AccessKey: "KELP" + hex.EncodeToString(a)[:16], SecretKey: hex.EncodeToString(s)}
+	})
+	switch {
+	case err != nil:
+		return "", "", fmt.Errorf("s3: %w", err)
+	case created:
+		fmt.Fprintf(out, "  s3 credentials generated and stored in %s:\n    access key %s\n    secret key %s\n", path, c.AccessKey, c.SecretKey)
+	default:
 		fmt.Fprintf(out, "  s3 credentials from %s (access key %s)\n", path, c.AccessKey)
-		return c.AccessKey, c.SecretKey, nil
 	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return "", "", err
-	}
-	a, s := make([]byte, 10), make([]byte, 20)
-	rand.Read(a)
-	rand.Read(s)
-	c = s3.Credential{AccessKey: "KELP" + hex.EncodeToString(a)[:16], SecretKey: hex.EncodeToString(s)}
-	b, _ = json.MarshalIndent(c, "", "  ")
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return "", "", err
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o600); err != nil {
-		return "", "", err
-	}
-	fmt.Fprintf(out, "  s3 credentials generated and stored in %s:\n    access key %s\n    secret key %s\n", path, c.AccessKey, c.SecretKey)
 	return c.AccessKey, c.SecretKey, nil
 }
 
