@@ -26,6 +26,9 @@ var (
 	// ErrQuotaExceeded: the change would make a directory quota's bytes or
 	// entries grow past its limit (see SetQuota). Nothing was changed.
 	ErrQuotaExceeded = errors.New("filer: quota exceeded")
+	// ErrChanged: a conditional change found the entry changed since the
+	// caller read it (its ctime differs). Nothing was changed.
+	ErrChanged = errors.New("filer: entry changed since it was read")
 	// ErrClosed: the Filer was closed.
 	ErrClosed = errors.New("filer: closed")
 	// ErrStore: the metadata store failed. A write that fails with it may

@@ -34,6 +34,7 @@ var errorCodes = []struct {
 	{filer.ErrNotEmpty, http.StatusConflict, codes.FailedPrecondition},
 	{filer.ErrIsDir, http.StatusConflict, codes.FailedPrecondition},
 	{filer.ErrNotDir, http.StatusConflict, codes.FailedPrecondition},
+	{filer.ErrChanged, http.StatusPreconditionFailed, codes.FailedPrecondition},
 	// A directory quota is full: 507 Insufficient Storage, ENOSPC through a mount.
 	{filer.ErrQuotaExceeded, http.StatusInsufficientStorage, codes.ResourceExhausted},
 	{filer.ErrEventsTrimmed, http.StatusGone, codes.OutOfRange},

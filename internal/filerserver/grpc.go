@@ -64,6 +64,15 @@ func (g *grpcServer) UpdateEntry(ctx context.Context, req *filerpb.UpdateEntryRe
 	if err := checkKeys(req.Entry); err != nil {
 		return nil, err
 	}
+	if req.AttributesOnly {
+		if err := g.s.filer.SetAttributes(ctx, fromPB(req.Entry), timeOf(req.IfCtimeNs)); err != nil {
+			return nil, g.err("update", err)
+		}
+		return &filerpb.UpdateEntryResponse{}, nil
+	}
+	if req.IfCtimeNs != 0 {
+		return nil, status.Error(codes.InvalidArgument, "if_ctime_ns needs attributes_only")
+	}
 	if err := g.s.filer.UpdateEntry(ctx, fromPB(req.Entry)); err != nil {
 		return nil, g.err("update", err)
 	}

@@ -274,6 +274,16 @@ func (s *Site) CreateMeta(ctx context.Context, e *filerpb.Entry) error {
 	return nil
 }
 
+// SetAttributes gives p (e.Path) e's attributes, keeping its data, unless
+// its ctime is no longer ifCtimeNs (then an error: it changed since read).
+func (s *Site) SetAttributes(ctx context.Context, e *filerpb.Entry, ifCtimeNs int64) error {
+	_, err := s.fc.UpdateEntry(ctx, &filerpb.UpdateEntryRequest{Entry: e, AttributesOnly: true, IfCtimeNs: ifCtimeNs})
+	if err != nil {
+		return fmt.Errorf("set attributes of %s on %s: %w", e.Path, s.Name, err)
+	}
+	return nil
+}
+
 // Delete removes p (recursively); a missing entry is fine.
 func (s *Site) Delete(ctx context.Context, p string) error {
 	_, err := s.fc.DeleteEntry(ctx, &filerpb.DeleteEntryRequest{Path: p, Recursive: true})

@@ -1,7 +1,6 @@
 package filersync
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,9 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"path"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,6 +59,7 @@ type DirStatus struct {
 	Bytes      int64   `json:"bytes"`
 	Deletes    int64   `json:"deletes"`
 	Renames    int64   `json:"renames"`
+	Attrs      int64   `json:"attrs"`     // entries whose attributes alone were updated
 	Skipped    int64   `json:"skipped"`   // events that needed nothing (echoes, already equal, older)
 	FullSyncs  int64   `json:"fullSyncs"` // tree comparisons (first run, trimmed log)
 	CaughtUp   bool    `json:"caughtUp"`
@@ -156,7 +154,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 					for _, st := range s.Status(ctx) {
 						s.log.Info("filer.sync", "from", st.From, "to", st.To, "seq", st.Seq, "sourceSeq", st.SourceSeq,
 							"lagEvents", st.LagEvents, "lagSeconds", fmt.Sprintf("%.1f", st.LagSeconds), "copies", st.Copies,
-							"deletes", st.Deletes, "renames", st.Renames, "skipped", st.Skipped)
+							"attrs", st.Attrs, "deletes", st.Deletes, "renames", st.Renames, "skipped", st.Skipped)
 					}
 				}
 			}
@@ -188,6 +186,7 @@ func (s *Syncer) Status(ctx context.Context) []DirStatus {
 		}
 		st.Copies, st.Bytes = d.copies.Load(), d.bytes.Load()
 		st.Deletes, st.Renames, st.Skipped = d.deletes.Load(), d.renames.Load(), d.skipped.Load()
+		st.Attrs = d.attrs.Load()
 		st.FullSyncs = d.fullSyncs.Load()
 		st.CaughtUp = d.started.Load() && st.sourceSeqSet && st.LagEvents == 0
 		out = append(out, st)
@@ -217,6 +216,7 @@ type direction struct {
 	seq                                      atomic.Uint64
 	started                                  atomic.Bool
 	copies, bytes, deletes, renames, skipped atomic.Int64
+	attrs                                    atomic.Int64
 	fullSyncs                                atomic.Int64
 	mu                                       sync.Mutex
 	st                                       DirStatus
@@ -571,46 +571,6 @@ func (d *direction) apply(ctx context.Context, ev *filerpb.MetadataEvent) error 
 	return nil
 }
 
-// fromDst: e is a copy the sync wrote from cluster dstID, unchanged since
-// (its marker names the entry's own mtime and size).
-func fromDst(e *filerpb.Entry, dstID string) bool {
-	return markerMatches(e, dstID, e.MtimeNs, e.Size)
-}
-
-func markerMatches(e *filerpb.Entry, origin string, mtime, size int64) bool {
-	m := string(e.Xattrs[XattrOrigin])
-	if m == "" {
-		return false
-	}
-	f := strings.Fields(m)
-	return len(f) == 3 && f[0] == origin && f[1] == strconv.FormatInt(mtime, 10) && f[2] == strconv.FormatInt(size, 10)
-}
-
-func marker(origin string, e *filerpb.Entry) []byte {
-	return []byte(origin + " " + strconv.FormatInt(e.MtimeNs, 10) + " " + strconv.FormatInt(e.Size, 10))
-}
-
-// sameContent: de holds what se holds (a copy of exactly this version, or
-// equal size, type and content hash).
-func sameContent(se, de *filerpb.Entry, srcID string) bool {
-	if se.IsDir != de.IsDir || se.SymlinkTarget != de.SymlinkTarget || os.FileMode(se.Mode).Type() != os.FileMode(de.Mode).Type() {
-		return false
-	}
-	if se.IsDir {
-		return true
-	}
-	if markerMatches(de, srcID, se.MtimeNs, se.Size) {
-		return true
-	}
-	if se.Size != de.Size || os.FileMode(se.Mode).Perm() != os.FileMode(de.Mode).Perm() {
-		return false
-	}
-	if len(se.Md5) > 0 && len(de.Md5) > 0 {
-		return bytes.Equal(se.Md5, de.Md5)
-	}
-	return se.Etag != "" && se.Etag == de.Etag
-}
-
 // wins: version x (of cluster xID) beats version y (of cluster yID): the
 // newer mtime wins, a tie goes to the greater cluster id.
 func wins(x *filerpb.Entry, xID string, y *filerpb.Entry, yID string) bool {
@@ -632,33 +592,23 @@ func (d *direction) copyEntry(ctx context.Context, se *filerpb.Entry, dp string)
 		return err
 	}
 	if de != nil {
-		if sameContent(se, de, d.src.ID) {
-			d.skipped.Add(1)
-			return nil
+		if sameData(se, d.src.ID, de, d.dst.ID) {
+			return d.syncAttributes(ctx, se, de)
 		}
 		if wins(de, d.dst.ID, se, d.src.ID) {
 			d.skipped.Add(1) // dst's version is newer; it travels the other way
 			return nil
 		}
-		if de.IsDir != se.IsDir || (de.IsDir && se.IsDir) {
-			if de.IsDir && se.IsDir {
-				return nil
-			}
+		if de.IsDir != se.IsDir {
 			if err := d.dst.Delete(ctx, dp); err != nil {
 				return err
 			}
 		}
 	}
-	ne := cloneAttrs(se)
-	ne.Path = dp
-	delete(ne.Xattrs, XattrOrigin)
+	ne := d.copyAttrs(se, dp)
 	if se.IsDir {
 		return d.dst.CreateMeta(ctx, ne)
 	}
-	if ne.Xattrs == nil {
-		ne.Xattrs = map[string][]byte{}
-	}
-	ne.Xattrs[XattrOrigin] = marker(d.src.ID, se)
 	if se.Size == 0 || se.SymlinkTarget != "" {
 		ne.Md5 = se.Md5
 		if err := d.dst.CreateMeta(ctx, ne); err != nil {
@@ -679,6 +629,44 @@ func (d *direction) copyEntry(ctx context.Context, se *filerpb.Entry, dp string)
 	}
 	d.copies.Add(1)
 	d.bytes.Add(w.Size)
+	return nil
+}
+
+// copyAttrs is se's attributes for dst's path dp, marked as src's version.
+func (d *direction) copyAttrs(se *filerpb.Entry, dp string) *filerpb.Entry {
+	ne := cloneAttrs(se)
+	ne.Path = dp
+	if ne.Xattrs == nil {
+		ne.Xattrs = map[string][]byte{}
+	}
+	delete(ne.Xattrs, XattrOrigin)
+	ne.Xattrs[XattrOrigin] = newMarker(d.src.ID, se, ne)
+	return ne
+}
+
+// syncAttributes: de already holds se's data; give it se's attributes
+// when they differ and se's changed last (docs/filer-sync.md). Only the
+// attributes travel, never the data, and only if de has not changed since
+// it was read.
+func (d *direction) syncAttributes(ctx context.Context, se, de *filerpb.Entry) error {
+	if attrDigest(se) == attrDigest(de) || de.Path == "/" {
+		d.skipped.Add(1)
+		return nil
+	}
+	sc, sid := attrClock(se, d.src.ID)
+	dc, did := attrClock(de, d.dst.ID)
+	if dc > sc || (dc == sc && did >= sid) {
+		d.skipped.Add(1) // dst's attributes changed last; they travel the other way
+		return nil
+	}
+	ne := d.copyAttrs(se, de.Path)
+	if de.IsDir {
+		ne.MtimeNs = de.MtimeNs // a directory's mtime is each site's own
+	}
+	if err := d.dst.SetAttributes(ctx, ne, de.CtimeNs); err != nil {
+		return err // changed since read (FAILED_PRECONDITION): the retry compares again
+	}
+	d.attrs.Add(1)
 	return nil
 }
 
@@ -730,7 +718,7 @@ func (d *direction) deletePath(ctx context.Context, old *filerpb.Entry, dp strin
 		d.skipped.Add(1)
 		return nil
 	}
-	if !de.IsDir && !sameContent(old, de, d.src.ID) && de.MtimeNs > atNs {
+	if !de.IsDir && !sameData(old, d.src.ID, de, d.dst.ID) && de.MtimeNs > atNs {
 		d.skipped.Add(1) // changed on dst after the delete: the newer version stays
 		return nil
 	}
@@ -775,7 +763,7 @@ func (d *direction) rename(ctx context.Context, ev *filerpb.MetadataEvent) error
 		if err != nil {
 			return err
 		}
-		if do != nil && sameContent(ev.OldEntry, do, d.src.ID) && (dn == nil || !dn.IsDir) {
+		if do != nil && sameData(ev.OldEntry, d.src.ID, do, d.dst.ID) && (dn == nil || !dn.IsDir) {
 			if err := d.dst.Rename(ctx, dOld, dNew); err != nil {
 				return err
 			}

@@ -808,8 +808,15 @@ type UpdateEntryRequest struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	Entry              *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
 	DeferredDurability bool                   `protobuf:"varint,2,opt,name=deferred_durability,json=deferredDurability,proto3" json:"deferred_durability,omitempty"` // as in CreateEntryRequest
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// attributes_only: set the stored entry's permission bits, owner, mtime,
+	// MIME type, user metadata and xattrs from entry and keep its data
+	// (chunks, size, MD5, symlink target) as stored.
+	AttributesOnly bool `protobuf:"varint,3,opt,name=attributes_only,json=attributesOnly,proto3" json:"attributes_only,omitempty"`
+	// if_ctime_ns (with attributes_only): change nothing unless the stored
+	// entry's ctime is still this, else FAILED_PRECONDITION.
+	IfCtimeNs     int64 `protobuf:"varint,4,opt,name=if_ctime_ns,json=ifCtimeNs,proto3" json:"if_ctime_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateEntryRequest) Reset() {
@@ -854,6 +861,20 @@ func (x *UpdateEntryRequest) GetDeferredDurability() bool {
 		return x.DeferredDurability
 	}
 	return false
+}
+
+func (x *UpdateEntryRequest) GetAttributesOnly() bool {
+	if x != nil {
+		return x.AttributesOnly
+	}
+	return false
+}
+
+func (x *UpdateEntryRequest) GetIfCtimeNs() int64 {
+	if x != nil {
+		return x.IfCtimeNs
+	}
+	return 0
 }
 
 type UpdateEntryResponse struct {
@@ -2296,10 +2317,12 @@ const file_filer_proto_rawDesc = "" +
 	"\n" +
 	"no_parents\x18\x03 \x01(\bR\tnoParents\x12/\n" +
 	"\x13deferred_durability\x18\x04 \x01(\bR\x12deferredDurability\"\x15\n" +
-	"\x13CreateEntryResponse\"n\n" +
+	"\x13CreateEntryResponse\"\xb7\x01\n" +
 	"\x12UpdateEntryRequest\x12'\n" +
 	"\x05entry\x18\x01 \x01(\v2\x11.kelp.filer.EntryR\x05entry\x12/\n" +
-	"\x13deferred_durability\x18\x02 \x01(\bR\x12deferredDurability\"\x15\n" +
+	"\x13deferred_durability\x18\x02 \x01(\bR\x12deferredDurability\x12'\n" +
+	"\x0fattributes_only\x18\x03 \x01(\bR\x0eattributesOnly\x12\x1e\n" +
+	"\vif_ctime_ns\x18\x04 \x01(\x03R\tifCtimeNs\"\x15\n" +
 	"\x13UpdateEntryResponse\"\r\n" +
 	"\vSyncRequest\"\x0e\n" +
 	"\fSyncResponse\"\xad\x01\n" +
