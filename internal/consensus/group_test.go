@@ -7,53 +7,48 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
-
-	"github.com/kelpfs/kelp/internal/testutil"
 )
 
-// testGroup is three members on loopback, each in its own directory.
+// testGroup is three members on loopback, each in its own directory, over
+// a network the test can cut (network_test.go).
 type testGroup struct {
 	t     *testing.T
 	dir   string
 	peers []Peer
 	nodes []*Node
+	lns   []net.Listener // bound for a member not yet opened
+	net   *network
 }
 
-// newTestGroup opens size members. Raft needs every member's address before
-// any listens, so the ports are picked free and bound a moment later (see
-// testutil.FreePort); when another test took one in between, the group
-// opens again on fresh ports and directories.
+// newTestGroup opens size members. Every member's listener is bound on
+// 127.0.0.1:0 first, since Raft needs all the addresses before any member
+// starts.
 func newTestGroup(t *testing.T, size int) *testGroup {
-	g := &testGroup{t: t, nodes: make([]*Node, size)}
+	g := &testGroup{t: t, dir: t.TempDir(), nodes: make([]*Node, size), lns: make([]net.Listener, size), net: newNetwork()}
 	t.Cleanup(func() {
 		for i := range g.nodes {
 			g.close(i)
-		}
-	})
-	for attempt := 0; ; attempt++ {
-		g.dir, g.peers = t.TempDir(), nil
-		for i, port := range testutil.FreePorts(t, size) {
-			g.peers = append(g.peers, Peer{ID: "m" + string(rune('1'+i)), Address: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))})
-		}
-		var err error
-		for i := range g.nodes {
-			if err = g.tryOpen(i); err != nil {
-				break
+			if g.lns[i] != nil {
+				g.lns[i].Close()
 			}
 		}
-		if err == nil {
-			return g
-		}
-		for i := range g.nodes {
-			g.close(i)
-		}
-		if attempt == 5 || !testutil.AddrInUse(err) {
+	})
+	for i := range size {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
 			t.Fatal(err)
 		}
+		id := "m" + string(rune('1'+i))
+		g.lns[i] = ln
+		g.peers = append(g.peers, Peer{ID: id, Address: ln.Addr().String()})
+		g.net.add(id, ln.Addr().String())
 	}
+	for i := range g.nodes {
+		g.open(i)
+	}
+	return g
 }
 
 func (g *testGroup) open(i int) {
@@ -64,12 +59,21 @@ func (g *testGroup) open(i int) {
 }
 
 func (g *testGroup) tryOpen(i int) error {
+	ln := g.lns[i]
+	g.lns[i] = nil
+	if ln == nil { // opened again after a close: the member keeps its port
+		var err error
+		if ln, err = net.Listen("tcp", g.peers[i].Address); err != nil {
+			return err
+		}
+	}
 	n, err := Open(Config{
-		Dir: filepath.Join(g.dir, g.peers[i].ID), ID: g.peers[i].ID, BindAddr: g.peers[i].Address, Peers: g.peers,
-		KeyBlock: 50, HeartbeatTimeout: 300 * time.Millisecond,
+		Dir: filepath.Join(g.dir, g.peers[i].ID), ID: g.peers[i].ID, Listener: ln, Dial: g.net.dialer(g.peers[i].ID),
+		Peers: g.peers, KeyBlock: 50, HeartbeatTimeout: 300 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
+		ln.Close()
 		return err
 	}
 	g.nodes[i] = n

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -52,7 +53,15 @@ type Config struct {
 	// ServerTLS and ClientTLS, when set, put the Raft transport under TLS:
 	// this member serves with ServerTLS and dials the others with ClientTLS.
 	ServerTLS, ClientTLS *tls.Config
-	Logger               *slog.Logger
+	// Listener, when set, is the Raft listener, already bound (BindAddr is
+	// then only its description): tests bind every member on 127.0.0.1:0
+	// before any opens, with no free-port race. Open takes ownership.
+	Listener net.Listener
+	// Dial, when set, connects to another member instead of TCP (ClientTLS
+	// is then the dialer's business): tests put a network they can cut
+	// between members here.
+	Dial   func(addr string, timeout time.Duration) (net.Conn, error)
+	Logger *slog.Logger
 }
 
 // Node is one member of the master raft group. It is safe for concurrent use.
@@ -108,6 +117,9 @@ func (b *broadcast) fire() {
 // Open starts the raft member: it reads the log from Config.Dir, bootstraps a
 // new group if the directory is empty, and joins the election.
 func Open(cfg Config) (*Node, error) {
+	if cfg.Listener != nil && cfg.BindAddr == "" {
+		cfg.BindAddr = cfg.Listener.Addr().String()
+	}
 	if cfg.ID == "" || cfg.BindAddr == "" || cfg.Dir == "" {
 		return nil, errors.New("consensus: Config needs ID, BindAddr and Dir")
 	}
@@ -166,7 +178,7 @@ func (n *Node) start() error {
 	if err != nil {
 		return fmt.Errorf("consensus: open snapshots: %w", err)
 	}
-	if n.transport, err = listenTransport(cfg.BindAddr, cfg.AdvertiseHost, cfg.ServerTLS, cfg.ClientTLS, hlog); err != nil {
+	if n.transport, err = listenTransport(cfg, hlog); err != nil {
 		return err
 	}
 
