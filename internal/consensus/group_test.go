@@ -9,24 +9,26 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/kelpfs/kelp/internal/testutil/netcut"
 )
 
 // testGroup is three members on loopback, each in its own directory, over
-// a network the test can cut (network_test.go).
+// a network the test can cut (netcut).
 type testGroup struct {
 	t     *testing.T
 	dir   string
 	peers []Peer
 	nodes []*Node
 	lns   []net.Listener // bound for a member not yet opened
-	net   *network
+	net   *netcut.Network
 }
 
 // newTestGroup opens size members. Every member's listener is bound on
 // 127.0.0.1:0 first, since Raft needs all the addresses before any member
 // starts.
 func newTestGroup(t *testing.T, size int) *testGroup {
-	g := &testGroup{t: t, dir: t.TempDir(), nodes: make([]*Node, size), lns: make([]net.Listener, size), net: newNetwork()}
+	g := &testGroup{t: t, dir: t.TempDir(), nodes: make([]*Node, size), lns: make([]net.Listener, size), net: netcut.New()}
 	t.Cleanup(func() {
 		for i := range g.nodes {
 			g.close(i)
@@ -43,7 +45,7 @@ func newTestGroup(t *testing.T, size int) *testGroup {
 		id := "m" + string(rune('1'+i))
 		g.lns[i] = ln
 		g.peers = append(g.peers, Peer{ID: id, Address: ln.Addr().String()})
-		g.net.add(id, ln.Addr().String())
+		g.net.Add(id, ln.Addr().String())
 	}
 	for i := range g.nodes {
 		g.open(i)
@@ -68,7 +70,7 @@ func (g *testGroup) tryOpen(i int) error {
 		}
 	}
 	n, err := Open(Config{
-		Dir: filepath.Join(g.dir, g.peers[i].ID), ID: g.peers[i].ID, Listener: ln, Dial: g.net.dialer(g.peers[i].ID),
+		Dir: filepath.Join(g.dir, g.peers[i].ID), ID: g.peers[i].ID, Listener: ln, Dial: g.net.Dialer(g.peers[i].ID),
 		Peers: g.peers, KeyBlock: 50, HeartbeatTimeout: 300 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})

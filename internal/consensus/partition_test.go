@@ -36,7 +36,7 @@ func TestPartitionedLeaderStepsDownMajorityGoesOn(t *testing.T) {
 		}
 	}
 
-	g.net.isolate(g.peers[lead].ID)
+	g.net.Isolate(g.peers[lead].ID)
 	// A request on the cut-off leader either fails or, if it committed
 	// before the cut took hold, is remembered by the majority (checked
 	// below through the uniqueness of every key handed out).
@@ -77,7 +77,7 @@ func TestPartitionedLeaderStepsDownMajorityGoesOn(t *testing.T) {
 	}
 
 	// Healed: one leader again, the old one a follower with the majority's state.
-	g.net.heal()
+	g.net.Heal()
 	g.leader(10 * time.Second)
 	for {
 		s := g.nodes[lead].State()

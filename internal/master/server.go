@@ -46,6 +46,9 @@ type Config struct {
 	// RaftHeartbeatTimeout bounds how long followers wait for a silent
 	// leader before electing another; 0 means 400ms (see consensus.Config).
 	RaftHeartbeatTimeout time.Duration
+	// RaftDial, when set, is how this master's Raft dials the others (tests
+	// put a network they can cut here, internal/testutil/netcut); nil: TCP.
+	RaftDial func(addr string, timeout time.Duration) (net.Conn, error)
 
 	VolumeSizeLimit    int64  // bytes; default 30 GiB
 	DefaultReplication string // default "000"
@@ -190,7 +193,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.cons, err = consensus.Open(consensus.Config{
 		Dir: filepath.Join(cfg.MetaDir, "raft"), ID: s.httpAddr, BindAddr: raftAddr, AdvertiseHost: raftHost, Peers: peers,
-		HeartbeatTimeout: cfg.RaftHeartbeatTimeout, Logger: cfg.Logger,
+		HeartbeatTimeout: cfg.RaftHeartbeatTimeout, Dial: cfg.RaftDial, Logger: cfg.Logger,
 		ServerTLS: security.Process().ServerConfig(security.Peer), ClientTLS: security.Process().ClientConfig(),
 	})
 	if err != nil {

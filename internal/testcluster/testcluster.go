@@ -35,6 +35,7 @@ import (
 	"github.com/kelpfs/kelp/internal/security"
 	"github.com/kelpfs/kelp/internal/store"
 	"github.com/kelpfs/kelp/internal/testutil"
+	"github.com/kelpfs/kelp/internal/testutil/netcut"
 	"github.com/kelpfs/kelp/internal/volumeserver"
 )
 
@@ -67,6 +68,9 @@ type Options struct {
 	RunShell       func(ctx context.Context, addr, owner string, out io.Writer, script string) error
 	// ReplaceAfter is the masters' Config.ReplaceAfter; 0 means the default.
 	ReplaceAfter time.Duration
+	// RaftNetwork, when set, carries the masters' Raft traffic, so a test
+	// can partition them (PartitionMaster); plain TCP, not under TLS.
+	RaftNetwork *netcut.Network
 	Logger       *slog.Logger
 	// Signer turns signed file ids on (masters and volume servers);
 	// ReadSigner signed reads (volume servers).
@@ -213,6 +217,11 @@ func (c *Cluster) masterNode(i, port int, peers []string) *Node {
 		ReplaceAfter:         c.opts.ReplaceAfter,
 		AdminUI:              c.opts.AdminUI,
 		Logger:               c.log.With("node", fmt.Sprintf("master%d", i)),
+	}
+	if rn := c.opts.RaftNetwork; rn != nil {
+		raft := raftAddr(port)
+		rn.Add(raft, raft)
+		mcfg.RaftDial = rn.Dialer(raft)
 	}
 	return &Node{Addr: addr(port), start: func() (runner, error) { return master.New(mcfg) }}
 }
@@ -575,6 +584,20 @@ func (c *Cluster) WaitForVolumeServers(n int) {
 }
 
 func addr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// raftAddr is the Raft address of the master on HTTP port port.
+func raftAddr(port int) string { return addr(pb.DerivedPort(port, pb.RaftPortOffset)) }
+
+// PartitionMaster cuts master m's Raft links to every other master
+// (Options.RaftNetwork must be set); HealMasters restores them.
+func (c *Cluster) PartitionMaster(m *Node) {
+	_, port, _ := net.SplitHostPort(m.Addr)
+	p, _ := strconv.Atoi(port)
+	c.opts.RaftNetwork.Isolate(raftAddr(p))
+}
+
+// HealMasters restores every Raft link between the masters.
+func (c *Cluster) HealMasters() { c.opts.RaftNetwork.Heal() }
 
 func waitHealthy(t testing.TB, hostport string) {
 	t.Helper()

@@ -1,0 +1,92 @@
+// Package netcut is a network between the members of an in-process test
+// cluster that tests can cut: a member's dials to another fail and the
+// connections already open between them are closed, both ways, as a
+// partition does. Members dial each other through Network.Dialer (the Raft
+// transport's Config.Dial), so it sees every connection. Only tests import it.
+package netcut
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"time"
+)
+
+// Network connects members and cuts links between them on cue.
+type Network struct {
+	mu    sync.Mutex
+	addr  map[string]string        // member address -> member id
+	cut   map[[2]string]bool       // member ids, in order
+	conns map[[2]string][]net.Conn // open connections per link
+}
+
+// New is a network with every link up.
+func New() *Network {
+	return &Network{addr: map[string]string{}, cut: map[[2]string]bool{}, conns: map[[2]string][]net.Conn{}}
+}
+
+func link(a, b string) [2]string {
+	if a > b {
+		a, b = b, a
+	}
+	return [2]string{a, b}
+}
+
+// ErrCut is a dial over a cut link.
+var ErrCut = errors.New("netcut: link cut")
+
+// Add names the member listening at addr.
+func (n *Network) Add(id, addr string) {
+	n.mu.Lock()
+	n.addr[addr] = id
+	n.mu.Unlock()
+}
+
+// Dialer is member from's dial function.
+func (n *Network) Dialer(from string) func(addr string, timeout time.Duration) (net.Conn, error) {
+	return func(addr string, timeout time.Duration) (net.Conn, error) {
+		n.mu.Lock()
+		l := link(from, n.addr[addr])
+		cut := n.cut[l]
+		n.mu.Unlock()
+		if cut {
+			return nil, ErrCut
+		}
+		c, err := net.DialTimeout("tcp", addr, timeout)
+		if err != nil {
+			return nil, err
+		}
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.cut[l] { // cut while dialing
+			c.Close()
+			return nil, ErrCut
+		}
+		n.conns[l] = append(n.conns[l], c)
+		return c, nil
+	}
+}
+
+// Isolate cuts member id off from every other member.
+func (n *Network) Isolate(id string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, other := range n.addr {
+		if other == id {
+			continue
+		}
+		l := link(id, other)
+		n.cut[l] = true
+		for _, c := range n.conns[l] {
+			c.Close()
+		}
+		delete(n.conns, l)
+	}
+}
+
+// Heal restores every link.
+func (n *Network) Heal() {
+	n.mu.Lock()
+	n.cut = map[[2]string]bool{}
+	n.mu.Unlock()
+}
