@@ -71,7 +71,7 @@ type Options struct {
 	// RaftNetwork, when set, carries the masters' Raft traffic, so a test
 	// can partition them (PartitionMaster); plain TCP, not under TLS.
 	RaftNetwork *netcut.Network
-	Logger       *slog.Logger
+	Logger      *slog.Logger
 	// Signer turns signed file ids on (masters and volume servers);
 	// ReadSigner signed reads (volume servers).
 	Signer, ReadSigner *auth.Signer
