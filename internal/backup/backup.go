@@ -250,7 +250,7 @@ func (r *run) apply(ctx context.Context, ev *filerpb.MetadataEvent) error {
 }
 
 func metaOf(e *filerpb.Entry) Meta {
-	m := Meta{Mode: os.FileMode(e.Mode), Mtime: time.Unix(0, e.MtimeNs), Size: e.Size, Link: e.SymlinkTarget}
+	m := Meta{Mode: os.FileMode(e.Mode), Mtime: time.Unix(0, e.MtimeNs), Size: e.Size, Link: e.SymlinkTarget, Attrs: attrsOf(e)}
 	if e.IsDir {
 		m.Mode |= os.ModeDir
 		m.Size = 0
@@ -258,10 +258,12 @@ func metaOf(e *filerpb.Entry) Meta {
 	return m
 }
 
-// same: the destination holds this version (type, size, mtime).
+// same: the destination holds this version (type, size, mtime, and the
+// attributes where both sides know them).
 func same(a, b Meta) bool {
 	return a.Mode.Type() == b.Mode.Type() && a.Size == b.Size && a.Link == b.Link &&
-		(a.Mode.IsDir() || a.Mtime.Equal(b.Mtime))
+		(a.Mode.IsDir() || a.Mtime.Equal(b.Mtime)) &&
+		(a.Attrs == nil || b.Attrs == nil || a.Attrs.equal(b.Attrs))
 }
 
 // copy makes the destination's rel hold e.
@@ -394,8 +396,10 @@ func Restore(ctx context.Context, cfg Config) (*Stats, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(cfg.Workers)
 	err = cfg.Dest.Walk(gctx, func(rel string, m Meta) error {
-		if m.Mode.IsDir() { // parents first, with their permissions
-			return r.site.CreateMeta(gctx, &filerpb.Entry{Path: r.abs(rel), Mode: uint32(m.Mode), IsDir: true, MtimeNs: m.Mtime.UnixNano()})
+		if m.Mode.IsDir() { // parents first, with their attributes
+			e := &filerpb.Entry{Path: r.abs(rel), Mode: uint32(m.Mode), IsDir: true, MtimeNs: m.Mtime.UnixNano()}
+			m.Attrs.apply(e)
+			return r.site.CreateMeta(gctx, e)
 		}
 		if err := gctx.Err(); err != nil {
 			return err // a worker failed: stop walking
@@ -425,6 +429,7 @@ func (r *run) restoreOne(ctx context.Context, rel string, m Meta) error {
 		}
 	}
 	ne := &filerpb.Entry{Path: p, Mode: uint32(m.Mode), MtimeNs: m.Mtime.UnixNano(), SymlinkTarget: m.Link, Size: m.Size}
+	m.Attrs.apply(ne)
 	if m.Link != "" || m.Size == 0 {
 		if m.Link == "" {
 			ne.Md5 = emptyMD5[:]

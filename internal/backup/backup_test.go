@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/kelpfs/kelp/internal/filer"
 	"github.com/kelpfs/kelp/internal/filerserver"
 	"github.com/kelpfs/kelp/internal/filersync"
 	"github.com/kelpfs/kelp/internal/pb/filerpb"
@@ -76,8 +78,14 @@ func tree(t testing.TB, s *filerserver.Server, root string) map[string]string {
 	out := map[string]string{}
 	err = site.Walk(context.Background(), root, func(e *filerpb.Entry) error {
 		rel := strings.TrimPrefix(e.Path, root)
+		var xs []string
+		for k, v := range e.Xattrs {
+			xs = append(xs, k+"="+string(v))
+		}
+		slices.Sort(xs)
+		attrs := fmt.Sprintf("%d:%d %q %v %v", e.Uid, e.Gid, e.Mime, e.UserMetadata, xs)
 		if e.IsDir {
-			out[rel] = "d"
+			out[rel] = fmt.Sprintf("d %o %s", os.FileMode(e.Mode).Perm(), attrs)
 			return nil
 		}
 		resp, err := http.Get(fileURL(s, e.Path))
@@ -86,7 +94,7 @@ func tree(t testing.TB, s *filerserver.Server, root string) map[string]string {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		out[rel] = fmt.Sprintf("%d %x %o %d", len(b), md5.Sum(b), os.FileMode(e.Mode).Perm(), e.MtimeNs)
+		out[rel] = fmt.Sprintf("%d %x %o %d %s", len(b), md5.Sum(b), os.FileMode(e.Mode).Perm(), e.MtimeNs, attrs)
 		return nil
 	})
 	if err != nil {
@@ -162,6 +170,13 @@ func backupScenario(t *testing.T, dest Dest) {
 	}
 	send(t, http.MethodPut, fileURL(src, "/p/big"), data("big", 300<<10))
 	send(t, http.MethodPut, fileURL(src, "/outside"), []byte("not backed up"))
+	// Attributes besides mode and mtime are kept and restored too.
+	modify(t, src, "/p/d1/f5", func(e *filer.Entry) {
+		e.Mode, e.UID, e.GID, e.Mime = 0o640, 1001, 1002, "text/x-kelp"
+		e.Meta = map[string]string{"k": "v"}
+		e.Xattrs["user.colour"] = []byte("blue")
+	})
+	modify(t, src, "/p/d2", func(e *filer.Entry) { e.Mode = os.ModeDir | 0o750; e.Xattrs["user.dir"] = []byte("x") })
 	cfg := Config{Filer: src.GRPCAddr(), Path: "/p", Dest: dest, Once: true}
 	st, err := Backup(context.Background(), cfg)
 	if err != nil {
@@ -178,12 +193,13 @@ func backupScenario(t *testing.T, dest Dest) {
 	send(t, http.MethodPost, fileURL(src, "/p/d0/moved")+"?op=rename&from=/p/d0/f4", nil)
 	send(t, http.MethodPost, fileURL(src, "/p/d3-moved")+"?op=rename&from=/p/d3", nil)
 	send(t, http.MethodPost, fileURL(src, "/p/big")+"?op=append", []byte("tail"))
+	modify(t, src, "/p/d1/f9", func(e *filer.Entry) { e.Mode = 0o600; e.Xattrs["user.late"] = []byte("1") })
 	st, err = Backup(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Copied.Load() != 3 || st.FullScans.Load() != 0 {
-		t.Errorf("incremental backup copied %d files (want 3: new, overwritten, appended), %d full scans", st.Copied.Load(), st.FullScans.Load())
+	if st.Copied.Load() != 4 || st.FullScans.Load() != 0 {
+		t.Errorf("incremental backup copied %d files (want 4: new, overwritten, appended, attributes changed), %d full scans", st.Copied.Load(), st.FullScans.Load())
 	}
 	// Nothing new: nothing copied.
 	if st, err = Backup(context.Background(), cfg); err != nil || st.Copied.Load() != 0 {
@@ -206,6 +222,13 @@ func backupScenario(t *testing.T, dest Dest) {
 	// A backup of another cluster into the same destination is refused.
 	if _, err := Backup(context.Background(), Config{Filer: dst.GRPCAddr(), Path: "/p", Dest: dest, Once: true}); err == nil {
 		t.Fatal("backup of another cluster into the same destination was accepted")
+	}
+}
+
+func modify(t testing.TB, s *filerserver.Server, p string, fn func(e *filer.Entry)) {
+	t.Helper()
+	if err := s.Filer().ModifyEntry(context.Background(), p, func(e *filer.Entry) error { fn(e); return nil }); err != nil {
+		t.Fatalf("modify %s: %v", p, err)
 	}
 }
 

@@ -20,6 +20,7 @@ type Meta struct {
 	Mtime time.Time
 	Size  int64
 	Link  string // symlink target
+	Attrs *Attrs // nil when the destination keeps none for the entry
 }
 
 // State is the backup's position in the source's event log.
@@ -113,6 +114,9 @@ func (d *dirDest) meta(rel string, fi fs.FileInfo) Meta {
 	if fi.IsDir() {
 		m.Size = 0
 	}
+	if fi.Mode()&os.ModeSymlink == 0 {
+		m.Attrs = localAttrs(d.local(rel))
+	}
 	return m
 }
 
@@ -131,8 +135,10 @@ func (d *dirDest) Put(ctx context.Context, rel string, m Meta, r io.Reader) erro
 		return os.Symlink(m.Link, p)
 	}
 	return writeAtomic(p, m.Mode.Perm(), m.Mtime, func(f *os.File) error {
-		_, err := io.Copy(f, r)
-		return err
+		if _, err := io.Copy(f, r); err != nil {
+			return err
+		}
+		return setLocalAttrs(f.Name(), m)
 	})
 }
 
@@ -161,7 +167,10 @@ func (d *dirDest) Mkdir(ctx context.Context, rel string, m Meta) error {
 	if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	return os.Chmod(p, m.Mode.Perm()|0o700) // the backup must stay writable by its owner
+	if err := os.Chmod(p, m.Mode.Perm()|0o700); err != nil { // the backup must stay writable by its owner
+		return err
+	}
+	return setLocalAttrs(p, m)
 }
 
 func (d *dirDest) Delete(ctx context.Context, rel string) error {

@@ -139,6 +139,7 @@ func metaFrom(md map[string]string, size int64, dir bool) Meta {
 	if m.Link != "" {
 		m.Size = 0
 	}
+	m.Attrs = attrsFromMeta(md)
 	return m
 }
 
@@ -147,6 +148,7 @@ func metaTo(m Meta) map[string]string {
 	if m.Link != "" {
 		md[metaLink] = m.Link
 	}
+	attrsToMeta(md, m.Attrs)
 	return md
 }
 

@@ -321,6 +321,7 @@ func TestComposeCluster(t *testing.T) {
 	c.loseDataCenter(t, "dc2", []string{"v3", "v4"}, files, blobs)
 	c.loseDataCenter(t, "dc1", []string{"v1", "v2"}, files, blobs)
 
+	c.partitionLeader(t, files)
 	c.loseLeader(t, files, blobs)
 	t.Logf("whole test: %v", time.Since(begin).Round(time.Second))
 }
@@ -492,12 +493,31 @@ func (c *cluster) ipsOf(services []string) map[string]string {
 	return m
 }
 
-// loseLeader kills the leading master, waits for a new leader among the
-// other two, and requires writes that only the new leader can serve: an
-// assign (followers forward it; the new leader must commit a new key block
-// in Raft before it answers) and more filer writes than the filer's block
-// of 64 keys, so that the filer too must come back for keys.
-func (c *cluster) loseLeader(t *testing.T, files map[string][]byte, blobs []blob) {
+// waitNewLeader waits until every survivor names one leader, not old, in a
+// term after term.
+func (c *cluster) waitNewLeader(t *testing.T, survivors []string, old string, term uint64) (string, time.Duration) {
+	var newLeader string
+	took := eventually(t, 30*time.Second, "a new leader instead of "+old, func() error {
+		for _, m := range survivors {
+			st, err := c.status(m)
+			if err != nil {
+				return err
+			}
+			if st.Leader == "" || strings.HasPrefix(st.Leader, old+":") || st.leaderTerm() <= term {
+				return fmt.Errorf("%s sees leader %q term %d (old: %s term %d)", m, st.Leader, st.leaderTerm(), old, term)
+			}
+			if newLeader != "" && st.Leader != newLeader {
+				return fmt.Errorf("survivors disagree: %s and %s", newLeader, st.Leader)
+			}
+			newLeader = st.Leader
+		}
+		return nil
+	})
+	return newLeader, took
+}
+
+// currentLeader waits for a leader and returns its service name and term.
+func (c *cluster) currentLeader(t *testing.T) (string, uint64) {
 	var st clusterStatus
 	eventually(t, 30*time.Second, "a leader", func() (err error) {
 		if st, err = c.status("m1"); err == nil && st.Leader == "" {
@@ -506,29 +526,71 @@ func (c *cluster) loseLeader(t *testing.T, files map[string][]byte, blobs []blob
 		return err
 	})
 	leader, _, _ := strings.Cut(st.Leader, ":")
-	term := st.leaderTerm()
-	run(t, "docker", "kill", c.ids[leader])
-	killed := time.Now()
-	var survivors []string
-	for _, m := range []string{"m1", "m2", "m3"} {
-		if m != leader {
-			survivors = append(survivors, m)
+	return leader, st.leaderTerm()
+}
+
+func others(all []string, not string) []string {
+	var out []string
+	for _, s := range all {
+		if s != not {
+			out = append(out, s)
 		}
 	}
-	var newLeader string
-	took := eventually(t, 30*time.Second, "a new leader after killing "+leader, func() error {
-		for _, m := range survivors {
-			st, err := c.status(m)
-			if err != nil {
-				return err
-			}
-			if st.Leader == "" || strings.HasPrefix(st.Leader, leader+":") || st.leaderTerm() <= term {
-				return fmt.Errorf("%s sees leader %q term %d (old: %s term %d)", m, st.Leader, st.leaderTerm(), leader, term)
-			}
-			newLeader = st.Leader
+	return out
+}
+
+// partitionLeader cuts the leading master off the network while it keeps
+// running: the other two elect a leader and the filer's writes go on
+// through it; the cut-off master hands out no file id; once it is back (on
+// a new address) it follows the new leader and serves assigns again.
+func (c *cluster) partitionLeader(t *testing.T, files map[string][]byte) {
+	leader, term := c.currentLeader(t)
+	survivors := others([]string{"m1", "m2", "m3"}, leader)
+	old := map[string]string{leader: c.ipOf(leader)}
+	c.cut(leader)
+	cutAt := time.Now()
+	newLeader, took := c.waitNewLeader(t, survivors, leader, term)
+	t.Logf("partitioned leader %s (term %d) off; %s leads after %v", leader, term, newLeader, took.Round(time.Millisecond))
+	for i := 0; i < 10; i++ {
+		path := fmt.Sprintf("/during/partition/f%02d", i)
+		body := randomBytes(200 + i)
+		eventually(t, 30*time.Second, "write "+path, func() error { return put(c.url("filer")+path, body) })
+		files[path] = body
+	}
+	if code, body, err := doWithin(20*time.Second, http.MethodGet, c.url(leader)+"/dir/assign", nil); err == nil && code == http.StatusOK {
+		t.Fatalf("the cut-off master %s assigned: %s", leader, body)
+	}
+	t.Logf("10 filer writes during the partition done %v after the cut", time.Since(cutAt).Round(time.Millisecond))
+
+	c.reconnect(old, leader)
+	back := time.Now()
+	eventually(t, 60*time.Second, leader+" following after the partition", func() error {
+		st, err := c.status(leader)
+		if err == nil && (st.Leader == "" || strings.HasPrefix(st.Leader, leader+":") || st.leaderTerm() <= term) {
+			err = fmt.Errorf("%s sees leader %q term %d", leader, st.Leader, st.leaderTerm())
 		}
-		return nil
+		if err == nil {
+			var b blob
+			if b, err = c.writeBlob(leader, randomBytes(512)); err == nil {
+				err = c.copies(leader, b)
+			}
+		}
+		return err
 	})
+	t.Logf("%s back on %s: following and assigning after %v", leader, c.ipOf(leader), time.Since(back).Round(time.Millisecond))
+}
+
+// loseLeader kills the leading master, waits for a new leader among the
+// other two, and requires writes that only the new leader can serve: an
+// assign (followers forward it; the new leader must commit a new key block
+// in Raft before it answers) and more filer writes than the filer's block
+// of 64 keys, so that the filer too must come back for keys.
+func (c *cluster) loseLeader(t *testing.T, files map[string][]byte, blobs []blob) {
+	leader, term := c.currentLeader(t)
+	run(t, "docker", "kill", c.ids[leader])
+	killed := time.Now()
+	survivors := others([]string{"m1", "m2", "m3"}, leader)
+	newLeader, took := c.waitNewLeader(t, survivors, leader, term)
 	t.Logf("killed leader %s (term %d); %s leads after %v", leader, term, newLeader, took.Round(time.Millisecond))
 
 	for _, m := range survivors {
