@@ -56,8 +56,9 @@ func (l plock) conflicts(o plock) bool {
 type posixLocks struct {
 	mu       sync.Mutex
 	files    map[string][]plock
-	sessions map[string]time.Time // last call of each session holding or waiting
-	changed  chan struct{}        // closed and replaced whenever a lock goes
+	sessions map[string]time.Time              // last call of each session holding or waiting
+	changed  chan struct{}                     // closed and replaced whenever a lock goes
+	waiting  map[lockHolder]map[lockHolder]int // blocked fcntl owners -> holders they wait on (deadlock.go)
 	lease    time.Duration
 }
 
@@ -189,6 +190,13 @@ func (t *posixLocks) do(ctx context.Context, req *filerpb.PosixLockRequest) (*fi
 				}
 				return &filerpb.PosixLockResponse{Conflict: true, Type: typ, Start: l.start, End: l.end, Pid: l.pid}, nil
 			}
+			w, h := holderOf(want), holderOf(l)
+			if !want.flock {
+				if t.deadlock(w, h) {
+					return nil, status.Error(codes.Aborted, "posix lock: deadlock")
+				}
+				t.waitsFor(w, h)
+			}
 			ch := t.changed
 			t.mu.Unlock()
 			timer := time.NewTimer(t.lease / 3)
@@ -201,6 +209,9 @@ func (t *posixLocks) do(ctx context.Context, req *filerpb.PosixLockRequest) (*fi
 			}
 			timer.Stop()
 			t.mu.Lock()
+			if !want.flock {
+				t.doneWaiting(w, h)
+			}
 			if err != nil {
 				return nil, err
 			}

@@ -6,6 +6,9 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/kelpfs/kelp/internal/pb/filerpb"
 )
 
@@ -118,7 +121,8 @@ func (fs *FS) GetLock(ctx context.Context, p string, l Lock) (Lock, error) {
 }
 
 // SetLock takes or releases l; with wait it waits while another owner holds
-// a conflicting lock (until ctx ends: EINTR), without it that is EAGAIN.
+// a conflicting lock (until ctx ends: EINTR; EDEADLK when the holder, or
+// an owner it waits for, waits for l's owner), without it that is EAGAIN.
 func (fs *FS) SetLock(ctx context.Context, p string, l Lock, wait bool) error {
 	op := filerpb.PosixLockRequest_SET
 	if wait {
@@ -128,6 +132,9 @@ func (fs *FS) SetLock(ctx context.Context, p string, l Lock, wait bool) error {
 	if err != nil {
 		if ctx.Err() != nil {
 			return syscall.EINTR
+		}
+		if status.Code(err) == codes.Aborted { // the filer found the wait would deadlock
+			return syscall.EDEADLK
 		}
 		return err
 	}
