@@ -178,13 +178,20 @@ func (c *cluster) reconnect(old map[string]string, services ...string) {
 	slices.SortFunc(order, func(a, b string) int {
 		return -bytes.Compare(net.ParseIP(old[a]).To16(), net.ParseIP(old[b]).To16())
 	})
-	for _, s := range order {
-		run(c.t, "docker", "network", "connect", "--alias", s, c.net, c.ids[s])
-	}
+	c.rejoin(order...)
 	for _, s := range services {
 		if ip := c.ipOf(s); ip == old[s] || ip == "" {
 			c.t.Fatalf("%s came back on %q, was %s: the test needs a new address", s, ip, old[s])
 		}
+	}
+}
+
+// rejoin connects services back to the cluster network under their names,
+// on whatever address Docker hands out.
+func (c *cluster) rejoin(services ...string) {
+	c.t.Helper()
+	for _, s := range services {
+		run(c.t, "docker", "network", "connect", "--alias", s, c.net, c.ids[s])
 	}
 }
 

@@ -541,12 +541,11 @@ func others(all []string, not string) []string {
 
 // partitionLeader cuts the leading master off the network while it keeps
 // running: the other two elect a leader and the filer's writes go on
-// through it; the cut-off master hands out no file id; once it is back (on
-// a new address) it follows the new leader and serves assigns again.
+// through it; the cut-off master hands out no file id; once it is back it
+// follows the new leader and serves assigns again.
 func (c *cluster) partitionLeader(t *testing.T, files map[string][]byte) {
 	leader, term := c.currentLeader(t)
 	survivors := others([]string{"m1", "m2", "m3"}, leader)
-	old := map[string]string{leader: c.ipOf(leader)}
 	c.cut(leader)
 	cutAt := time.Now()
 	newLeader, took := c.waitNewLeader(t, survivors, leader, term)
@@ -562,7 +561,7 @@ func (c *cluster) partitionLeader(t *testing.T, files map[string][]byte) {
 	}
 	t.Logf("10 filer writes during the partition done %v after the cut", time.Since(cutAt).Round(time.Millisecond))
 
-	c.reconnect(old, leader)
+	c.rejoin(leader) // alone, it may well get its old address back
 	back := time.Now()
 	eventually(t, 60*time.Second, leader+" following after the partition", func() error {
 		st, err := c.status(leader)
