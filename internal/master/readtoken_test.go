@@ -41,11 +41,10 @@ func TestReadTokenNeedsIdentity(t *testing.T) {
 	}
 
 	viewer := auth.NewToken()
-	access, err := auth.NewAccess("", nil)
-	if err != nil || access != nil {
-		t.Fatalf("NewAccess with nothing: %v %v", access, err)
+	access, err := auth.NewAccess("", auth.NewSigner("signing-key-x", time.Minute))
+	if err != nil {
+		t.Fatal(err)
 	}
-	access, _ = auth.NewAccess("", auth.NewSigner("signing-key-x", time.Minute))
 	access.Add(viewer, "viewer", auth.RoleRead)
 	guarded := startMaster(t, t.TempDir(), func(c *Config) { c.ReadSigner, c.Access = reader, access })
 	if st, body := ask(guarded, ""); st != http.StatusUnauthorized {
