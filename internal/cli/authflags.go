@@ -91,9 +91,15 @@ func (a authSetup) applyMaster(cfg *master.Config) {
 	}
 	tok := auth.NewToken()
 	a.access.Add(tok, "master-ec-rebuild", auth.RoleWrite)
+	creds := auth.DialOption(auth.Static(tok))
+	if a.signer.Enabled() {
+		// The server token: volume servers in other processes, which
+		// do not know this master's tokens, take it too.
+		creds = auth.DialOption(a.signer.ServerToken)
+	}
 	cfg.RunShell = func(ctx context.Context, addr, owner string, out io.Writer, script string) error {
 		sh, err := shell.New(shell.Config{Masters: []string{addr}, Out: out, Owner: owner,
-			DialOptions: []grpc.DialOption{auth.DialOption(auth.Static(tok))}})
+			DialOptions: []grpc.DialOption{creds}})
 		if err != nil {
 			return err
 		}

@@ -111,7 +111,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return fail(err)
 			}
-			vcfg.Signer, vcfg.ReadSigner, vcfg.Audit = sec.signer, sec.readSigner, sec.audit
+			vcfg.Signer, vcfg.ReadSigner, vcfg.Access, vcfg.Audit = sec.signer, sec.readSigner, sec.access, sec.audit
 			vcfg.Metrics = reg
 			v, err := volumeserver.New(vcfg)
 			if err != nil {

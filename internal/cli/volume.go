@@ -100,7 +100,7 @@ func newVolumeCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg.Signer, cfg.ReadSigner, cfg.Audit = sec.signer, sec.readSigner, sec.audit
+			cfg.Signer, cfg.ReadSigner, cfg.Access, cfg.Audit = sec.signer, sec.readSigner, sec.access, sec.audit
 			cfg.Metrics = mx.registry()
 			v, err := volumeserver.New(cfg)
 			if err != nil {
@@ -123,7 +123,7 @@ func newVolumeCommand(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.dirs, "dir", "", "data directories, one per disk, comma-separated (required)")
 	fl.StringVar(&f.masters, "master", "127.0.0.1:9333", "master addresses host:port[,host:port...]")
 	f.addFlags(fl, "")
-	af.addFlags(fl, false, false)
+	af.addFlags(fl, true, false) // --access.tokens: the shell's tokens on the admin gRPC API
 	mx.addFlags(fl, 0)
 	return cmd
 }

@@ -31,7 +31,8 @@ func httpNeed(r *http.Request) auth.Role {
 
 // handleReadToken answers GET /dir/readtoken?fileId=FID with {"auth": a
 // read token for FID} (the read-only role suffices), or 404 when this
-// master holds no read key.
+// master holds no read key. Without Config.Access only a caller with a
+// verified client certificate gets one (401 otherwise).
 func (s *Server) handleReadToken(w http.ResponseWriter, r *http.Request) {
 	id, err := fid.Parse(r.URL.Query().Get("fileId"))
 	if err != nil {
@@ -40,6 +41,13 @@ func (s *Server) handleReadToken(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.cfg.ReadSigner.Enabled() {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "reads are not signed"})
+		return
+	}
+	if s.cfg.Access == nil && !verifiedPeer(r) {
+		// Nothing else identifies the caller: a read token for anyone
+		// would make the read key pointless.
+		w.Header().Set("WWW-Authenticate", `Bearer realm="kelp"`)
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "read tokens need an identity: this master has no access tokens (--access.tokens or --jwt.signing.key) and the request no verified client certificate"})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"auth": s.cfg.ReadSigner.Sign(id, 1)})
@@ -56,4 +64,10 @@ func (s *Server) grpcNeed(method string) auth.Role {
 		}
 	}
 	return auth.RoleWrite
+}
+
+// verifiedPeer reports whether r came with a client certificate the TLS
+// configuration verified against the cluster CA.
+func verifiedPeer(r *http.Request) bool {
+	return r.TLS != nil && len(r.TLS.VerifiedChains) > 0
 }

@@ -173,6 +173,10 @@ func New(cfg Config) (*Server, error) {
 	s.proxy, s.peerHTTP = newLeaderProxy(s)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.heal = newHealer()
+	if cfg.Signer.Enabled() {
+		// The volume servers' admin API wants a server token (or mTLS).
+		s.volumeClients.Options = []grpc.DialOption{auth.DialOption(cfg.Signer.ServerToken)}
+	}
 	s.settings.Store(&consensus.Settings{})
 	if err := s.listen(); err != nil {
 		s.closeListeners()

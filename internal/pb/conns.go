@@ -11,8 +11,10 @@ import (
 // DialOptions on first use and shared after (gRPC multiplexes calls on it).
 // The zero value is ready; it is safe for concurrent use.
 type ConnPool struct {
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
+	// Options are added to DialOptions (credentials: a server token).
+	Options []grpc.DialOption
+	mu      sync.Mutex
+	conns   map[string]*grpc.ClientConn
 }
 
 // Get returns the connection to addr ("host:port" of a gRPC server).
@@ -22,7 +24,7 @@ func (p *ConnPool) Get(addr string) (*grpc.ClientConn, error) {
 	if cc := p.conns[addr]; cc != nil {
 		return cc, nil
 	}
-	cc, err := grpc.NewClient(addr, DialOptions()...)
+	cc, err := grpc.NewClient(addr, append(DialOptions(), p.Options...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package volumeserver
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -61,4 +62,30 @@ func (s *Server) checkAuth(r *http.Request) error {
 		return nil // the handler answers 400
 	}
 	return signer.Verify(tok, id)
+}
+
+// adminAccess is who may call the admin gRPC API: Config.Access, else,
+// with file ids signed, the holders of the signing key (server tokens) and
+// verified client certificates. Nil (open) without either: a cluster
+// without authentication.
+func (s *Server) adminAccess() (*auth.Access, error) {
+	if s.cfg.Access != nil {
+		return s.cfg.Access, nil
+	}
+	a, err := auth.NewAccess("", s.cfg.Signer)
+	if err != nil {
+		return nil, fmt.Errorf("volumeserver: %w", err)
+	}
+	return a, nil
+}
+
+// grpcNeed: status and raw volume reads (a copy's source) need the
+// read-only role; everything else on the admin API changes volumes and
+// needs read-write.
+func grpcNeed(method string) auth.Role {
+	switch method[strings.LastIndexByte(method, '/')+1:] {
+	case "VolumeStatus", "ReadVolumeFile", "EcVerify":
+		return auth.RoleRead
+	}
+	return auth.RoleWrite
 }

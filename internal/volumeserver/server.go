@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -51,8 +52,12 @@ type Config struct {
 	// with the JWT signing key (auth.go); ReadSigner does the same for reads.
 	Signer     *auth.Signer
 	ReadSigner *auth.Signer
-	Audit      *auth.Audit // refused writes; nil: none
-	Logger     *slog.Logger
+	// Access guards the admin gRPC API: with it (or Signer) set, a call
+	// needs a verified client certificate, the server token, or an access
+	// token of Access (grpcNeed in auth.go). Nil with no Signer: open.
+	Access *auth.Access
+	Audit  *auth.Audit // refused writes and admin calls; nil: none
+	Logger *slog.Logger
 	// Metrics is the registry the server reports to (request metrics, disk
 	// and volume gauges); nil gives it a registry of its own (Metrics).
 	Metrics *metrics.Registry
@@ -133,6 +138,7 @@ func New(cfg Config) (*Server, error) {
 		// Every request to a peer (replica writes, catch-up, EC shards)
 		// carries the server token.
 		s.http.Transport = &auth.Transport{Token: cfg.Signer.ServerToken, Next: s.http.Transport}
+		s.conns.Options = []grpc.DialOption{auth.DialOption(cfg.Signer.ServerToken)}
 	}
 	st, err := store.New(store.Config{
 		Disks:           cfg.Disks,
@@ -157,7 +163,12 @@ func New(cfg Config) (*Server, error) {
 	s.metrics = metrics.OrNew(cfg.Metrics)
 	s.metrics.RegisterOnce("volume", func(r *metrics.Registry) { r.MustRegister(newVolumeCollector(s)) })
 	s.httpSrv = httpserve.New(s.metrics.HTTP("volume", httpOp, s.authorize(s.routes())), s.log)
-	s.grpcSrv = grpc.NewServer(append(pb.ServerOptions(s.log), s.metrics.GRPCOptions("volume")...)...)
+	access, err := s.adminAccess()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	s.grpcSrv = grpc.NewServer(slices.Concat(pb.ServerOptions(s.log), s.metrics.GRPCOptions("volume"), access.GRPC("volume", grpcNeed, cfg.Audit))...)
 	volumepb.RegisterVolumeServerServer(s.grpcSrv, &adminServer{s: s})
 	return s, nil
 }

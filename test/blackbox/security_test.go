@@ -17,11 +17,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/golang-jwt/jwt/v5"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/kelpfs/kelp/internal/auth"
 	"github.com/kelpfs/kelp/internal/fid"
 	"github.com/kelpfs/kelp/internal/fsview"
 	"github.com/kelpfs/kelp/internal/pb"
+	"github.com/kelpfs/kelp/internal/pb/volumepb"
 )
 
 // secReq sends one request with an optional bearer token and returns the
@@ -270,6 +275,26 @@ func TestSecurityAuth(t *testing.T) {
 	shellOut, err = exec.Command(kelpBin, "shell", "--master="+hostport(ports.master), "--access.token=@"+adminFile, "-c", "lock; unlock").CombinedOutput()
 	if err != nil {
 		t.Errorf("kelp shell lock with the admin token: %v: %s", err, shellOut)
+	}
+	c.errs = append(c.errs, string(shellOut))
+
+	// The volume server's admin gRPC API: refused without credentials;
+	// the shell's volume commands reach it with the admin token.
+	cc, err := grpc.NewClient(hostport(ports.volume+pb.GRPCPortOffset), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	_, err = volumepb.NewVolumeServerClient(cc).MarkVolume(ctx, &volumepb.MarkVolumeRequest{VolumeId: idA.Volume, ReadOnly: true}, grpc.WaitForReady(true))
+	if grpcstatus.Code(err) != codes.Unauthenticated {
+		t.Errorf("volume admin gRPC without credentials: %v, want Unauthenticated", err)
+	} else {
+		c.errs = append(c.errs, err.Error())
+	}
+	mark := fmt.Sprintf("lock; volume.mark -volumeId=%d -readonly; volume.mark -volumeId=%d -writable; unlock", idA.Volume, idA.Volume)
+	shellOut, err = exec.Command(kelpBin, "shell", "--master="+hostport(ports.master), "--access.token=@"+adminFile, "-c", mark).CombinedOutput()
+	if err != nil {
+		t.Errorf("kelp shell volume.mark with the admin token: %v: %s", err, shellOut)
 	}
 	c.errs = append(c.errs, string(shellOut))
 
