@@ -2,14 +2,11 @@ package filerserver
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"math"
 	"sync"
 	"time"
 
-	xwebdav "golang.org/x/net/webdav"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -227,117 +224,6 @@ func (t *posixLocks) do(ctx context.Context, req *filerpb.PosixLockRequest) (*fi
 
 func (g *grpcServer) PosixLock(ctx context.Context, req *filerpb.PosixLockRequest) (*filerpb.PosixLockResponse, error) {
 	return g.s.plocks.do(ctx, req)
-}
-
-// davLocks is x/net/webdav's memory lock system with lock tokens that are
-// URIs no one can guess (opaquelocktoken:<random>, RFC 4918 6.5) instead of
-// its counter, which would repeat after a filer restart.
-type davLocks struct {
-	ls    xwebdav.LockSystem
-	mu    sync.Mutex
-	outer map[string]string // inner token -> ours
-	inner map[string]string // ours -> inner token
-}
-
-func newDavLocks() *davLocks {
-	return &davLocks{ls: xwebdav.NewMemLS(), outer: map[string]string{}, inner: map[string]string{}}
-}
-
-func (d *davLocks) add(in string) string {
-	var b [16]byte
-	rand.Read(b[:])
-	out := "opaquelocktoken:" + hex.EncodeToString(b[:])
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.outer[in], d.inner[out] = out, in
-	return out
-}
-
-// in maps our token to the lock system's; an unknown one to a token that
-// matches no lock.
-func (d *davLocks) in(out string) string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if in, ok := d.inner[out]; ok {
-		return in
-	}
-	return "unknown"
-}
-
-func (d *davLocks) forget(out string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	delete(d.outer, d.inner[out])
-	delete(d.inner, out)
-}
-
-// DavLock serves the WebDAV lock system of the filer; times are the
-// filer's clock.
-func (g *grpcServer) DavLock(ctx context.Context, req *filerpb.DavLockRequest) (*filerpb.DavLockResponse, error) {
-	d, now := g.s.dlocks, time.Now()
-	ls := d.ls
-	dur := time.Duration(req.DurationNs)
-	switch req.Op {
-	case filerpb.DavLockRequest_CONFIRM:
-		conds := make([]xwebdav.Condition, len(req.Conditions))
-		for i, c := range req.Conditions {
-			conds[i] = xwebdav.Condition{Not: c.Not, ETag: c.Etag}
-			if c.Token != "" {
-				conds[i].Token = d.in(c.Token)
-			}
-		}
-		release, err := ls.Confirm(now, req.Name0, req.Name1, conds...)
-		if err != nil {
-			return nil, davErr(err)
-		}
-		// The confirmation is not held across calls: two requests with the
-		// same token may run at once, as they may on two WebDAV servers.
-		release()
-		return &filerpb.DavLockResponse{}, nil
-	case filerpb.DavLockRequest_CREATE:
-		if req.Root == "" {
-			return nil, status.Error(codes.InvalidArgument, "dav lock: no root")
-		}
-		tok, err := ls.Create(now, xwebdav.LockDetails{Root: req.Root, Duration: dur, OwnerXML: req.OwnerXml, ZeroDepth: req.ZeroDepth})
-		if err != nil {
-			return nil, davErr(err)
-		}
-		return &filerpb.DavLockResponse{Token: d.add(tok)}, nil
-	case filerpb.DavLockRequest_REFRESH:
-		ld, err := ls.Refresh(now, d.in(req.Token), dur)
-		if errors.Is(err, xwebdav.ErrNoSuchLock) {
-			d.forget(req.Token) // expired
-		}
-		if err != nil {
-			return nil, davErr(err)
-		}
-		return &filerpb.DavLockResponse{Token: req.Token, Root: ld.Root, ZeroDepth: ld.ZeroDepth,
-			OwnerXml: ld.OwnerXML, DurationNs: int64(ld.Duration)}, nil
-	case filerpb.DavLockRequest_UNLOCK:
-		err := ls.Unlock(now, d.in(req.Token))
-		if err == nil || errors.Is(err, xwebdav.ErrNoSuchLock) {
-			d.forget(req.Token)
-		}
-		if err != nil {
-			return nil, davErr(err)
-		}
-		return &filerpb.DavLockResponse{}, nil
-	}
-	return nil, status.Error(codes.InvalidArgument, "dav lock: unknown op")
-}
-
-func davErr(err error) error {
-	switch {
-	case errors.Is(err, xwebdav.ErrLocked):
-		return status.Error(codes.FailedPrecondition, "locked")
-	case errors.Is(err, xwebdav.ErrNoSuchLock):
-		return status.Error(codes.NotFound, "no such lock")
-	case errors.Is(err, xwebdav.ErrConfirmationFailed):
-		return status.Error(codes.Aborted, "confirmation failed")
-	case errors.Is(err, xwebdav.ErrForbidden):
-		return status.Error(codes.PermissionDenied, "forbidden")
-	}
-	return status.Error(codes.Internal, err.Error())
 }
 
 // statfsCache keeps the last capacity figures for a few seconds: df on

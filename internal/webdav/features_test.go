@@ -87,11 +87,10 @@ func TestWebDAVLocksSurviveRestart(t *testing.T) {
 	if !strings.Contains(body, "Second-1") || !strings.Contains(body, "/docs/f") {
 		t.Fatalf("refresh answer lacks the timeout or lock root: %s", body)
 	}
-	// x/net/webdav supports exclusive write locks only (RFC 4918 lets a
-	// server refuse shared ones): 501, and the exclusive lock stays.
+	// A shared lock conflicts with the exclusive one, which stays.
 	shared := strings.Replace(lockBody, "<D:exclusive/>", "<D:shared/>", 1)
 	c, _, _ = do(t, "LOCK", u2+"/docs/f", shared, "Content-Type", "application/xml")
-	wantCode(t, "shared LOCK", c, 501)
+	wantCode(t, "shared LOCK over an exclusive one", c, 423)
 	c, _, _ = do(t, "LOCK", u3+"/f", lockBody, "Content-Type", "application/xml")
 	wantCode(t, "exclusive LOCK over an exclusive one, through another server", c, 423)
 	c, _, _ = do(t, "UNLOCK", u2+"/docs/f", "", "Lock-Token", "<opaquelocktoken:forged>")

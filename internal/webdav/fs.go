@@ -39,9 +39,17 @@ func (f fileSystem) Mkdir(ctx context.Context, name string, perm os.FileMode) er
 }
 
 func (f fileSystem) OpenFile(ctx context.Context, name string, flag int, perm os.FileMode) (xwebdav.File, error) {
-	file, err := f.openFile(ctx, name, flag)
+	opened, err := f.openFile(ctx, name, flag)
 	noteOpenErr(ctx, err)
-	return file, err
+	if snap, ok := ctx.Value(lockSnapKey{}).(*lockSnap); ok {
+		switch o := opened.(type) {
+		case *file:
+			o.locks = snap
+		case *dir:
+			o.locks = snap
+		}
+	}
+	return opened, err
 }
 
 func (f fileSystem) openFile(ctx context.Context, name string, flag int) (xwebdav.File, error) {
@@ -102,10 +110,11 @@ func (i info) Sys() any           { return nil }
 
 // file is an open file; reads and writes move one position, as a File must.
 type file struct {
-	v    *fsview.FS
-	h    *fsview.Handle
-	name string
-	pos  int64
+	v     *fsview.FS
+	h     *fsview.Handle
+	name  string
+	pos   int64
+	locks *lockSnap // PROPFIND: the locks lockdiscovery shows
 }
 
 func (f *file) Read(p []byte) (int, error) {
@@ -165,11 +174,12 @@ func (f *file) Close() error {
 
 // dir is an open collection.
 type dir struct {
-	v    *fsview.FS
-	name string
-	attr fsview.Attr
-	ents []fs.FileInfo
-	read bool
+	v     *fsview.FS
+	name  string
+	attr  fsview.Attr
+	ents  []fs.FileInfo
+	read  bool
+	locks *lockSnap // PROPFIND: the locks lockdiscovery shows
 }
 
 func (d *dir) Read([]byte) (int, error)       { return 0, osErr("read", d.name, syscall.EISDIR) }

@@ -145,14 +145,10 @@ const maxBody = 1 << 20
 // Handler serves WebDAV (RFC 4918 classes 1 and 2) over v, with locks
 // held in the filer (filerLS).
 func Handler(v *fsview.FS, log *slog.Logger) http.Handler {
-	h := &xwebdav.Handler{
-		FileSystem: fileSystem{v: v},
-		LockSystem: filerLS{v: v},
-		Logger: func(r *http.Request, err error) {
-			if err != nil {
-				log.Debug("webdav request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-			}
-		},
+	logErr := func(r *http.Request, err error) {
+		if err != nil {
+			log.Debug("webdav request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if hasDotDot(r.URL.Path) || badDestination(r.Header.Get("Destination")) {
@@ -183,7 +179,23 @@ func Handler(v *fsview.FS, log *slog.Logger) http.Handler {
 			r = r.WithContext(context.WithValue(r.Context(), openErrKey{}, slot))
 			w = &unreachableWriter{ResponseWriter: w, slot: slot}
 		}
-		h.ServeHTTP(w, r)
+		if r.Method == "LOCK" {
+			serveLock(w, r, v)
+			return
+		}
+		if r.Method == "PROPFIND" {
+			var rw *replacingWriter
+			rw, r = propfindLocks(w, r, v, log)
+			defer rw.finish()
+			w = rw
+		}
+		// One engine per request: its lock system knows what the request
+		// writes (filerLS).
+		lr := newLockReq(v, r)
+		h := &xwebdav.Handler{FileSystem: fileSystem{v: v}, LockSystem: filerLS{v: v, req: lr}, Logger: logErr}
+		lw := &lockedWriter{ResponseWriter: w, req: lr}
+		h.ServeHTTP(lw, r)
+		dropGone(r, v, lw.code)
 	})
 }
 

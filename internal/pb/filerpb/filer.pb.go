@@ -187,6 +187,7 @@ const (
 	DavLockRequest_CREATE  DavLockRequest_Op = 1
 	DavLockRequest_REFRESH DavLockRequest_Op = 2
 	DavLockRequest_UNLOCK  DavLockRequest_Op = 3
+	DavLockRequest_LIST    DavLockRequest_Op = 4 // the locks on root, its ancestors (depth infinity) and its descendants
 )
 
 // Enum value maps for DavLockRequest_Op.
@@ -196,12 +197,14 @@ var (
 		1: "CREATE",
 		2: "REFRESH",
 		3: "UNLOCK",
+		4: "LIST",
 	}
 	DavLockRequest_Op_value = map[string]int32{
 		"CONFIRM": 0,
 		"CREATE":  1,
 		"REFRESH": 2,
 		"UNLOCK":  3,
+		"LIST":    4,
 	}
 )
 
@@ -2076,16 +2079,28 @@ func (x *DavCondition) GetEtag() string {
 }
 
 type DavLockRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Op            DavLockRequest_Op      `protobuf:"varint,1,opt,name=op,proto3,enum=kelp.filer.DavLockRequest_Op" json:"op,omitempty"`
-	Name0         string                 `protobuf:"bytes,2,opt,name=name0,proto3" json:"name0,omitempty"` // filer paths
-	Name1         string                 `protobuf:"bytes,3,opt,name=name1,proto3" json:"name1,omitempty"`
-	Conditions    []*DavCondition        `protobuf:"bytes,4,rep,name=conditions,proto3" json:"conditions,omitempty"`
-	Token         string                 `protobuf:"bytes,5,opt,name=token,proto3" json:"token,omitempty"` // REFRESH, UNLOCK
-	Root          string                 `protobuf:"bytes,6,opt,name=root,proto3" json:"root,omitempty"`   // CREATE: the locked resource
-	ZeroDepth     bool                   `protobuf:"varint,7,opt,name=zero_depth,json=zeroDepth,proto3" json:"zero_depth,omitempty"`
-	OwnerXml      string                 `protobuf:"bytes,8,opt,name=owner_xml,json=ownerXml,proto3" json:"owner_xml,omitempty"`
-	DurationNs    int64                  `protobuf:"varint,9,opt,name=duration_ns,json=durationNs,proto3" json:"duration_ns,omitempty"` // negative: infinite
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Op         DavLockRequest_Op      `protobuf:"varint,1,opt,name=op,proto3,enum=kelp.filer.DavLockRequest_Op" json:"op,omitempty"`
+	Name0      string                 `protobuf:"bytes,2,opt,name=name0,proto3" json:"name0,omitempty"` // filer paths
+	Name1      string                 `protobuf:"bytes,3,opt,name=name1,proto3" json:"name1,omitempty"`
+	Conditions []*DavCondition        `protobuf:"bytes,4,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// REFRESH, UNLOCK; an UNLOCK with no token and deep drops every lock
+	// rooted at root or below (the resource was deleted or moved away).
+	Token      string `protobuf:"bytes,5,opt,name=token,proto3" json:"token,omitempty"`
+	Root       string `protobuf:"bytes,6,opt,name=root,proto3" json:"root,omitempty"` // CREATE: the locked resource
+	ZeroDepth  bool   `protobuf:"varint,7,opt,name=zero_depth,json=zeroDepth,proto3" json:"zero_depth,omitempty"`
+	OwnerXml   string `protobuf:"bytes,8,opt,name=owner_xml,json=ownerXml,proto3" json:"owner_xml,omitempty"`
+	DurationNs int64  `protobuf:"varint,9,opt,name=duration_ns,json=durationNs,proto3" json:"duration_ns,omitempty"` // negative: infinite
+	Shared     bool   `protobuf:"varint,10,opt,name=shared,proto3" json:"shared,omitempty"`                          // CREATE: a shared write lock (else exclusive)
+	// CREATE: also conflict with locks below root, whatever zero_depth says
+	// (the guard lock of a DELETE, MOVE or COPY, which changes the subtree).
+	// CONFIRM: the write changes the subtree of each target.
+	Deep bool `protobuf:"varint,11,opt,name=deep,proto3" json:"deep,omitempty"`
+	Temp bool `protobuf:"varint,12,opt,name=temp,proto3" json:"temp,omitempty"` // CREATE: a guard for one request, not listed by LIST
+	// CONFIRM: the resources the request writes (name0/name1 are those the
+	// If header's list names) and every lock token the request submitted.
+	Targets       []string `protobuf:"bytes,13,rep,name=targets,proto3" json:"targets,omitempty"`
+	Tokens        []string `protobuf:"bytes,14,rep,name=tokens,proto3" json:"tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2183,6 +2198,125 @@ func (x *DavLockRequest) GetDurationNs() int64 {
 	return 0
 }
 
+func (x *DavLockRequest) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+func (x *DavLockRequest) GetDeep() bool {
+	if x != nil {
+		return x.Deep
+	}
+	return false
+}
+
+func (x *DavLockRequest) GetTemp() bool {
+	if x != nil {
+		return x.Temp
+	}
+	return false
+}
+
+func (x *DavLockRequest) GetTargets() []string {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
+
+func (x *DavLockRequest) GetTokens() []string {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+type DavActiveLock struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	Root          string                 `protobuf:"bytes,2,opt,name=root,proto3" json:"root,omitempty"`
+	ZeroDepth     bool                   `protobuf:"varint,3,opt,name=zero_depth,json=zeroDepth,proto3" json:"zero_depth,omitempty"`
+	OwnerXml      string                 `protobuf:"bytes,4,opt,name=owner_xml,json=ownerXml,proto3" json:"owner_xml,omitempty"`
+	DurationNs    int64                  `protobuf:"varint,5,opt,name=duration_ns,json=durationNs,proto3" json:"duration_ns,omitempty"` // the time left; negative: infinite
+	Shared        bool                   `protobuf:"varint,6,opt,name=shared,proto3" json:"shared,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DavActiveLock) Reset() {
+	*x = DavActiveLock{}
+	mi := &file_filer_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DavActiveLock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DavActiveLock) ProtoMessage() {}
+
+func (x *DavActiveLock) ProtoReflect() protoreflect.Message {
+	mi := &file_filer_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DavActiveLock.ProtoReflect.Descriptor instead.
+func (*DavActiveLock) Descriptor() ([]byte, []int) {
+	return file_filer_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *DavActiveLock) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *DavActiveLock) GetRoot() string {
+	if x != nil {
+		return x.Root
+	}
+	return ""
+}
+
+func (x *DavActiveLock) GetZeroDepth() bool {
+	if x != nil {
+		return x.ZeroDepth
+	}
+	return false
+}
+
+func (x *DavActiveLock) GetOwnerXml() string {
+	if x != nil {
+		return x.OwnerXml
+	}
+	return ""
+}
+
+func (x *DavActiveLock) GetDurationNs() int64 {
+	if x != nil {
+		return x.DurationNs
+	}
+	return 0
+}
+
+func (x *DavActiveLock) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
 type DavLockResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
@@ -2190,13 +2324,15 @@ type DavLockResponse struct {
 	ZeroDepth     bool                   `protobuf:"varint,3,opt,name=zero_depth,json=zeroDepth,proto3" json:"zero_depth,omitempty"`
 	OwnerXml      string                 `protobuf:"bytes,4,opt,name=owner_xml,json=ownerXml,proto3" json:"owner_xml,omitempty"`
 	DurationNs    int64                  `protobuf:"varint,5,opt,name=duration_ns,json=durationNs,proto3" json:"duration_ns,omitempty"`
+	Shared        bool                   `protobuf:"varint,6,opt,name=shared,proto3" json:"shared,omitempty"` // REFRESH
+	Locks         []*DavActiveLock       `protobuf:"bytes,7,rep,name=locks,proto3" json:"locks,omitempty"`    // LIST
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DavLockResponse) Reset() {
 	*x = DavLockResponse{}
-	mi := &file_filer_proto_msgTypes[30]
+	mi := &file_filer_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2208,7 +2344,7 @@ func (x *DavLockResponse) String() string {
 func (*DavLockResponse) ProtoMessage() {}
 
 func (x *DavLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_filer_proto_msgTypes[30]
+	mi := &file_filer_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2221,7 +2357,7 @@ func (x *DavLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DavLockResponse.ProtoReflect.Descriptor instead.
 func (*DavLockResponse) Descriptor() ([]byte, []int) {
-	return file_filer_proto_rawDescGZIP(), []int{30}
+	return file_filer_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DavLockResponse) GetToken() string {
@@ -2257,6 +2393,20 @@ func (x *DavLockResponse) GetDurationNs() int64 {
 		return x.DurationNs
 	}
 	return 0
+}
+
+func (x *DavLockResponse) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+func (x *DavLockResponse) GetLocks() []*DavActiveLock {
+	if x != nil {
+		return x.Locks
+	}
+	return nil
 }
 
 var File_filer_proto protoreflect.FileDescriptor
@@ -2434,7 +2584,7 @@ const file_filer_proto_rawDesc = "" +
 	"\fDavCondition\x12\x10\n" +
 	"\x03not\x18\x01 \x01(\bR\x03not\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x12\n" +
-	"\x04etag\x18\x03 \x01(\tR\x04etag\"\xe4\x02\n" +
+	"\x04etag\x18\x03 \x01(\tR\x04etag\"\xe0\x03\n" +
 	"\x0eDavLockRequest\x12-\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x1d.kelp.filer.DavLockRequest.OpR\x02op\x12\x14\n" +
 	"\x05name0\x18\x02 \x01(\tR\x05name0\x12\x14\n" +
@@ -2448,14 +2598,30 @@ const file_filer_proto_rawDesc = "" +
 	"zero_depth\x18\a \x01(\bR\tzeroDepth\x12\x1b\n" +
 	"\towner_xml\x18\b \x01(\tR\bownerXml\x12\x1f\n" +
 	"\vduration_ns\x18\t \x01(\x03R\n" +
-	"durationNs\"6\n" +
+	"durationNs\x12\x16\n" +
+	"\x06shared\x18\n" +
+	" \x01(\bR\x06shared\x12\x12\n" +
+	"\x04deep\x18\v \x01(\bR\x04deep\x12\x12\n" +
+	"\x04temp\x18\f \x01(\bR\x04temp\x12\x18\n" +
+	"\atargets\x18\r \x03(\tR\atargets\x12\x16\n" +
+	"\x06tokens\x18\x0e \x03(\tR\x06tokens\"@\n" +
 	"\x02Op\x12\v\n" +
 	"\aCONFIRM\x10\x00\x12\n" +
 	"\n" +
 	"\x06CREATE\x10\x01\x12\v\n" +
 	"\aREFRESH\x10\x02\x12\n" +
 	"\n" +
-	"\x06UNLOCK\x10\x03\"\x98\x01\n" +
+	"\x06UNLOCK\x10\x03\x12\b\n" +
+	"\x04LIST\x10\x04\"\xae\x01\n" +
+	"\rDavActiveLock\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12\x12\n" +
+	"\x04root\x18\x02 \x01(\tR\x04root\x12\x1d\n" +
+	"\n" +
+	"zero_depth\x18\x03 \x01(\bR\tzeroDepth\x12\x1b\n" +
+	"\towner_xml\x18\x04 \x01(\tR\bownerXml\x12\x1f\n" +
+	"\vduration_ns\x18\x05 \x01(\x03R\n" +
+	"durationNs\x12\x16\n" +
+	"\x06shared\x18\x06 \x01(\bR\x06shared\"\xe1\x01\n" +
 	"\x0fDavLockResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x12\n" +
 	"\x04root\x18\x02 \x01(\tR\x04root\x12\x1d\n" +
@@ -2463,7 +2629,9 @@ const file_filer_proto_rawDesc = "" +
 	"zero_depth\x18\x03 \x01(\bR\tzeroDepth\x12\x1b\n" +
 	"\towner_xml\x18\x04 \x01(\tR\bownerXml\x12\x1f\n" +
 	"\vduration_ns\x18\x05 \x01(\x03R\n" +
-	"durationNs2\xac\b\n" +
+	"durationNs\x12\x16\n" +
+	"\x06shared\x18\x06 \x01(\bR\x06shared\x12/\n" +
+	"\x05locks\x18\a \x03(\v2\x19.kelp.filer.DavActiveLockR\x05locks2\xac\b\n" +
 	"\x05Filer\x12N\n" +
 	"\vLookupEntry\x12\x1e.kelp.filer.LookupEntryRequest\x1a\x1f.kelp.filer.LookupEntryResponse\x12P\n" +
 	"\vListEntries\x12\x1e.kelp.filer.ListEntriesRequest\x1a\x1f.kelp.filer.ListEntriesResponse0\x01\x12N\n" +
@@ -2493,7 +2661,7 @@ func file_filer_proto_rawDescGZIP() []byte {
 }
 
 var file_filer_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_filer_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_filer_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_filer_proto_goTypes = []any{
 	(QuotaRequest_Op)(0),             // 0: kelp.filer.QuotaRequest.Op
 	(MetadataEvent_Type)(0),          // 1: kelp.filer.MetadataEvent.Type
@@ -2529,13 +2697,14 @@ var file_filer_proto_goTypes = []any{
 	(*PosixLockResponse)(nil),        // 31: kelp.filer.PosixLockResponse
 	(*DavCondition)(nil),             // 32: kelp.filer.DavCondition
 	(*DavLockRequest)(nil),           // 33: kelp.filer.DavLockRequest
-	(*DavLockResponse)(nil),          // 34: kelp.filer.DavLockResponse
-	nil,                              // 35: kelp.filer.Entry.UserMetadataEntry
-	nil,                              // 36: kelp.filer.Entry.XattrsEntry
+	(*DavActiveLock)(nil),            // 34: kelp.filer.DavActiveLock
+	(*DavLockResponse)(nil),          // 35: kelp.filer.DavLockResponse
+	nil,                              // 36: kelp.filer.Entry.UserMetadataEntry
+	nil,                              // 37: kelp.filer.Entry.XattrsEntry
 }
 var file_filer_proto_depIdxs = []int32{
-	35, // 0: kelp.filer.Entry.user_metadata:type_name -> kelp.filer.Entry.UserMetadataEntry
-	36, // 1: kelp.filer.Entry.xattrs:type_name -> kelp.filer.Entry.XattrsEntry
+	36, // 0: kelp.filer.Entry.user_metadata:type_name -> kelp.filer.Entry.UserMetadataEntry
+	37, // 1: kelp.filer.Entry.xattrs:type_name -> kelp.filer.Entry.XattrsEntry
 	4,  // 2: kelp.filer.Entry.chunks:type_name -> kelp.filer.Chunk
 	5,  // 3: kelp.filer.LookupEntryResponse.entry:type_name -> kelp.filer.Entry
 	5,  // 4: kelp.filer.ListEntriesResponse.entry:type_name -> kelp.filer.Entry
@@ -2548,39 +2717,40 @@ var file_filer_proto_depIdxs = []int32{
 	2,  // 11: kelp.filer.PosixLockRequest.op:type_name -> kelp.filer.PosixLockRequest.Op
 	3,  // 12: kelp.filer.DavLockRequest.op:type_name -> kelp.filer.DavLockRequest.Op
 	32, // 13: kelp.filer.DavLockRequest.conditions:type_name -> kelp.filer.DavCondition
-	6,  // 14: kelp.filer.Filer.LookupEntry:input_type -> kelp.filer.LookupEntryRequest
-	8,  // 15: kelp.filer.Filer.ListEntries:input_type -> kelp.filer.ListEntriesRequest
-	10, // 16: kelp.filer.Filer.CreateEntry:input_type -> kelp.filer.CreateEntryRequest
-	12, // 17: kelp.filer.Filer.UpdateEntry:input_type -> kelp.filer.UpdateEntryRequest
-	18, // 18: kelp.filer.Filer.DeleteEntry:input_type -> kelp.filer.DeleteEntryRequest
-	20, // 19: kelp.filer.Filer.Rename:input_type -> kelp.filer.RenameRequest
-	22, // 20: kelp.filer.Filer.AssignVolume:input_type -> kelp.filer.AssignVolumeRequest
-	24, // 21: kelp.filer.Filer.SubscribeMetadata:input_type -> kelp.filer.SubscribeMetadataRequest
-	26, // 22: kelp.filer.Filer.GetConfiguration:input_type -> kelp.filer.GetConfigurationRequest
-	28, // 23: kelp.filer.Filer.Statfs:input_type -> kelp.filer.StatfsRequest
-	30, // 24: kelp.filer.Filer.PosixLock:input_type -> kelp.filer.PosixLockRequest
-	33, // 25: kelp.filer.Filer.DavLock:input_type -> kelp.filer.DavLockRequest
-	14, // 26: kelp.filer.Filer.Sync:input_type -> kelp.filer.SyncRequest
-	16, // 27: kelp.filer.Filer.Quota:input_type -> kelp.filer.QuotaRequest
-	7,  // 28: kelp.filer.Filer.LookupEntry:output_type -> kelp.filer.LookupEntryResponse
-	9,  // 29: kelp.filer.Filer.ListEntries:output_type -> kelp.filer.ListEntriesResponse
-	11, // 30: kelp.filer.Filer.CreateEntry:output_type -> kelp.filer.CreateEntryResponse
-	13, // 31: kelp.filer.Filer.UpdateEntry:output_type -> kelp.filer.UpdateEntryResponse
-	19, // 32: kelp.filer.Filer.DeleteEntry:output_type -> kelp.filer.DeleteEntryResponse
-	21, // 33: kelp.filer.Filer.Rename:output_type -> kelp.filer.RenameResponse
-	23, // 34: kelp.filer.Filer.AssignVolume:output_type -> kelp.filer.AssignVolumeResponse
-	25, // 35: kelp.filer.Filer.SubscribeMetadata:output_type -> kelp.filer.MetadataEvent
-	27, // 36: kelp.filer.Filer.GetConfiguration:output_type -> kelp.filer.GetConfigurationResponse
-	29, // 37: kelp.filer.Filer.Statfs:output_type -> kelp.filer.StatfsResponse
-	31, // 38: kelp.filer.Filer.PosixLock:output_type -> kelp.filer.PosixLockResponse
-	34, // 39: kelp.filer.Filer.DavLock:output_type -> kelp.filer.DavLockResponse
-	15, // 40: kelp.filer.Filer.Sync:output_type -> kelp.filer.SyncResponse
-	17, // 41: kelp.filer.Filer.Quota:output_type -> kelp.filer.QuotaResponse
-	28, // [28:42] is the sub-list for method output_type
-	14, // [14:28] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	34, // 14: kelp.filer.DavLockResponse.locks:type_name -> kelp.filer.DavActiveLock
+	6,  // 15: kelp.filer.Filer.LookupEntry:input_type -> kelp.filer.LookupEntryRequest
+	8,  // 16: kelp.filer.Filer.ListEntries:input_type -> kelp.filer.ListEntriesRequest
+	10, // 17: kelp.filer.Filer.CreateEntry:input_type -> kelp.filer.CreateEntryRequest
+	12, // 18: kelp.filer.Filer.UpdateEntry:input_type -> kelp.filer.UpdateEntryRequest
+	18, // 19: kelp.filer.Filer.DeleteEntry:input_type -> kelp.filer.DeleteEntryRequest
+	20, // 20: kelp.filer.Filer.Rename:input_type -> kelp.filer.RenameRequest
+	22, // 21: kelp.filer.Filer.AssignVolume:input_type -> kelp.filer.AssignVolumeRequest
+	24, // 22: kelp.filer.Filer.SubscribeMetadata:input_type -> kelp.filer.SubscribeMetadataRequest
+	26, // 23: kelp.filer.Filer.GetConfiguration:input_type -> kelp.filer.GetConfigurationRequest
+	28, // 24: kelp.filer.Filer.Statfs:input_type -> kelp.filer.StatfsRequest
+	30, // 25: kelp.filer.Filer.PosixLock:input_type -> kelp.filer.PosixLockRequest
+	33, // 26: kelp.filer.Filer.DavLock:input_type -> kelp.filer.DavLockRequest
+	14, // 27: kelp.filer.Filer.Sync:input_type -> kelp.filer.SyncRequest
+	16, // 28: kelp.filer.Filer.Quota:input_type -> kelp.filer.QuotaRequest
+	7,  // 29: kelp.filer.Filer.LookupEntry:output_type -> kelp.filer.LookupEntryResponse
+	9,  // 30: kelp.filer.Filer.ListEntries:output_type -> kelp.filer.ListEntriesResponse
+	11, // 31: kelp.filer.Filer.CreateEntry:output_type -> kelp.filer.CreateEntryResponse
+	13, // 32: kelp.filer.Filer.UpdateEntry:output_type -> kelp.filer.UpdateEntryResponse
+	19, // 33: kelp.filer.Filer.DeleteEntry:output_type -> kelp.filer.DeleteEntryResponse
+	21, // 34: kelp.filer.Filer.Rename:output_type -> kelp.filer.RenameResponse
+	23, // 35: kelp.filer.Filer.AssignVolume:output_type -> kelp.filer.AssignVolumeResponse
+	25, // 36: kelp.filer.Filer.SubscribeMetadata:output_type -> kelp.filer.MetadataEvent
+	27, // 37: kelp.filer.Filer.GetConfiguration:output_type -> kelp.filer.GetConfigurationResponse
+	29, // 38: kelp.filer.Filer.Statfs:output_type -> kelp.filer.StatfsResponse
+	31, // 39: kelp.filer.Filer.PosixLock:output_type -> kelp.filer.PosixLockResponse
+	35, // 40: kelp.filer.Filer.DavLock:output_type -> kelp.filer.DavLockResponse
+	15, // 41: kelp.filer.Filer.Sync:output_type -> kelp.filer.SyncResponse
+	17, // 42: kelp.filer.Filer.Quota:output_type -> kelp.filer.QuotaResponse
+	29, // [29:43] is the sub-list for method output_type
+	15, // [15:29] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_filer_proto_init() }
@@ -2594,7 +2764,7 @@ func file_filer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_filer_proto_rawDesc), len(file_filer_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

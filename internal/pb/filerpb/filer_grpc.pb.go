@@ -66,9 +66,9 @@ type FilerClient interface {
 	// PosixLock is the advisory lock table (flock and fcntl record locks)
 	// shared by every mount of this filer; it lives in the filer's memory.
 	PosixLock(ctx context.Context, in *PosixLockRequest, opts ...grpc.CallOption) (*PosixLockResponse, error)
-	// DavLock is the WebDAV lock table (RFC 4918 write locks) shared by every
-	// WebDAV server of this filer, so locks outlive a WebDAV process. It lives
-	// in the filer's memory. Errors: FailedPrecondition "locked", NotFound (no
+	// DavLock is the WebDAV lock table (RFC 4918 shared and exclusive write
+	// locks, depth 0 and infinity) shared by every WebDAV server of this
+	// filer, so locks outlive a WebDAV process. It lives in the filer's memory. Errors: FailedPrecondition "locked", NotFound (no
 	// such lock), Aborted (confirmation failed), PermissionDenied (forbidden).
 	DavLock(ctx context.Context, in *DavLockRequest, opts ...grpc.CallOption) (*DavLockResponse, error)
 	// Sync returns once every change this filer has committed so far,
@@ -276,9 +276,9 @@ type FilerServer interface {
 	// PosixLock is the advisory lock table (flock and fcntl record locks)
 	// shared by every mount of this filer; it lives in the filer's memory.
 	PosixLock(context.Context, *PosixLockRequest) (*PosixLockResponse, error)
-	// DavLock is the WebDAV lock table (RFC 4918 write locks) shared by every
-	// WebDAV server of this filer, so locks outlive a WebDAV process. It lives
-	// in the filer's memory. Errors: FailedPrecondition "locked", NotFound (no
+	// DavLock is the WebDAV lock table (RFC 4918 shared and exclusive write
+	// locks, depth 0 and infinity) shared by every WebDAV server of this
+	// filer, so locks outlive a WebDAV process. It lives in the filer's memory. Errors: FailedPrecondition "locked", NotFound (no
 	// such lock), Aborted (confirmation failed), PermissionDenied (forbidden).
 	DavLock(context.Context, *DavLockRequest) (*DavLockResponse, error)
 	// Sync returns once every change this filer has committed so far,

@@ -1,0 +1,5 @@
+//go:build !race
+
+package webdav
+
+const raceBuild = false

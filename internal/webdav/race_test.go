@@ -1,0 +1,6 @@
+//go:build race
+
+package webdav
+
+// raceBuild: the race detector slows the server several times over.
+const raceBuild = true
