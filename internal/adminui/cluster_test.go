@@ -7,7 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -475,4 +478,93 @@ func TestBrowserS3KeysAndBucketSettings(t *testing.T) {
 		_, err := cl.ListBuckets(bg, &s3sdk.ListBucketsInput{})
 		return s3Code(err) == "InvalidAccessKeyId"
 	})
+}
+
+// TestGeneratedCredentialOnHAMasters starts three masters without a
+// password: the first leader generates one and commits its hash, every
+// master (a follower too) takes it, a wrong one is refused, and a restart
+// of the whole group keeps it.
+func TestGeneratedCredentialOnHAMasters(t *testing.T) {
+	type generated struct{ user, password, file string }
+	made := make(chan generated, 3)
+	c := testcluster.Start(t, testcluster.Options{Masters: 3,
+		GenerateAdminCredential: func(user, password, file string) { made <- generated{user, password, file} },
+		AdminUI: func(m *master.Server) http.Handler {
+			ui, err := adminui.New(adminui.Config{Source: m, Logger: slog.New(slog.DiscardHandler),
+				Credential: func() (string, string) { c := m.AdminCredential(); return c.User, c.Hash }})
+			if err != nil {
+				panic(err)
+			}
+			return ui
+		}})
+	var g generated
+	select {
+	case g = <-made:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no master generated a credential")
+	}
+	if fi, err := os.Stat(g.file); err != nil || fi.Mode().Perm() != 0o600 || filepath.Base(g.file) != master.AdminCredentialFile {
+		t.Fatalf("the password's file %s: %v %v", g.file, fi, err)
+	}
+	if b, _ := os.ReadFile(g.file); !strings.Contains(string(b), g.password) {
+		t.Fatalf("%s does not hold the password: %s", g.file, b)
+	}
+	status := func(addr, user, password string) int {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+		req.SetBasicAuth(user, password)
+		resp, err := plain.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	follower := c.Followers()[0]
+	// A follower applies the commit a moment after the leader.
+	eventually(t, "the follower takes the generated password", func() bool { return status(follower.Addr, g.user, g.password) == 200 })
+	for _, m := range c.Masters {
+		if got := status(m.Addr, g.user, g.password); got != 200 {
+			t.Errorf("%s with the generated password: %d", m.Addr, got)
+		}
+		if got := status(m.Addr, g.user, g.password+"x"); got != 401 {
+			t.Errorf("%s with a wrong password: %d, want 401", m.Addr, got)
+		}
+		if got := status(m.Addr, "root", g.password); got != 401 {
+			t.Errorf("%s with a wrong user: %d, want 401", m.Addr, got)
+		}
+	}
+	// A form login on the follower.
+	jar, _ := cookiejar.New(nil)
+	br := &http.Client{Jar: jar, CheckRedirect: plain.CheckRedirect}
+	resp, err := br.Get("http://" + follower.Addr + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(string(body))
+	if csrf == nil {
+		t.Fatalf("no CSRF token on the login form:\n%s", body)
+	}
+	resp, err = br.PostForm("http://"+follower.Addr+"/login", url.Values{"csrf": {csrf[1]}, "user": {g.user}, "password": {g.password}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("form login on the follower: %d, want 303", resp.StatusCode)
+	}
+
+	c.RestartAll()
+	eventually(t, "the restarted follower takes the same password", func() bool { return status(c.Followers()[0].Addr, g.user, g.password) == 200 })
+	for _, m := range c.Masters {
+		if got := status(m.Addr, g.user, g.password); got != 200 {
+			t.Errorf("after a restart, %s with the generated password: %d", m.Addr, got)
+		}
+	}
+	select {
+	case again := <-made:
+		t.Fatalf("a second credential was generated: %+v", again)
+	default:
+	}
 }
