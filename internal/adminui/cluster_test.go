@@ -1,6 +1,7 @@
 package adminui_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/kelpfs/kelp/internal/adminui"
+	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/filerserver"
 	"github.com/kelpfs/kelp/internal/master"
 	"github.com/kelpfs/kelp/internal/s3"
@@ -566,5 +568,60 @@ func TestGeneratedCredentialOnHAMasters(t *testing.T) {
 	case again := <-made:
 		t.Fatalf("a second credential was generated: %+v", again)
 	default:
+	}
+}
+
+// TestMaintenanceProgressFigures runs volume.fix.replication through the
+// UI on volumes whose replication was raised from 000 to 001: the job's
+// page shows the plan's steps done out of the total, the bytes the copies
+// moved, the elapsed time and a progress bar.
+func TestMaintenanceProgressFigures(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Volumes: []testcluster.VolumeSpec{{}, {}}, RunShell: shell.RunScriptOn, AdminUI: uiFactory})
+	cl, err := client.New(client.Config{Masters: c.MasterAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	vids := map[uint32]bool{}
+	for i := 0; i < 6; i++ {
+		id, _, err := cl.PutBytes(ctx, client.AssignRequest{Collection: "prog", Replication: "000"}, bytes.Repeat([]byte{byte(i)}, 64<<10), client.UploadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vids[id.Volume] = true
+	}
+	m := c.Master.Master()
+	for vid := range vids {
+		script := fmt.Sprintf("lock; volume.configure.replication -volumeId %d -replication 001; unlock", vid)
+		if err := m.RunShell(ctx, "test", io.Discard, script); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := &uiCluster{c: c, base: "http://" + c.Master.Addr}
+	eventually(t, "the master sees the volumes under-replicated", func() bool {
+		_, page := u.call(t, "GET", "/volumes?collection=prog&unmet=1", nil, true)
+		return strings.Count(page, `<tr class="unmet`) == len(vids)
+	})
+	form := url.Values{"op": {"fix-replication"}, "collection": {"prog"}, "csrf": {u.token(t)}}
+	page := u.runJob(t, form)
+	if strings.Contains(page, `id="progress"`) {
+		t.Fatalf("a dry run shows progress figures:\n%s", page)
+	}
+	form.Set("apply", "1")
+	page = u.runJob(t, form)
+	want := fmt.Sprintf(`<progress max="%d" value="%d">`, len(vids), len(vids))
+	if !strings.Contains(page, want) || !strings.Contains(page, fmt.Sprintf(`<span class="done">%d</span> of <span class="total">%d</span> steps`, len(vids), len(vids))) {
+		t.Fatalf("the job's page lacks %s and the figures:\n%s", want, page)
+	}
+	moved := regexp.MustCompile(`<span class="bytes">([^<]+)</span> moved`).FindStringSubmatch(page)
+	if moved == nil || moved[1] == "0 B" {
+		t.Fatalf("no bytes moved on the page:\n%s", page)
+	}
+	if !strings.Contains(page, `<span class="elapsed">`) || strings.Contains(page, "failed") {
+		t.Fatalf("no elapsed time, or a failure:\n%s", page)
+	}
+	_, list := u.call(t, "GET", "/maintenance", nil, true)
+	if !strings.Contains(list, want) {
+		t.Fatalf("the jobs list lacks the progress bar:\n%s", list)
 	}
 }
