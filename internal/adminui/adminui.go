@@ -30,6 +30,9 @@ type Source interface {
 	PulseSeconds() float64
 	// RunShell runs an admin shell script against the cluster as owner.
 	RunShell(ctx context.Context, owner string, out io.Writer, script string) error
+	// GrowVolumes creates a collection's volumes (replication "" = its
+	// default) and returns their ids.
+	GrowVolumes(ctx context.Context, collection, replication string) ([]uint32, error)
 }
 
 // Config configures the UI.
@@ -111,6 +114,7 @@ func New(cfg Config) (*UI, error) {
 	mux.Handle("GET /maintenance", u.authed(u.maintenancePage))
 	mux.Handle("POST /maintenance", u.authed(u.startJob))
 	mux.Handle("GET /collections", u.authed(u.collectionsPage))
+	mux.Handle("POST /collections/create", u.authed(u.createCollection))
 	mux.Handle("GET /maintenance/jobs/{id}", u.authed(u.jobPage))
 	mux.Handle("GET /files", u.authed(u.filesPage))
 	mux.Handle("GET /files/download", u.authed(u.download))

@@ -31,6 +31,7 @@ import (
 	"github.com/kelpfs/kelp/internal/shell"
 	"github.com/kelpfs/kelp/internal/testcluster"
 	"github.com/kelpfs/kelp/internal/testutil"
+	"github.com/kelpfs/kelp/internal/topology"
 )
 
 // uiCluster is a one-master cluster with the UI mounted on the master, a
@@ -624,4 +625,59 @@ func TestMaintenanceProgressFigures(t *testing.T) {
 	if !strings.Contains(list, want) {
 		t.Fatalf("the jobs list lacks the progress bar:\n%s", list)
 	}
+}
+
+// TestCreateCollectionOnFollower creates a collection with its settings
+// from a follower's UI: the settings are committed, the master grows its
+// volumes, and bad forms change nothing.
+func TestCreateCollectionOnFollower(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Masters: 3, Volumes: []testcluster.VolumeSpec{{}}, RunShell: shell.RunScriptOn, AdminUI: uiFactory})
+	u := &uiCluster{c: c, base: "http://" + c.Followers()[0].Addr}
+	tok := u.token(t)
+	post := func(form url.Values) (int, string) {
+		return u.call(t, "POST", "/collections/create", form, true)
+	}
+	for _, bad := range []url.Values{
+		{"name": {"a/b"}, "csrf": {tok}},
+		{"name": {""}, "csrf": {tok}},
+		{"name": {"newc"}, "replication": {"0x1"}, "csrf": {tok}},
+		{"name": {"newc"}, "ec": {"4-2"}, "csrf": {tok}},
+		{"name": {"newc"}, "writePolicy": {"lax"}, "csrf": {tok}},
+	} {
+		if code, _ := post(bad); code != http.StatusBadRequest {
+			t.Errorf("%v: %d, want 400", bad, code)
+		}
+	}
+	if code, _ := post(url.Values{"name": {"newc"}}); code != http.StatusForbidden {
+		t.Errorf("without the CSRF token: %d, want 403", code)
+	}
+	leader := c.Leader().Master()
+	if n := countVolumes(leader.TopologyStatus(), "newc"); n != 0 {
+		t.Fatalf("refused forms grew %d volumes", n)
+	}
+	code, page := post(url.Values{"name": {"newc"}, "replication": {"000"}, "ec": {"4+2"}, "writePolicy": {"degraded"}, "minCopies": {"1"}, "csrf": {tok}})
+	if code != http.StatusOK || !strings.Contains(page, `id="created"`) {
+		t.Fatalf("create: %d\n%s", code, page)
+	}
+	if n := countVolumes(leader.TopologyStatus(), "newc"); n == 0 {
+		t.Fatal("the master grew no volume for the new collection")
+	}
+	set := leader.Settings()
+	if set.CollectionReplication["newc"] != "000" || set.EcScheme["newc"] != "4+2" || !strings.HasPrefix(set.WritePolicy["newc"], "degraded") {
+		t.Fatalf("settings of newc: replication %q, EC %q, write policy %q", set.CollectionReplication["newc"], set.EcScheme["newc"], set.WritePolicy["newc"])
+	}
+	eventually(t, "the follower lists newc", func() bool {
+		_, page := u.call(t, "GET", "/collections", nil, true)
+		return strings.Contains(page, `data-collection="newc"`)
+	})
+}
+
+func countVolumes(st topology.Status, collection string) int {
+	n := 0
+	for _, l := range st.Layouts {
+		if l.Collection == collection {
+			n += len(l.Volumes)
+		}
+	}
+	return n
 }
