@@ -30,13 +30,21 @@ type Source interface {
 	PulseSeconds() float64
 	// RunShell runs an admin shell script against the cluster as owner.
 	RunShell(ctx context.Context, owner string, out io.Writer, script string) error
+	// GrowVolumes creates a collection's volumes (replication "" = its
+	// default) and returns their ids.
+	GrowVolumes(ctx context.Context, collection, replication string) ([]uint32, error)
 }
 
 // Config configures the UI.
 type Config struct {
-	User, Password string // both required
-	Source         Source
-	Logger         *slog.Logger
+	// User and Password, or Credential, are required.
+	User, Password string
+	// Credential, instead of User and Password, gives a user and a bcrypt
+	// hash of its password, looked up on every check: the credential a
+	// master generated and committed through Raft (nothing while none).
+	Credential func() (user, hash string)
+	Source     Source
+	Logger     *slog.Logger
 	// Filer returns the HTTP host:port of a filer for the filer browser
 	// and the buckets page ("" or nil: those pages say there is none).
 	Filer func() string
@@ -70,8 +78,8 @@ var pages = template.Must(template.New("").Funcs(funcs).ParseFS(files, "template
 
 // New builds the UI.
 func New(cfg Config) (*UI, error) {
-	if cfg.User == "" || cfg.Password == "" {
-		return nil, errors.New("adminui: a user and a password are required")
+	if (cfg.User == "" || cfg.Password == "") && cfg.Credential == nil {
+		return nil, errors.New("adminui: a user and a password (or Config.Credential) are required")
 	}
 	if cfg.Source == nil {
 		return nil, errors.New("adminui: Config.Source is required")
@@ -82,12 +90,15 @@ func New(cfg Config) (*UI, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Password != "" {
+		cfg.Credential = nil // a given password wins
+	}
 	cfg.FilerRoot = path.Clean("/" + cfg.FilerRoot)
 	if cfg.BucketRoot == "" {
 		cfg.BucketRoot = "/buckets"
 	}
 	name := "kelp_admin_" + strings.NewReplacer(":", "_", ".", "_", "[", "", "]", "").Replace(cfg.Source.HTTPAddr())
-	u := &UI{cfg: cfg, log: cfg.Logger.With("service", "adminui"), auth: newAuth(cfg.User, cfg.Password, name)}
+	u := &UI{cfg: cfg, log: cfg.Logger.With("service", "adminui"), auth: newAuth(cfg.User, cfg.Password, cfg.Credential, name)}
 	u.jobs.byID = map[string]*job{}
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", http.FileServerFS(files))
@@ -103,6 +114,7 @@ func New(cfg Config) (*UI, error) {
 	mux.Handle("GET /maintenance", u.authed(u.maintenancePage))
 	mux.Handle("POST /maintenance", u.authed(u.startJob))
 	mux.Handle("GET /collections", u.authed(u.collectionsPage))
+	mux.Handle("POST /collections/create", u.authed(u.createCollection))
 	mux.Handle("GET /maintenance/jobs/{id}", u.authed(u.jobPage))
 	mux.Handle("GET /files", u.authed(u.filesPage))
 	mux.Handle("GET /files/download", u.authed(u.download))

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/crypto/bcrypt"
 )
 
 // Authentication: a login form opens a session kept in this process's
@@ -39,17 +41,25 @@ type session struct {
 
 type auth struct {
 	user, password string
-	cookie         string // cookie name, per master (cookies ignore the port)
-	key            []byte // random per process: HMAC key of derived tokens
+	// credential, when set, replaces user and password: a user and a
+	// bcrypt hash the cluster agreed on (Config.Credential).
+	credential func() (user, hash string)
+	cookie     string // cookie name, per master (cookies ignore the port)
+	key        []byte // random per process: HMAC key of derived tokens
 
 	mu       sync.Mutex
 	sessions map[string]*session
+	// verified remembers credentials that matched a bcrypt hash (as HMACs
+	// under key), so that a script's basic auth pays bcrypt's ~50 ms once,
+	// not on every request; wrong passwords are never remembered.
+	verified map[string]bool
 }
 
-func newAuth(user, password, cookie string) *auth {
+func newAuth(user, password string, credential func() (string, string), cookie string) *auth {
 	key := make([]byte, 32)
 	rand.Read(key)
-	return &auth{user: user, password: password, cookie: cookie, key: key, sessions: map[string]*session{}}
+	return &auth{user: user, password: password, credential: credential, cookie: cookie, key: key,
+		sessions: map[string]*session{}, verified: map[string]bool{}}
 }
 
 func randomToken() string {
@@ -58,11 +68,41 @@ func randomToken() string {
 	return hex.EncodeToString(b)
 }
 
-// check compares credentials in constant time.
+// maxVerified bounds the cache of verified credentials.
+const maxVerified = 64
+
+// check compares credentials in constant time (or with bcrypt).
 func (a *auth) check(user, password string) bool {
+	if a.credential != nil {
+		return a.checkHash(user, password)
+	}
 	u := subtle.ConstantTimeCompare([]byte(user), []byte(a.user))
 	p := subtle.ConstantTimeCompare([]byte(password), []byte(a.password))
 	return u&p == 1
+}
+
+func (a *auth) checkHash(user, password string) bool {
+	wantUser, hash := a.credential()
+	if hash == "" || subtle.ConstantTimeCompare([]byte(user), []byte(wantUser)) != 1 {
+		return false // no credential yet: nobody gets in
+	}
+	memo := a.derived("verified\x00" + user + "\x00" + hash + "\x00" + password)
+	a.mu.Lock()
+	ok := a.verified[memo]
+	a.mu.Unlock()
+	if ok {
+		return true
+	}
+	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) != nil {
+		return false
+	}
+	a.mu.Lock()
+	if len(a.verified) >= maxVerified {
+		clear(a.verified)
+	}
+	a.verified[memo] = true
+	a.mu.Unlock()
+	return true
 }
 
 func (a *auth) derived(purpose string) string {

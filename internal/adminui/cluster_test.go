@@ -1,13 +1,17 @@
 package adminui_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -20,12 +24,14 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/kelpfs/kelp/internal/adminui"
+	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/filerserver"
 	"github.com/kelpfs/kelp/internal/master"
 	"github.com/kelpfs/kelp/internal/s3"
 	"github.com/kelpfs/kelp/internal/shell"
 	"github.com/kelpfs/kelp/internal/testcluster"
 	"github.com/kelpfs/kelp/internal/testutil"
+	"github.com/kelpfs/kelp/internal/topology"
 )
 
 // uiCluster is a one-master cluster with the UI mounted on the master, a
@@ -475,4 +481,203 @@ func TestBrowserS3KeysAndBucketSettings(t *testing.T) {
 		_, err := cl.ListBuckets(bg, &s3sdk.ListBucketsInput{})
 		return s3Code(err) == "InvalidAccessKeyId"
 	})
+}
+
+// TestGeneratedCredentialOnHAMasters starts three masters without a
+// password: the first leader generates one and commits its hash, every
+// master (a follower too) takes it, a wrong one is refused, and a restart
+// of the whole group keeps it.
+func TestGeneratedCredentialOnHAMasters(t *testing.T) {
+	type generated struct{ user, password, file string }
+	made := make(chan generated, 3)
+	c := testcluster.Start(t, testcluster.Options{Masters: 3,
+		GenerateAdminCredential: func(user, password, file string) { made <- generated{user, password, file} },
+		AdminUI: func(m *master.Server) http.Handler {
+			ui, err := adminui.New(adminui.Config{Source: m, Logger: slog.New(slog.DiscardHandler),
+				Credential: func() (string, string) { c := m.AdminCredential(); return c.User, c.Hash }})
+			if err != nil {
+				panic(err)
+			}
+			return ui
+		}})
+	var g generated
+	select {
+	case g = <-made:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no master generated a credential")
+	}
+	if fi, err := os.Stat(g.file); err != nil || fi.Mode().Perm() != 0o600 || filepath.Base(g.file) != master.AdminCredentialFile {
+		t.Fatalf("the password's file %s: %v %v", g.file, fi, err)
+	}
+	if b, _ := os.ReadFile(g.file); !strings.Contains(string(b), g.password) {
+		t.Fatalf("%s does not hold the password: %s", g.file, b)
+	}
+	status := func(addr, user, password string) int {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+		req.SetBasicAuth(user, password)
+		resp, err := plain.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	follower := c.Followers()[0]
+	// A follower applies the commit a moment after the leader.
+	eventually(t, "the follower takes the generated password", func() bool { return status(follower.Addr, g.user, g.password) == 200 })
+	for _, m := range c.Masters {
+		if got := status(m.Addr, g.user, g.password); got != 200 {
+			t.Errorf("%s with the generated password: %d", m.Addr, got)
+		}
+		if got := status(m.Addr, g.user, g.password+"x"); got != 401 {
+			t.Errorf("%s with a wrong password: %d, want 401", m.Addr, got)
+		}
+		if got := status(m.Addr, "root", g.password); got != 401 {
+			t.Errorf("%s with a wrong user: %d, want 401", m.Addr, got)
+		}
+	}
+	// A form login on the follower.
+	jar, _ := cookiejar.New(nil)
+	br := &http.Client{Jar: jar, CheckRedirect: plain.CheckRedirect}
+	resp, err := br.Get("http://" + follower.Addr + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(string(body))
+	if csrf == nil {
+		t.Fatalf("no CSRF token on the login form:\n%s", body)
+	}
+	resp, err = br.PostForm("http://"+follower.Addr+"/login", url.Values{"csrf": {csrf[1]}, "user": {g.user}, "password": {g.password}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("form login on the follower: %d, want 303", resp.StatusCode)
+	}
+
+	c.RestartAll()
+	eventually(t, "the restarted follower takes the same password", func() bool { return status(c.Followers()[0].Addr, g.user, g.password) == 200 })
+	for _, m := range c.Masters {
+		if got := status(m.Addr, g.user, g.password); got != 200 {
+			t.Errorf("after a restart, %s with the generated password: %d", m.Addr, got)
+		}
+	}
+	select {
+	case again := <-made:
+		t.Fatalf("a second credential was generated: %+v", again)
+	default:
+	}
+}
+
+// TestMaintenanceProgressFigures runs volume.fix.replication through the
+// UI on volumes whose replication was raised from 000 to 001: the job's
+// page shows the plan's steps done out of the total, the bytes the copies
+// moved, the elapsed time and a progress bar.
+func TestMaintenanceProgressFigures(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Volumes: []testcluster.VolumeSpec{{}, {}}, RunShell: shell.RunScriptOn, AdminUI: uiFactory})
+	cl, err := client.New(client.Config{Masters: c.MasterAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	vids := map[uint32]bool{}
+	for i := 0; i < 6; i++ {
+		id, _, err := cl.PutBytes(ctx, client.AssignRequest{Collection: "prog", Replication: "000"}, bytes.Repeat([]byte{byte(i)}, 64<<10), client.UploadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vids[id.Volume] = true
+	}
+	m := c.Master.Master()
+	for vid := range vids {
+		script := fmt.Sprintf("lock; volume.configure.replication -volumeId %d -replication 001; unlock", vid)
+		if err := m.RunShell(ctx, "test", io.Discard, script); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := &uiCluster{c: c, base: "http://" + c.Master.Addr}
+	eventually(t, "the master sees the volumes under-replicated", func() bool {
+		_, page := u.call(t, "GET", "/volumes?collection=prog&unmet=1", nil, true)
+		return strings.Count(page, `<tr class="unmet`) == len(vids)
+	})
+	form := url.Values{"op": {"fix-replication"}, "collection": {"prog"}, "csrf": {u.token(t)}}
+	page := u.runJob(t, form)
+	if strings.Contains(page, `id="progress"`) {
+		t.Fatalf("a dry run shows progress figures:\n%s", page)
+	}
+	form.Set("apply", "1")
+	page = u.runJob(t, form)
+	want := fmt.Sprintf(`<progress max="%d" value="%d">`, len(vids), len(vids))
+	if !strings.Contains(page, want) || !strings.Contains(page, fmt.Sprintf(`<span class="done">%d</span> of <span class="total">%d</span> steps`, len(vids), len(vids))) {
+		t.Fatalf("the job's page lacks %s and the figures:\n%s", want, page)
+	}
+	moved := regexp.MustCompile(`<span class="bytes">([^<]+)</span> moved`).FindStringSubmatch(page)
+	if moved == nil || moved[1] == "0 B" {
+		t.Fatalf("no bytes moved on the page:\n%s", page)
+	}
+	if !strings.Contains(page, `<span class="elapsed">`) || strings.Contains(page, "failed") {
+		t.Fatalf("no elapsed time, or a failure:\n%s", page)
+	}
+	_, list := u.call(t, "GET", "/maintenance", nil, true)
+	if !strings.Contains(list, want) {
+		t.Fatalf("the jobs list lacks the progress bar:\n%s", list)
+	}
+}
+
+// TestCreateCollectionOnFollower creates a collection with its settings
+// from a follower's UI: the settings are committed, the master grows its
+// volumes, and bad forms change nothing.
+func TestCreateCollectionOnFollower(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Masters: 3, Volumes: []testcluster.VolumeSpec{{}}, RunShell: shell.RunScriptOn, AdminUI: uiFactory})
+	u := &uiCluster{c: c, base: "http://" + c.Followers()[0].Addr}
+	tok := u.token(t)
+	post := func(form url.Values) (int, string) {
+		return u.call(t, "POST", "/collections/create", form, true)
+	}
+	for _, bad := range []url.Values{
+		{"name": {"a/b"}, "csrf": {tok}},
+		{"name": {""}, "csrf": {tok}},
+		{"name": {"newc"}, "replication": {"0x1"}, "csrf": {tok}},
+		{"name": {"newc"}, "ec": {"4-2"}, "csrf": {tok}},
+		{"name": {"newc"}, "writePolicy": {"lax"}, "csrf": {tok}},
+	} {
+		if code, _ := post(bad); code != http.StatusBadRequest {
+			t.Errorf("%v: %d, want 400", bad, code)
+		}
+	}
+	if code, _ := post(url.Values{"name": {"newc"}}); code != http.StatusForbidden {
+		t.Errorf("without the CSRF token: %d, want 403", code)
+	}
+	leader := c.Leader().Master()
+	if n := countVolumes(leader.TopologyStatus(), "newc"); n != 0 {
+		t.Fatalf("refused forms grew %d volumes", n)
+	}
+	code, page := post(url.Values{"name": {"newc"}, "replication": {"000"}, "ec": {"4+2"}, "writePolicy": {"degraded"}, "minCopies": {"1"}, "csrf": {tok}})
+	if code != http.StatusOK || !strings.Contains(page, `id="created"`) {
+		t.Fatalf("create: %d\n%s", code, page)
+	}
+	if n := countVolumes(leader.TopologyStatus(), "newc"); n == 0 {
+		t.Fatal("the master grew no volume for the new collection")
+	}
+	set := leader.Settings()
+	if set.CollectionReplication["newc"] != "000" || set.EcScheme["newc"] != "4+2" || !strings.HasPrefix(set.WritePolicy["newc"], "degraded") {
+		t.Fatalf("settings of newc: replication %q, EC %q, write policy %q", set.CollectionReplication["newc"], set.EcScheme["newc"], set.WritePolicy["newc"])
+	}
+	eventually(t, "the follower lists newc", func() bool {
+		_, page := u.call(t, "GET", "/collections", nil, true)
+		return strings.Contains(page, `data-collection="newc"`)
+	})
+}
+
+func countVolumes(st topology.Status, collection string) int {
+	n := 0
+	for _, l := range st.Layouts {
+		if l.Collection == collection {
+			n += len(l.Volumes)
+		}
+	}
+	return n
 }

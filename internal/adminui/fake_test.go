@@ -91,3 +91,10 @@ func (f *fakeSource) scripts() []string {
 	defer f.mu.Unlock()
 	return append([]string(nil), f.shell...)
 }
+
+func (f *fakeSource) GrowVolumes(ctx context.Context, collection, replication string) ([]uint32, error) {
+	f.mu.Lock()
+	f.shell = append(f.shell, "grow "+collection+" "+replication)
+	f.mu.Unlock()
+	return []uint32{8}, nil
+}

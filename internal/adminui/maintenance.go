@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kelpfs/kelp/internal/shell"
 )
 
 // Maintenance runs the admin shell's commands through the master's
@@ -76,6 +78,16 @@ type job struct {
 	err       error
 	Finished  time.Time
 	localPlan string
+	// progress is the shell's figures (shell.ProgressReporter); zero
+	// Unit: the command reported none (a dry run, vacuum).
+	progress shell.Progress
+}
+
+// ReportProgress takes the shell's figures while the command applies a plan.
+func (j *job) ReportProgress(p shell.Progress) {
+	j.mu.Lock()
+	j.progress = p
+	j.mu.Unlock()
 }
 
 func (j *job) Write(p []byte) (int, error) {
@@ -90,9 +102,34 @@ func (j *job) Write(p []byte) (int, error) {
 // jobView is a job as a page shows it.
 type jobView struct {
 	*job
-	Output string
-	Done   bool
-	Error  string
+	Output  string
+	Done    bool
+	Error   string
+	Elapsed time.Duration
+	// Progress is nil when the command reported no figures.
+	Progress *progressView
+}
+
+// progressView is a plan's advance in figures.
+type progressView struct {
+	shell.Progress
+	Percent int
+	// BytesPerSec is the average rate since the job started.
+	BytesPerSec uint64
+}
+
+func newProgressView(p shell.Progress, elapsed time.Duration) *progressView {
+	if p.Unit == "" {
+		return nil
+	}
+	v := &progressView{Progress: p, Percent: 100}
+	if p.Total > 0 {
+		v.Percent = min(100, 100*p.Done/p.Total)
+	}
+	if secs := elapsed.Seconds(); secs > 0 {
+		v.BytesPerSec = uint64(float64(p.Bytes) / secs)
+	}
+	return v
 }
 
 func (v jobView) refresh() int {
@@ -102,10 +139,15 @@ func (v jobView) refresh() int {
 	return 1
 }
 
-func (j *job) view() jobView {
+func (j *job) view(now time.Time) jobView {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	v := jobView{job: j, Output: j.out.String(), Done: j.done}
+	if j.done {
+		now = j.Finished
+	}
+	v.Elapsed = max(0, now.Sub(j.Started)).Round(time.Second)
+	v.Progress = newProgressView(j.progress, now.Sub(j.Started))
 	if j.err != nil {
 		v.Error = j.err.Error()
 	}
@@ -140,14 +182,14 @@ func (js *jobs) get(id string) *job {
 	return js.byID[id]
 }
 
-func (js *jobs) list() []jobView {
+func (js *jobs) list(now time.Time) []jobView {
 	js.mu.Lock()
 	ids := slices.Clone(js.order)
 	js.mu.Unlock()
 	var out []jobView
 	for i := len(ids) - 1; i >= 0; i-- {
 		if j := js.get(ids[i]); j != nil {
-			out = append(out, j.view())
+			out = append(out, j.view(now))
 		}
 	}
 	return out
@@ -157,7 +199,7 @@ var collectionRe = regexp.MustCompile(`^[A-Za-z0-9_.-]{0,128}$`)
 
 func (u *UI) maintenancePage(w http.ResponseWriter, r *http.Request, id identity) {
 	u.render(w, r, http.StatusOK, "maintenance", id, "Maintenance", map[string]any{
-		"Operations": operations, "Jobs": u.jobs.list(),
+		"Operations": operations, "Jobs": u.jobs.list(u.cfg.Now()),
 	})
 }
 
@@ -271,5 +313,5 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request, id identity) {
 		u.render(w, r, http.StatusNotFound, "error", id, "Not found", map[string]any{"Message": "no such job (only the last 50 are kept)"})
 		return
 	}
-	u.render(w, r, http.StatusOK, "job", id, j.Op.Label, j.view())
+	u.render(w, r, http.StatusOK, "job", id, j.Op.Label, j.view(u.cfg.Now()))
 }

@@ -33,7 +33,7 @@ type adminFlags struct {
 func (f *adminFlags) addFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&f.user, "admin.user", "", "admin web UI user (or env KELP_ADMIN_USER; default admin when a password is given)")
 	fl.StringVar(&f.filer, "admin.filer", "", "filer HTTP host:port for the admin UI's filer browser and buckets pages (kelp server: its own filer)")
-	fl.StringVar(&f.password, "admin.password", "", "admin web UI password (or env KELP_ADMIN_PASSWORD); kelp master without one serves no UI, kelp server generates one")
+	fl.StringVar(&f.password, "admin.password", "", "admin web UI password (or env KELP_ADMIN_PASSWORD); without one, kelp server generates one into --dir, kelp master's first leader one for all masters (printed once, kept in its --mdir)")
 }
 
 // adminCredentialsFile holds the generated UI credentials under --dir.
@@ -84,24 +84,36 @@ func storedAdminCredentials(path string, out io.Writer) (string, string, error) 
 	return c.User, c.Password, nil
 }
 
-// mountAdminUI sets cfg.AdminUI to build the UI over the master, or logs
-// that the UI is off.
+// mountAdminUI sets cfg.AdminUI to build the UI over the master. Without
+// credentials (flags, environment, or keyDir's generated pair), the masters
+// share one the first leader generates and commits through Raft (its
+// password printed to out once, by that master, and kept in its MetaDir).
 func (f *adminFlags) mountAdminUI(cfg *master.Config, log *slog.Logger, keyDir string, out io.Writer) error {
 	user, password, ok, err := f.credentials(keyDir, out)
 	if err != nil {
 		return err
 	}
+	var fromCluster func(m *master.Server) func() (string, string)
 	if !ok {
-		log.Info("admin UI off: give --admin.user and --admin.password (or KELP_ADMIN_USER and KELP_ADMIN_PASSWORD) to serve it on the master's port")
-		return nil
+		log.Info("admin UI: no --admin.user/--admin.password; the masters use the credential the first leader generates (its password is printed by that master and kept in its --mdir/" + master.AdminCredentialFile + ")")
+		cfg.GenerateAdminCredential = func(user, password, file string) {
+			fmt.Fprintf(out, "  admin UI credentials generated for the whole cluster and stored in %s:\n    user %s\n    password %s\n", file, user, password)
+		}
+		fromCluster = func(m *master.Server) func() (string, string) {
+			return func() (string, string) { c := m.AdminCredential(); return c.User, c.Hash }
+		}
 	}
 	cfg.AdminUI = func(m *master.Server) http.Handler {
 		filer := f.filerAddr
 		if filer == nil {
 			filer = func() string { return f.filer }
 		}
-		ui, err := adminui.New(adminui.Config{User: user, Password: password, Source: m, Logger: log, Filer: filer, FilerToken: f.filerToken})
-		if err != nil { // only without credentials, checked above
+		ucfg := adminui.Config{User: user, Password: password, Source: m, Logger: log, Filer: filer, FilerToken: f.filerToken}
+		if fromCluster != nil {
+			ucfg.Credential = fromCluster(m)
+		}
+		ui, err := adminui.New(ucfg)
+		if err != nil { // only without credentials, excluded above
 			log.Error("admin UI off", "err", err)
 			return http.NotFoundHandler()
 		}

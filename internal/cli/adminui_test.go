@@ -10,7 +10,7 @@ func TestAdminCredentials(t *testing.T) {
 	t.Setenv("KELP_ADMIN_USER", "")
 	t.Setenv("KELP_ADMIN_PASSWORD", "")
 	var out bytes.Buffer
-	// kelp master without any: no UI.
+	// kelp master without any: none here (the first leader generates one, internal/master).
 	if _, _, ok, err := (&adminFlags{}).credentials("", &out); ok || err != nil {
 		t.Fatalf("no credentials on kelp master: ok %v err %v, want the UI off", ok, err)
 	}

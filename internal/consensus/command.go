@@ -19,6 +19,7 @@ const (
 	cmdSetSettings
 	cmdAcquireLock
 	cmdReleaseLock
+	cmdInitAdminCredential
 )
 
 // reserveKeys moves the key ceiling up by Count; the reply is the first key of
@@ -70,6 +71,12 @@ type releaseLock struct {
 	Token uint64 `json:"token"`
 }
 
+// initAdminCredential sets the admin UI's credential if the cluster has none
+// yet: the first one committed wins, so masters racing to create it agree.
+type initAdminCredential struct {
+	Credential AdminCredential `json:"credential"`
+}
+
 func encodeCommand(t commandType, body any) ([]byte, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -100,6 +107,8 @@ func decodeCommand(data []byte) (commandType, any, error) {
 		body = &acquireLock{}
 	case cmdReleaseLock:
 		body = &releaseLock{}
+	case cmdInitAdminCredential:
+		body = &initAdminCredential{}
 	default:
 		return 0, nil, fmt.Errorf("%w: command type %d", ErrBadEntry, t)
 	}

@@ -150,3 +150,13 @@ func (n *Node) ReleaseAdminLock(ctx context.Context, owner string, token uint64)
 	_, err := n.apply(ctx, cmdReleaseLock, &releaseLock{Owner: owner, Token: token})
 	return err
 }
+
+// InitAdminCredential commits c as the admin UI's credential unless the
+// cluster has one already; won says whether c is now the credential.
+func (n *Node) InitAdminCredential(ctx context.Context, c AdminCredential) (won bool, err error) {
+	if c.User == "" || c.Hash == "" {
+		return false, fmt.Errorf("consensus: an admin credential needs a user and a hash")
+	}
+	res, err := n.apply(ctx, cmdInitAdminCredential, &initAdminCredential{Credential: c})
+	return res.value == 1, err
+}

@@ -240,3 +240,28 @@ func TestSingleNodeMovesToNewIDAndAddress(t *testing.T) {
 		t.Fatalf("leader id %q", id)
 	}
 }
+
+func TestAdminCredentialFirstOneWins(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	n := openTest(t, dir, 100)
+	first := AdminCredential{User: "admin", Hash: "h1", CreatedBy: "m1"}
+	if won, err := n.InitAdminCredential(ctx, first); err != nil || !won {
+		t.Fatalf("first credential: won %v, %v", won, err)
+	}
+	if won, err := n.InitAdminCredential(ctx, AdminCredential{User: "admin", Hash: "h2"}); err != nil || won {
+		t.Fatalf("second credential: won %v, %v; want it ignored", won, err)
+	}
+	if _, err := n.InitAdminCredential(ctx, AdminCredential{User: "admin"}); err == nil {
+		t.Fatal("a credential without a hash was accepted")
+	}
+	if got := n.State().AdminCredential; got != first {
+		t.Fatalf("credential %+v, want %+v", got, first)
+	}
+	n.Close()
+	n = openTest(t, dir, 100)
+	defer n.Close()
+	if got := n.State().AdminCredential; got != first {
+		t.Fatalf("after a restart: %+v, want %+v", got, first)
+	}
+}

@@ -33,6 +33,19 @@ type State struct {
 	MaxVolumeID uint32    `json:"maxVolumeId"`
 	Settings    Settings  `json:"settings"`
 	Lock        AdminLock `json:"adminLock"`
+	// AdminCredential is the admin UI's login when no master was given
+	// one: generated once by a leader, the same on every master.
+	AdminCredential AdminCredential `json:"adminCredential,omitzero"`
+}
+
+// AdminCredential is a user and a bcrypt hash of its password (never the
+// password: the Raft log and snapshots are not secret enough for it).
+type AdminCredential struct {
+	User string `json:"user"`
+	Hash string `json:"hash"`
+	// CreatedBy is the master that generated it, whose MetaDir holds the
+	// password.
+	CreatedBy string `json:"createdBy,omitempty"`
 }
 
 // Settings are cluster-wide settings; zero values mean "not set", and the
@@ -187,6 +200,12 @@ func (s *State) apply(t commandType, body any) applyResult {
 		s.Lock.Owner = c.Owner
 		s.Lock.ExpiresAt = c.Now.Add(time.Duration(c.Lease))
 		return applyResult{lock: s.Lock}
+	case *initAdminCredential:
+		if s.AdminCredential.Hash != "" {
+			return applyResult{} // value 0: someone else's came first
+		}
+		s.AdminCredential = c.Credential
+		return applyResult{value: 1}
 	case *releaseLock:
 		if s.Lock.Owner != c.Owner || s.Lock.Token != c.Token {
 			return applyResult{err: fmt.Errorf("%w: held by %q token %d", ErrNotLockOwner, s.Lock.Owner, s.Lock.Token)}

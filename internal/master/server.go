@@ -92,6 +92,11 @@ type Config struct {
 	// route claims); the CLI passes internal/adminui, which imports this
 	// package.
 	AdminUI func(*Server) http.Handler
+	// GenerateAdminCredential, when set, makes a leader that finds the
+	// cluster without an admin UI credential create one (adminCredential):
+	// it is called once, on that master only, with the password and the
+	// file that keeps it.
+	GenerateAdminCredential func(user, password, file string)
 }
 
 // Server is a master. Create with New, start with Run, stop with Close (or by
@@ -374,6 +379,9 @@ func (s *Server) leadershipLoop() {
 			s.leaderSince.Store(time.Now().UnixNano())
 			if err := s.syncSettings(s.ctx); err != nil && s.ctx.Err() == nil {
 				s.log.Error("commit settings", "err", err)
+			}
+			if err := s.ensureAdminCredential(s.ctx); err != nil && s.ctx.Err() == nil {
+				s.log.Error("admin UI credential", "err", err)
 			}
 		}
 		s.refreshSettings()

@@ -167,6 +167,7 @@ func setupECEncode(fs *flag.FlagSet) runFunc {
 			return nil
 		}
 		var errs []error
+		s.track.plan("volumes", len(chosen))
 		for i, vid := range chosen {
 			if err := s.requireLock(); err != nil {
 				return err
@@ -176,6 +177,7 @@ func setupECEncode(fs *flag.FlagSet) runFunc {
 			if err == nil {
 				err = s.encodeVolume(ctx, v, vid, schemes[vid], plans[vid])
 			}
+			s.track.done(1, err != nil)
 			if err != nil {
 				fmt.Fprintf(s.out, "  failed: %v\n", err)
 				errs = append(errs, err)
@@ -328,11 +330,8 @@ func shardIDList(s erasure.ShardSet) []uint32 {
 
 // followEC reads a progress stream to its end, showing progress when desc is set.
 func (s *Shell) followEC(recv func() (*volumepb.EcProgress, error), desc string) error {
-	var p progress
-	if desc != "" {
-		p = s.newProgress(desc)
-		defer p.finish()
-	}
+	p := s.newProgress(desc)
+	defer p.finish()
 	for {
 		msg, err := recv()
 		if errors.Is(err, io.EOF) {
@@ -341,7 +340,7 @@ func (s *Shell) followEC(recv func() (*volumepb.EcProgress, error), desc string)
 		if err != nil {
 			return err
 		}
-		if p != nil && msg.GetTotal() > 0 {
+		if msg.GetTotal() > 0 {
 			p.update(msg.GetDone(), msg.GetTotal())
 		}
 	}
@@ -584,6 +583,13 @@ func setupECRebuild(fs *flag.FlagSet) runFunc {
 			return nil
 		}
 		var errs []error
+		shards := 0
+		for _, j := range jobs {
+			for _, set := range j.target {
+				shards += set.Count()
+			}
+		}
+		s.track.plan("shards", shards)
 		for n, j := range jobs {
 			for _, url := range slices.Sorted(maps.Keys(j.target)) {
 				if err := s.requireLock(); err != nil {
@@ -599,6 +605,7 @@ func setupECRebuild(fs *flag.FlagSet) runFunc {
 						err = s.followEC(stream.Recv, fmt.Sprintf("volume %d shards %s", j.st.id, j.target[url]))
 					}
 				}
+				s.track.done(j.target[url].Count(), err != nil)
 				if err != nil {
 					fmt.Fprintf(s.out, "  failed: %v\n", err)
 					errs = append(errs, fmt.Errorf("shell: rebuild volume %d on %s: %w", j.st.id, url, err))
@@ -907,12 +914,15 @@ func setupECBalance(fs *flag.FlagSet) runFunc {
 			return nil
 		}
 		var errs []error
+		s.track.plan("shards", len(moves))
 		for i, m := range moves {
 			if err := s.requireLock(); err != nil {
 				return err
 			}
 			fmt.Fprintf(s.out, "[%d/%d] move shard %d of volume %d from %s to %s\n", i+1, len(moves), m.shard, m.id, m.from, m.to)
-			if err := s.moveShard(ctx, v, m.id, m.collection, m.shard, m.from, m.to); err != nil {
+			err := s.moveShard(ctx, v, m.id, m.collection, m.shard, m.from, m.to)
+			s.track.done(1, err != nil)
+			if err != nil {
 				fmt.Fprintf(s.out, "  failed: %v\n", err)
 				errs = append(errs, err)
 			}

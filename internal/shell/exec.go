@@ -26,6 +26,7 @@ const cleanupTimeout = 15 * time.Second
 func (s *Shell) runSteps(ctx context.Context, v *view, steps []topology.Step) error {
 	failed := map[uint32]bool{}
 	var errs []error
+	s.track.plan("steps", len(steps))
 	for i, st := range steps {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("shell: interrupted after %d of %d steps: %w", i, len(steps), err)
@@ -35,6 +36,7 @@ func (s *Shell) runSteps(ctx context.Context, v *view, steps []topology.Step) er
 		}
 		if failed[st.VolumeID] {
 			fmt.Fprintf(s.out, "[%d/%d] skip: %s: an earlier step of volume %d failed\n", i+1, len(steps), st, st.VolumeID)
+			s.track.done(1, true)
 			continue
 		}
 		fmt.Fprintf(s.out, "[%d/%d] %s\n", i+1, len(steps), st)
@@ -51,6 +53,7 @@ func (s *Shell) runSteps(ctx context.Context, v *view, steps []topology.Step) er
 		default:
 			err = fmt.Errorf("shell: unknown step %v", st)
 		}
+		s.track.done(1, err != nil)
 		if err != nil {
 			failed[st.VolumeID] = true
 			errs = append(errs, err)
@@ -183,11 +186,18 @@ type progress interface {
 	finish()
 }
 
+// newProgress shows a stream's advance (desc "": not shown) and counts
+// its bytes for the tracker.
 func (s *Shell) newProgress(desc string) progress {
-	if s.cfg.Terminal {
-		return &barProgress{w: s.err, desc: desc}
+	c := &countingProgress{t: s.track}
+	switch {
+	case desc == "":
+	case s.cfg.Terminal:
+		c.shown = &barProgress{w: s.err, desc: desc}
+	default:
+		c.shown = &lineProgress{w: s.out, desc: desc, next: 0}
 	}
-	return &lineProgress{w: s.out, desc: desc, next: 0}
+	return c
 }
 
 // barProgress draws a bar on a terminal; it is made on the first update,

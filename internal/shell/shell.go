@@ -68,6 +68,7 @@ type Shell struct {
 
 	conns *conns
 	lock  *adminLock
+	track *tracker // nil unless Out takes progress figures
 
 	mu sync.Mutex // serialises commands
 }
@@ -89,7 +90,7 @@ func New(cfg Config) (*Shell, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Shell{cfg: cfg, out: cfg.Out, err: cfg.Err, log: cfg.Logger}
+	s := &Shell{cfg: cfg, out: cfg.Out, err: cfg.Err, log: cfg.Logger, track: newTracker(cfg.Out)}
 	if s.out == nil {
 		s.out = io.Discard
 	}

@@ -77,6 +77,8 @@ type Options struct {
 	Signer, ReadSigner *auth.Signer
 	// AdminUI is the masters' Config.AdminUI (tests of internal/adminui).
 	AdminUI func(*master.Server) http.Handler
+	// GenerateAdminCredential is the masters' Config.GenerateAdminCredential.
+	GenerateAdminCredential func(user, password, file string)
 }
 
 // Cluster is a running in-process cluster.
@@ -202,21 +204,22 @@ func (c *Cluster) masterNode(i, port int, peers []string) *Node {
 	dir := filepath.Join(c.dir, fmt.Sprintf("master%d", i))
 	os.RemoveAll(dir) // left by an attempt on other ports
 	mcfg := master.Config{
-		Signer:               c.opts.Signer,
-		ReadSigner:           c.opts.ReadSigner,
-		IP:                   "127.0.0.1",
-		Port:                 port,
-		MetaDir:              dir,
-		Peers:                peers,
-		VolumeSizeLimit:      c.opts.VolumeSizeLimit,
-		DefaultReplication:   c.opts.DefaultReplication,
-		PulseInterval:        c.opts.PulseInterval,
-		RaftHeartbeatTimeout: c.opts.RaftHeartbeatTimeout,
-		EcRebuildAfter:       c.opts.EcRebuildAfter,
-		RunShell:             c.opts.RunShell,
-		ReplaceAfter:         c.opts.ReplaceAfter,
-		AdminUI:              c.opts.AdminUI,
-		Logger:               c.log.With("node", fmt.Sprintf("master%d", i)),
+		Signer:                  c.opts.Signer,
+		ReadSigner:              c.opts.ReadSigner,
+		IP:                      "127.0.0.1",
+		Port:                    port,
+		MetaDir:                 dir,
+		Peers:                   peers,
+		VolumeSizeLimit:         c.opts.VolumeSizeLimit,
+		DefaultReplication:      c.opts.DefaultReplication,
+		PulseInterval:           c.opts.PulseInterval,
+		RaftHeartbeatTimeout:    c.opts.RaftHeartbeatTimeout,
+		EcRebuildAfter:          c.opts.EcRebuildAfter,
+		RunShell:                c.opts.RunShell,
+		ReplaceAfter:            c.opts.ReplaceAfter,
+		AdminUI:                 c.opts.AdminUI,
+		GenerateAdminCredential: c.opts.GenerateAdminCredential,
+		Logger:                  c.log.With("node", fmt.Sprintf("master%d", i)),
 	}
 	if rn := c.opts.RaftNetwork; rn != nil {
 		raft := raftAddr(port)
