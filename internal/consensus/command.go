@@ -19,6 +19,7 @@ const (
 	cmdSetSettings
 	cmdAcquireLock
 	cmdReleaseLock
+	cmdSetDeficits
 )
 
 // reserveKeys moves the key ceiling up by Count; the reply is the first key of
@@ -70,6 +71,13 @@ type releaseLock struct {
 	Token uint64 `json:"token"`
 }
 
+// setDeficits records (Set) and ends (Clear) the replica deficits of
+// volumes: the leader commits the changes of its deficit table.
+type setDeficits struct {
+	Set   map[uint32]Deficit `json:"set,omitempty"`
+	Clear []uint32           `json:"clear,omitempty"`
+}
+
 func encodeCommand(t commandType, body any) ([]byte, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -100,6 +108,8 @@ func decodeCommand(data []byte) (commandType, any, error) {
 		body = &acquireLock{}
 	case cmdReleaseLock:
 		body = &releaseLock{}
+	case cmdSetDeficits:
+		body = &setDeficits{}
 	default:
 		return 0, nil, fmt.Errorf("%w: command type %d", ErrBadEntry, t)
 	}
