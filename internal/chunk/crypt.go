@@ -144,6 +144,11 @@ var segBufs = sync.Pool{New: func() any { b := make([]byte, sealedSegment); retu
 // returned. size is the blob's plaintext length when known (the chunk's
 // Size), else -1; it lets a range end exactly at the blob's end.
 func OpenChunk(ctx context.Context, o Opener, fid string, key []byte, size, off, n int64) (io.ReadCloser, error) {
+	if off == 0 && n > 0 && n == size {
+		// The whole blob: asked for without a range, which a volume server
+		// answers from its plain-read path (no Range parsing, no 206).
+		n = -1
+	}
 	if key == nil {
 		return o.Open(ctx, fid, off, n)
 	}
@@ -167,6 +172,9 @@ func OpenChunk(ctx context.Context, o Opener, fid string, key []byte, size, off,
 			// The blob's last segment may be short.
 			cLen = last*sealedSegment + (size - last*SegmentSize) + tagSize - cOff
 		}
+	}
+	if off == 0 && n == size {
+		cLen = -1 // the whole sealed blob, without a range
 	}
 	rc, err := o.Open(ctx, fid, cOff, cLen)
 	if err != nil {

@@ -186,3 +186,49 @@ func BenchmarkSeal1MiB(b *testing.B) {
 	}
 	_ = fmt.Sprint(len(dst))
 }
+
+// openSpy records the ranges asked of the blob store.
+type openSpy struct {
+	chunk.Opener
+	asked [][2]int64
+}
+
+func (s *openSpy) Open(ctx context.Context, fid string, off, n int64) (io.ReadCloser, error) {
+	s.asked = append(s.asked, [2]int64{off, n})
+	return s.Opener.Open(ctx, fid, off, n)
+}
+
+// A whole blob, sealed or not, is asked for without a range (n = -1), so
+// that a volume server answers it from its plain-read path; a part of one
+// still asks for just that part.
+func TestWholeBlobWithoutRange(t *testing.T) {
+	ctx := context.Background()
+	const size = 2*chunk.SegmentSize + 5
+	plain := pseudo(size, 7)
+	key, _ := chunk.NewKey()
+	sealed, _ := chunk.Seal(nil, key, plain)
+	mem := chunktest.New()
+	clearID, _ := mem.Put(ctx, plain)
+	sealedID, _ := mem.Put(ctx, sealed)
+	for _, c := range []struct {
+		fid string
+		key []byte
+	}{{clearID, nil}, {sealedID, key}} {
+		for _, r := range [][3]int64{{0, size, -1}, {0, size - 1, 0}, {1, size - 1, 0}} {
+			spy := &openSpy{Opener: mem}
+			rc, err := chunk.OpenChunk(ctx, spy, c.fid, c.key, size, r[0], r[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil || !bytes.Equal(got, plain[r[0]:r[0]+r[1]]) {
+				t.Fatalf("sealed %v, %d+%d: %d bytes, %v", c.key != nil, r[0], r[1], len(got), err)
+			}
+			whole := spy.asked[0][0] == 0 && spy.asked[0][1] == -1
+			if whole != (r[2] == -1) {
+				t.Errorf("sealed %v, %d+%d: asked the store for %v", c.key != nil, r[0], r[1], spy.asked)
+			}
+		}
+	}
+}

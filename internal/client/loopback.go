@@ -20,6 +20,12 @@ import (
 // through an io.Pipe: one copy, no system call. The handler sees the same
 // request it would over TCP, so nothing else changes: replication fan-out,
 // errors and timeouts behave as with a remote volume server.
+//
+// The response body is a handoff, not a buffer: the caller's Read lends its
+// buffer to the handler, whose Write copies into it and whose io.Copy (the
+// volume server's http.ServeContent) reads the needle from disk straight
+// into it through ReadFrom. A large chunk thus costs one read from the page
+// cache into the caller's buffer, in pieces as large as that buffer.
 type Loopback struct {
 	// Handlers maps "host:port", as it appears in request URLs, to the
 	// handler that serves it.
@@ -59,7 +65,7 @@ func serveInProcess(h http.Handler, req *http.Request) (*http.Response, error) {
 	sreq.RemoteAddr = "127.0.0.1:0" // the same process
 	sreq.Host = req.URL.Host
 	sreq.Proto, sreq.ProtoMajor, sreq.ProtoMinor = "HTTP/1.1", 1, 1
-	pr, pw := io.Pipe()
+	pr, pw := newHandoff()
 	w := &pipeResponse{header: http.Header{}, pw: pw, head: req.Method == http.MethodHead, ready: make(chan struct{})}
 	finished := make(chan struct{})
 	go func() {
@@ -86,7 +92,7 @@ func serveInProcess(h http.Handler, req *http.Request) (*http.Response, error) {
 		ProtoMajor:    1,
 		ProtoMinor:    1,
 		Header:        w.sent,
-		Body:          &responseBody{pr, finished},
+		Body:          &responseBody{handoffReader: pr, finished: finished, left: -1},
 		ContentLength: -1,
 		Request:       req,
 	}
@@ -95,6 +101,9 @@ func serveInProcess(h http.Handler, req *http.Request) (*http.Response, error) {
 	}
 	if w.code == http.StatusNoContent || w.code == http.StatusNotModified {
 		resp.ContentLength = 0 // no body, whatever the headers say
+	}
+	if req.Method != http.MethodHead {
+		resp.Body.(*responseBody).left = resp.ContentLength
 	}
 	return resp, nil
 }
@@ -105,12 +114,27 @@ func serveInProcess(h http.Handler, req *http.Request) (*http.Response, error) {
 // has closed the response, as it may with a network transport, which stops
 // sending the body when the answer arrives.
 type responseBody struct {
-	*io.PipeReader
+	*handoffReader
 	finished chan struct{}
+	left     int64 // bytes the Content-Length still promises; -1: none
+}
+
+// Read reports a body shorter than its Content-Length (a handler that
+// failed after sending its headers) as io.ErrUnexpectedEOF, as net/http's
+// client does when a server closes the connection early.
+func (b *responseBody) Read(p []byte) (int, error) {
+	n, err := b.handoffReader.Read(p)
+	if b.left >= 0 {
+		b.left -= int64(n)
+		if err == io.EOF && b.left > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+	}
+	return n, err
 }
 
 func (b *responseBody) Close() error {
-	err := b.PipeReader.Close() // a handler still writing fails and returns
+	err := b.handoffReader.Close() // a handler still writing fails and returns
 	<-b.finished
 	return err
 }
@@ -120,7 +144,7 @@ func (b *responseBody) Close() error {
 // first writes, the body streams through the pipe.
 type pipeResponse struct {
 	header http.Header
-	pw     *io.PipeWriter
+	pw     *handoffWriter
 	head   bool // a HEAD request: the body is dropped, as net/http does
 
 	once  sync.Once
@@ -149,6 +173,16 @@ func (w *pipeResponse) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return w.pw.Write(p)
+}
+
+// ReadFrom implements io.ReaderFrom: src is read straight into the
+// caller's buffers, with no copy through a buffer of io.Copy's.
+func (w *pipeResponse) ReadFrom(src io.Reader) (int64, error) {
+	w.WriteHeader(http.StatusOK)
+	if w.head {
+		return io.Copy(io.Discard, src)
+	}
+	return w.pw.ReadFrom(src)
 }
 
 // Flush implements http.Flusher: the pipe has no buffer to flush.

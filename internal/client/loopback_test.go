@@ -126,3 +126,114 @@ func TestLoopbackServesInProcess(t *testing.T) {
 		t.Fatalf("other hosts go over the network: %q", got)
 	}
 }
+
+// bufferSpy is a source without WriteTo that records the buffers it is
+// asked to fill.
+type bufferSpy struct {
+	left int
+	seen [][]byte
+}
+
+func (s *bufferSpy) Read(p []byte) (int, error) {
+	if s.left == 0 {
+		return 0, io.EOF
+	}
+	s.seen = append(s.seen, p)
+	n := min(len(p), s.left)
+	for i := range p[:n] {
+		p[i] = byte(s.left - i)
+	}
+	s.left -= n
+	return n, nil
+}
+
+// A handler's io.Copy of a file (http.ServeContent's) fills the caller's
+// buffer itself: no intermediate buffer, and pieces as large as the
+// caller's reads (io.Pipe gave 32 KiB pieces through io.Copy's buffer).
+func TestLoopbackCopiesIntoCallersBuffer(t *testing.T) {
+	const size = 1<<20 + 123
+	spy := &bufferSpy{left: size}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		if _, err := io.Copy(w, spy); err != nil {
+			t.Error(err)
+		}
+	})
+	c := &http.Client{Transport: &client.Loopback{Handlers: map[string]http.Handler{"vol:1": h}}}
+	resp, err := c.Get("http://vol:1/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 256<<10)
+	got := 0
+	for {
+		n, err := resp.Body.Read(buf)
+		for i := range buf[:n] {
+			if buf[i] != byte(size-got-i) {
+				t.Fatalf("byte %d: %d, want %d", got+i, buf[i], byte(size-got-i))
+			}
+		}
+		got += n
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp.Body.Close()
+	if got != size {
+		t.Fatalf("read %d bytes, want %d", got, size)
+	}
+	for i, p := range spy.seen {
+		if &p[0] != &buf[0] {
+			t.Fatalf("source read %d went to a buffer of %d bytes, not the caller's", i, len(p))
+		}
+	}
+}
+
+// Ranges and a source that fails half way, through http.ServeContent.
+func TestLoopbackServeContent(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789"), 100<<10)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var src io.ReadSeeker = bytes.NewReader(data)
+		if r.URL.Path == "/fail" {
+			src = &failAfter{bytes.NewReader(data), 500 << 10}
+		}
+		http.ServeContent(w, r, "", time.Time{}, src)
+	})
+	c := &http.Client{Transport: &client.Loopback{Handlers: map[string]http.Handler{"vol:1": h}}}
+	req, _ := http.NewRequest(http.MethodGet, "http://vol:1/x", nil)
+	req.Header.Set("Range", "bytes=1000-1009")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusPartialContent || string(b) != "0123456789" {
+		t.Fatalf("range: %d, %d bytes %.20q, %v", resp.StatusCode, len(b), b, err)
+	}
+	resp, err = c.Get("http://vol:1/fail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil || len(b) >= len(data) {
+		t.Fatalf("a source failing half way: %d bytes, err %v; want an error", len(b), err)
+	}
+}
+
+type failAfter struct {
+	*bytes.Reader
+	at int64
+}
+
+func (f *failAfter) Read(p []byte) (int, error) {
+	pos := f.Size() - int64(f.Len())
+	if pos >= f.at {
+		return 0, errors.New("disk error")
+	}
+	return f.Reader.Read(p[:min(int64(len(p)), f.at-pos)])
+}

@@ -379,6 +379,10 @@ func NewDecrypter(m *Meta, dek []byte, off, n int64, open Opener) (io.ReadCloser
 	if err != nil {
 		return nil, err
 	}
+	if n > aheadSize {
+		// Enough for a second piece: decrypt it while the first is sent.
+		return newAheadReader(d), nil
+	}
 	return d, nil
 }
 
