@@ -605,8 +605,9 @@ func (f *file) uploadBlocks(ctx context.Context) error {
 	return nil
 }
 
-// modify commits the buffer and applies fn to the entry in the same update.
-func (f *file) modify(ctx context.Context, fn func(e *filerpb.Entry) error) error {
+// modify commits the buffer and applies fn to the entry in the same
+// update; it returns the entry as changed.
+func (f *file) modify(ctx context.Context, fn func(e *filerpb.Entry) error) (*filerpb.Entry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.queued {
@@ -614,27 +615,29 @@ func (f *file) modify(ctx context.Context, fn func(e *filerpb.Entry) error) erro
 		// mode and times of each file it wrote after closing it).
 		e := cloneEntry(f.entry)
 		if err := fn(e); err != nil {
-			return err
+			return nil, err
 		}
 		if e.MtimeNs != f.entry.MtimeNs {
 			f.mtime = timeOf(e.MtimeNs)
 		}
+		e.CtimeNs = time.Now().UnixNano()
 		f.entry = e
 		f.dirty = true
-		return nil
+		return cloneEntry(e), nil
 	}
 	if err := f.commitLocked(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	e := cloneEntry(f.entry)
 	if err := fn(e); err != nil {
-		return err
+		return nil, err
 	}
 	if err := f.fs.update(ctx, e); err != nil {
-		return err
+		return nil, err
 	}
+	e.CtimeNs = time.Now().UnixNano()
 	f.entry = e
-	return nil
+	return cloneEntry(e), nil
 }
 
 // truncate sets the size as truncate(2) does: bytes past a shrunk end

@@ -10,6 +10,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -79,6 +80,8 @@ type FS struct {
 	stopFollow context.CancelFunc
 	followDone chan struct{}
 
+	calls atomic.Int64 // unary calls to the filer (Stats.FilerCalls)
+
 	locks      lockSession             // advisory locks (locks.go)
 	lastStatfs *filerpb.StatfsResponse // under mu
 }
@@ -116,12 +119,14 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	if cfg.AccessToken != "" {
 		opts = append(opts, auth.DialOption(auth.Static(cfg.AccessToken)))
 	}
+	fs := &FS{cfg: cfg, log: cfg.Logger,
+		uploads: make(chan struct{}, 8), commits: make(chan struct{}, maxBackgroundCommits), files: map[string]*file{}, cache: newMetaCache()}
+	opts = append(opts, grpc.WithChainUnaryInterceptor(fs.countCall))
 	conn, err := grpc.NewClient(cfg.Filer, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("fsview: filer %s: %w", cfg.Filer, err)
 	}
-	fs := &FS{cfg: cfg, log: cfg.Logger, conn: conn, filer: filerpb.NewFilerClient(conn),
-		uploads: make(chan struct{}, 8), commits: make(chan struct{}, maxBackgroundCommits), files: map[string]*file{}, cache: newMetaCache()}
+	fs.conn, fs.filer = conn, filerpb.NewFilerClient(conn)
 	if err := fs.connect(ctx); err != nil {
 		if fs.stopFollow != nil {
 			fs.stopFollow()
@@ -337,8 +342,15 @@ func (fs *FS) rename(ctx context.Context, from, to string) error {
 
 func isNotFound(err error) bool { return Errno(err) == syscall.ENOENT }
 
+// countCall counts the round trips to the filer (Stats.FilerCalls).
+func (fs *FS) countCall(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	fs.calls.Add(1)
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
 // Stats are a view's counters, for metrics.
 type Stats struct {
+	FilerCalls       int64 // unary calls to the filer, of any kind
 	FilerLookups     int64 // metadata lookups that went to the filer
 	MetaCacheEntries int   // entries in the metadata cache
 	ChunkCacheHits   int64 // chunk reads served by the local chunk cache (--cache.dir)
@@ -348,7 +360,7 @@ type Stats struct {
 
 // Stats returns the view's counters.
 func (fs *FS) Stats() Stats {
-	st := Stats{FilerLookups: fs.cache.rpcs.Load()}
+	st := Stats{FilerCalls: fs.calls.Load(), FilerLookups: fs.cache.rpcs.Load()}
 	fs.cache.mu.Lock()
 	st.MetaCacheEntries = len(fs.cache.entries)
 	fs.cache.mu.Unlock()

@@ -1,0 +1,102 @@
+package fsview
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/testutil"
+)
+
+// waitCached waits until a lookup of p is answered from the metadata
+// cache (the stream connected, the events of earlier writes arrived).
+func waitCached(t *testing.T, fs *FS, p string) {
+	t.Helper()
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		if _, err := fs.Lookup(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+		before := fs.cache.rpcs.Load()
+		fs.Lookup(context.Background(), p)
+		return fs.cache.rpcs.Load() == before
+	}, "lookups of "+p+" never came from the cache")
+}
+
+// A chmod of a file whose background commit is done (tar sets the mode
+// and times after closing each file) costs one filer round trip: the
+// update. The answer is built from the entry sent, not looked up again.
+func TestSetattrAfterCommitIsOneRoundTrip(t *testing.T) {
+	s := startFiler(t)
+	fs := newView(t, s)
+	ctx := context.Background()
+	h, err := fs.Create(ctx, "/f", os.O_RDWR|os.O_CREATE, 0o644, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.WriteAt(ctx, []byte("data"), 0); err != nil {
+		t.Fatal(err)
+	}
+	h.ReleaseLater()
+	testutil.WaitFor(t, 5*time.Second, func() bool { return fs.openFile(fs.full("/f")) == nil }, "the background commit did not end")
+	waitCached(t, fs, "/f")
+	mode := os.FileMode(0o600)
+	before := fs.calls.Load()
+	a, err := fs.Setattr(ctx, "/f", nil, SetAttr{Mode: &mode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := fs.calls.Load() - before; calls != 1 {
+		t.Fatalf("chmod made %d filer calls, want 1", calls)
+	}
+	if a.Mode.Perm() != 0o600 || a.Size != 4 {
+		t.Fatalf("chmod answered mode %v size %d", a.Mode, a.Size)
+	}
+	if got, err := fs.Lookup(ctx, "/f"); err != nil || got.Mode.Perm() != 0o600 {
+		t.Fatalf("stat after chmod: %v %v", got.Mode, err)
+	}
+}
+
+// While a closed file waits for its background commit, chmod and utimens
+// join that commit: no filer call at all.
+func TestSetattrOfAQueuedFileJoinsItsCommit(t *testing.T) {
+	s := startFiler(t)
+	fs := newView(t, s)
+	ctx := context.Background()
+	h, err := fs.Create(ctx, "/f", os.O_RDWR|os.O_CREATE, 0o644, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.WriteAt(ctx, []byte("data"), 0); err != nil {
+		t.Fatal(err)
+	}
+	// Still open (a handle, as the kernel's until RELEASE): the file is
+	// this view's, and its attributes change with the commit to come.
+	f := h.f
+	f.mu.Lock()
+	f.queued = true // as releaseLater leaves it
+	f.mu.Unlock()
+	mode := os.FileMode(0o600)
+	mtime := time.Unix(1_000_000, 0)
+	before := fs.calls.Load()
+	a, err := fs.Setattr(ctx, "/f", nil, SetAttr{Mode: &mode, Mtime: &mtime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := fs.calls.Load() - before; calls != 0 {
+		t.Fatalf("chmod of a queued file made %d filer calls, want 0", calls)
+	}
+	if a.Mode.Perm() != 0o600 || !a.Mtime.Equal(mtime) {
+		t.Fatalf("answered mode %v mtime %v", a.Mode, a.Mtime)
+	}
+	f.mu.Lock()
+	f.queued = false
+	f.mu.Unlock()
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := fs.Lookup(ctx, "/f")
+	if err != nil || got.Mode.Perm() != 0o600 || !got.Mtime.Equal(mtime) || got.Size != 4 {
+		t.Fatalf("after the commit: %+v %v", got, err)
+	}
+}
