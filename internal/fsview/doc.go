@@ -38,8 +38,10 @@
 // what is in the directory at start is used.
 //
 // Reads see the committed content with the buffer laid over it. A read
-// that continues the previous one fetches 4 MiB ahead; others fetch at
-// least 128 KiB.
+// that continues the previous one fetches 4 MiB ahead; a read at the start
+// of a file of at most 4 MiB fetches the whole file (cat, cp: one request);
+// others fetch at least 128 KiB. The file's lock is let go while chunks
+// are fetched, so the kernel's parallel reads of one file overlap.
 //
 // # Consistency
 //

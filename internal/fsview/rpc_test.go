@@ -1,11 +1,17 @@
 package fsview
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"log/slog"
+	"math/rand"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/kelpfs/kelp/internal/chunk"
 	"github.com/kelpfs/kelp/internal/testutil"
 )
 
@@ -98,5 +104,56 @@ func TestSetattrOfAQueuedFileJoinsItsCommit(t *testing.T) {
 	got, err := fs.Lookup(ctx, "/f")
 	if err != nil || got.Mode.Perm() != 0o600 || !got.Mtime.Equal(mtime) || got.Size != 4 {
 		t.Fatalf("after the commit: %+v %v", got, err)
+	}
+}
+
+// countingOpener counts the chunk reads sent to the volume servers.
+type countingOpener struct {
+	inner chunk.Opener
+	opens atomic.Int64
+}
+
+func (c *countingOpener) Open(ctx context.Context, fid string, off, n int64) (io.ReadCloser, error) {
+	c.opens.Add(1)
+	return c.inner.Open(ctx, fid, off, n)
+}
+
+// A small file read from its start (cat, cp) is fetched whole in one
+// request, not one per 128 KiB the kernel asks for.
+func TestSmallFileReadWholeInOneFetch(t *testing.T) {
+	s := startFiler(t)
+	fs, err := New(context.Background(), Config{Filer: s.GRPCAddr(), ChunkSize: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	data := make([]byte, 1<<20)
+	rand.New(rand.NewSource(1)).Read(data)
+	writeFile(t, fs, "/f", data)
+	counter := &countingOpener{inner: fs.reader}
+	fs.reader = counter
+	ctx := context.Background()
+	h, err := fs.Open(ctx, "/f", os.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release(ctx)
+	var got []byte
+	buf := make([]byte, 128<<10)
+	for off := int64(0); ; off += int64(len(buf)) {
+		n, err := h.ReadAt(ctx, buf, off)
+		got = append(got, buf[:n]...)
+		if err == io.EOF || n == 0 {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("read %d bytes, not what was written", len(got))
+	}
+	if n := counter.opens.Load(); n != 1 {
+		t.Fatalf("reading a 1 MiB file took %d fetches, want 1", n)
 	}
 }
