@@ -60,6 +60,12 @@
 // lands in the cache. The FUSE mount also lets the kernel cache attributes
 // and names for one second.
 //
+// The cache also keeps the names of the directories listed or made here
+// (metaCache.dirs), updated by each event: a name absent from one is
+// ENOENT without a round trip (IsCachedAbsence), unless this view changed
+// that name and its event has not arrived yet (own changes are counted
+// until then, since an older event of the name may still be on its way).
+//
 // # Hard links, unlinked open files
 //
 // The filer has no hard links. The first link(2) of a file moves its entry

@@ -2,6 +2,7 @@ package fsview
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -275,6 +276,9 @@ func (fs *FS) lookupRaw(ctx context.Context, full string) (*filerpb.Entry, error
 	if e, ok := fs.cache.get(full); ok {
 		return e, nil
 	}
+	if fs.cache.absent(full) {
+		return nil, &absentError{full}
+	}
 	gen := fs.cache.generation()
 	fs.cache.rpcs.Add(1)
 	r, err := fs.filer.LookupEntry(ctx, &filerpb.LookupEntryRequest{Path: full})
@@ -312,32 +316,60 @@ func (fs *FS) syncFiler(ctx context.Context) error {
 	return err
 }
 
+// Each change is also counted as this view's own (metaCache.beginOwn)
+// until its event arrives: the names cached as absent are not trusted for
+// it meanwhile.
+
 func (fs *FS) update(ctx context.Context, e *filerpb.Entry) error {
 	fs.cache.evict(e.Path)
 	defer fs.cache.evict(e.Path)
+	fs.cache.beginOwn(e.Path)
 	_, err := fs.filer.UpdateEntry(ctx, &filerpb.UpdateEntryRequest{Entry: e, DeferredDurability: fs.deferring(ctx)})
+	fs.cache.endOwn(err, e.Path)
 	return err
 }
 
 func (fs *FS) create(ctx context.Context, e *filerpb.Entry, exclusive bool) error {
 	fs.cache.evict(e.Path)
 	defer fs.cache.evict(e.Path)
+	fs.cache.beginOwn(e.Path)
 	_, err := fs.filer.CreateEntry(ctx, &filerpb.CreateEntryRequest{Entry: e, Exclusive: exclusive, NoParents: true, DeferredDurability: fs.deferring(ctx)})
+	fs.cache.endOwn(err, e.Path)
 	return err
 }
 
 func (fs *FS) delete(ctx context.Context, full string, recursive bool) error {
 	fs.cache.evict(full)
 	defer fs.cache.evict(full)
+	fs.cache.moving(full)
+	fs.cache.beginOwn(full)
 	_, err := fs.filer.DeleteEntry(ctx, &filerpb.DeleteEntryRequest{Path: full, Recursive: recursive})
+	fs.cache.endOwn(err, full)
 	return err
 }
 
 func (fs *FS) rename(ctx context.Context, from, to string) error {
 	fs.cache.evict(from, to)
 	defer fs.cache.evict(from, to)
+	fs.cache.moving(from, to)
+	fs.cache.beginOwn(from, to)
 	_, err := fs.filer.Rename(ctx, &filerpb.RenameRequest{From: from, To: to})
+	fs.cache.endOwn(err, from, to)
 	return err
+}
+
+// absentError is ENOENT answered from the cache (IsCachedAbsence).
+type absentError struct{ path string }
+
+func (e *absentError) Error() string { return e.path + ": no such entry (cached)" }
+func (e *absentError) Unwrap() error { return syscall.ENOENT }
+
+// IsCachedAbsence reports whether err is an ENOENT the view answered from
+// a complete listing kept fresh by the metadata events: the FUSE mount
+// lets the kernel cache such answers briefly.
+func IsCachedAbsence(err error) bool {
+	var a *absentError
+	return errors.As(err, &a)
 }
 
 func isNotFound(err error) bool { return Errno(err) == syscall.ENOENT }

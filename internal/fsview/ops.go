@@ -91,6 +91,10 @@ func (fs *FS) ReadDir(ctx context.Context, p string) ([]DirEntry, error) {
 	var out []DirEntry
 	after := ""
 	gen := fs.cache.generation()
+	tok := fs.cache.beginList(full)
+	var names []string
+	complete := false
+	defer func() { fs.cache.endList(tok, complete, names) }()
 	for {
 		stream, err := fs.filer.ListEntries(ctx, &filerpb.ListEntriesRequest{Dir: full, StartAfter: after, Limit: 1000})
 		if err != nil {
@@ -108,6 +112,7 @@ func (fs *FS) ReadDir(ctx context.Context, p string) ([]DirEntry, error) {
 			e := r.Entry
 			fs.cache.put(gen, e) // ls -l stats every name next
 			after = path.Base(e.Path)
+			names = append(names, after)
 			more = r.More
 			if fs.isHidden(e.Path) {
 				continue
@@ -119,6 +124,7 @@ func (fs *FS) ReadDir(ctx context.Context, p string) ([]DirEntry, error) {
 			out = append(out, DirEntry{Name: after, Mode: entryMode(e), Ino: ino})
 		}
 		if !more {
+			complete = true
 			return out, nil
 		}
 	}
@@ -131,7 +137,11 @@ func (fs *FS) Mkdir(ctx context.Context, p string, perm os.FileMode, uid, gid ui
 	}
 	e := &filerpb.Entry{Path: fs.full(p), Mode: uint32(os.ModeDir | perm), IsDir: true, Uid: uid, Gid: gid,
 		MtimeNs: time.Now().UnixNano()}
-	if err := fs.create(deferred(ctx), e, true); err != nil {
+	// A directory made here is empty: its listing is known (untar into it).
+	tok := fs.cache.beginList(e.Path)
+	err := fs.create(deferred(ctx), e, true)
+	fs.cache.endList(tok, err == nil, nil)
+	if err != nil {
 		return Attr{}, err
 	}
 	return fs.Lookup(ctx, p)
@@ -205,8 +215,10 @@ func (fs *FS) hideOpen(ctx context.Context, f *file) error {
 
 func (fs *FS) mkdirAll(ctx context.Context, dir string) error {
 	fs.cache.evict(dir)
+	fs.cache.beginOwn(dir)
 	_, err := fs.filer.CreateEntry(ctx, &filerpb.CreateEntryRequest{
 		Entry: &filerpb.Entry{Path: dir, Mode: uint32(os.ModeDir | 0o700), IsDir: true}})
+	fs.cache.endOwn(err, dir)
 	return err
 }
 

@@ -6,8 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"math/rand"
+	"net/http"
 	"os"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -156,4 +159,62 @@ func TestSmallFileReadWholeInOneFetch(t *testing.T) {
 	if n := counter.opens.Load(); n != 1 {
 		t.Fatalf("reading a 1 MiB file took %d fetches, want 1", n)
 	}
+}
+
+// A name absent from a directory whose listing the view knows (made or
+// listed here, kept fresh by the metadata events) is answered ENOENT
+// without asking the filer: the kernel's LOOKUP before each create of an
+// untar. The view's own changes and other clients' show as before.
+func TestAbsentNamesOfAKnownDirectoryCostNoRoundTrip(t *testing.T) {
+	s := startFiler(t)
+	fs := newView(t, s)
+	ctx := context.Background()
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		fs.cache.mu.Lock()
+		defer fs.cache.mu.Unlock()
+		return fs.cache.live
+	}, "the metadata stream did not connect")
+	if _, err := fs.Mkdir(ctx, "/d", 0o755, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	absentNoCall := func(p string) bool {
+		before := fs.calls.Load()
+		_, err := fs.Lookup(ctx, p)
+		wantErrno(t, err, syscall.ENOENT)
+		return fs.calls.Load() == before && IsCachedAbsence(err)
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		if _, err := fs.ReadDir(ctx, "/d"); err != nil {
+			t.Fatal(err)
+		}
+		return absentNoCall("/d/x")
+	}, "a name absent from a listed directory still costs a filer call")
+	writeFile(t, fs, "/d/x", []byte("1")) // seen here at once, event or not
+	if _, err := fs.Lookup(ctx, "/d/x"); err != nil {
+		t.Fatalf("a file created here: %v", err)
+	}
+	if !absentNoCall("/d/other") {
+		t.Fatal("after a create, other absent names cost a filer call")
+	}
+	if err := fs.Unlink(ctx, "/d/x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.Lookup(ctx, "/d/x"); Errno(err) != syscall.ENOENT {
+		t.Fatalf("a file removed here: %v", err)
+	}
+	writeFile(t, fs, "/d/x", []byte("2")) // again, before the events of the first
+	if got := string(readFile(t, fs, "/d/x")); got != "2" {
+		t.Fatalf("recreated file reads %q", got)
+	}
+	// Another client's create shows within about a second.
+	req, _ := http.NewRequest("PUT", "http://"+s.Addr()+"/d/y", strings.NewReader("elsewhere"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	testutil.WaitFor(t, 2*time.Second, func() bool {
+		_, err := fs.Lookup(ctx, "/d/y")
+		return err == nil
+	}, "a file created elsewhere does not show")
 }
