@@ -221,11 +221,25 @@ func (c *metaCache) put(gen uint64, es ...*filerpb.Entry) {
 			return
 		}
 		c.entries[e.Path] = cloneEntry(e)
-		dir := path.Dir(e.Path)
+		c.index(e.Path)
+	}
+}
+
+// index records p under its parent, and each ancestor under its own, so
+// that evicting any ancestor reaches p even when the directories between
+// were never cached themselves (a path looked up directly, then its
+// grandparent deleted recursively).
+func (c *metaCache) index(p string) {
+	for p != "/" && p != "." {
+		dir := path.Dir(p)
+		if c.children[dir][p] {
+			return // the rest of the chain is there already
+		}
 		if c.children[dir] == nil {
 			c.children[dir] = map[string]bool{}
 		}
-		c.children[dir][e.Path] = true
+		c.children[dir][p] = true
+		p = dir
 	}
 }
 
