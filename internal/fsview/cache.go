@@ -3,6 +3,7 @@ package fsview
 import (
 	"context"
 	"path"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,13 +26,167 @@ type metaCache struct {
 	// evicting a directory costs its cached subtree, not the whole cache.
 	children map[string]map[string]bool
 	rpcs     atomic.Int64 // lookups that went to the filer (tests)
+
+	// dirs holds the names in the directories whose whole listing is
+	// known, kept up to date by the events: a name not there does not
+	// exist, and its lookup costs no round trip (a create's LOOKUP first).
+	dirs map[string]map[string]bool
+	// listing: the listings (or mkdirs) on their way, each dirtied by an
+	// event of its directory or a child meanwhile, which makes it untrusted.
+	listing map[*listToken]bool
+	// own counts this view's changes of each path whose events have not
+	// arrived yet: until they have, dirs may not show them, and lookups of
+	// the path ask the filer.
+	own     map[string]int
+	negHits atomic.Int64 // lookups answered "no such name" from dirs
 }
+
+// listToken is one listing (or mkdir) of a directory on its way.
+type listToken struct {
+	dir   string
+	dirty bool
+}
+
+// Complete listings beyond this are not kept (each eviction scans them).
+const maxListed = 256
 
 // Entries beyond this are not cached (memory bound).
 const maxCached = 100_000
 
 func newMetaCache() *metaCache {
-	return &metaCache{entries: map[string]*filerpb.Entry{}, children: map[string]map[string]bool{}}
+	return &metaCache{entries: map[string]*filerpb.Entry{}, children: map[string]map[string]bool{},
+		dirs: map[string]map[string]bool{}, listing: map[*listToken]bool{}, own: map[string]int{}}
+}
+
+// absent reports whether full is known not to exist: its directory's
+// listing is complete and lacks it, and no change of it made here is
+// still to be seen in the events.
+func (c *metaCache) absent(full string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.live || c.own[full] > 0 {
+		return false
+	}
+	names, ok := c.dirs[path.Dir(full)]
+	if !ok || names[path.Base(full)] {
+		return false
+	}
+	c.negHits.Add(1)
+	return true
+}
+
+// beginList starts a listing of dir (or a mkdir making it).
+func (c *metaCache) beginList(dir string) *listToken {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &listToken{dir: dir, dirty: !c.live}
+	c.listing[t] = true
+	return t
+}
+
+// endList ends t; with ok, names is dir's whole content, kept while
+// nothing touched dir during the listing.
+func (c *metaCache) endList(t *listToken, ok bool, names []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.listing, t)
+	if !ok || t.dirty || !c.live || len(c.dirs) >= maxListed {
+		return
+	}
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	c.dirs[t.dir] = set
+}
+
+// beginOwn counts a change of paths made here; endOwn with its outcome.
+func (c *metaCache) beginOwn(paths ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range paths {
+		c.own[p]++
+		c.dropListed(p)
+	}
+}
+
+// moving marks the listings of paths and of directories under them on
+// their way as untrusted: a rename or delete made here changes them.
+func (c *metaCache) moving(paths ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for t := range c.listing {
+		for _, p := range paths {
+			if t.dir == p || strings.HasPrefix(t.dir, p+"/") {
+				t.dirty = true
+			}
+		}
+	}
+}
+
+func (c *metaCache) endOwn(err error, paths ...string) {
+	if err == nil {
+		return // counted down by its event
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range paths {
+		c.ownSeen(p)
+	}
+}
+
+func (c *metaCache) ownSeen(p string) {
+	if c.own[p] > 1 {
+		c.own[p]--
+	} else {
+		delete(c.own, p)
+	}
+}
+
+// dropListed forgets the complete listings of p and of the directories
+// under it (p moved or removed: its subtree is not what was listed).
+func (c *metaCache) dropListed(p string) {
+	for d := range c.dirs {
+		if d == p || strings.HasPrefix(d, p+"/") || p == "/" {
+			delete(c.dirs, d)
+		}
+	}
+}
+
+// applyNames keeps the complete listings up to date with an event:
+// old (if any) is removed and new (if any) is made, "" if none.
+func (c *metaCache) applyNames(old, new string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for t := range c.listing {
+		for _, p := range []string{old, new} {
+			if p != "" && (t.dir == p || t.dir == path.Dir(p)) {
+				t.dirty = true
+			}
+		}
+	}
+	for i, p := range []string{old, new} {
+		if p != "" && c.own[p] > 0 && (i == 0 || p != old) {
+			c.ownSeen(p)
+		}
+	}
+	if old == new {
+		return // an update: the names stay
+	}
+	if old != "" {
+		c.dropListed(old)
+		if names := c.dirs[path.Dir(old)]; names != nil {
+			delete(names, path.Base(old))
+		}
+	}
+	if new != "" {
+		if old != "" {
+			c.dropListed(new) // moved here: its subtree is the one moved
+		}
+		if names := c.dirs[path.Dir(new)]; names != nil {
+			names[path.Base(new)] = true
+		}
+	}
 }
 
 func (c *metaCache) get(p string) (*filerpb.Entry, bool) {
@@ -66,11 +221,25 @@ func (c *metaCache) put(gen uint64, es ...*filerpb.Entry) {
 			return
 		}
 		c.entries[e.Path] = cloneEntry(e)
-		dir := path.Dir(e.Path)
+		c.index(e.Path)
+	}
+}
+
+// index records p under its parent, and each ancestor under its own, so
+// that evicting any ancestor reaches p even when the directories between
+// were never cached themselves (a path looked up directly, then its
+// grandparent deleted recursively).
+func (c *metaCache) index(p string) {
+	for p != "/" && p != "." {
+		dir := path.Dir(p)
+		if c.children[dir][p] {
+			return // the rest of the chain is there already
+		}
 		if c.children[dir] == nil {
 			c.children[dir] = map[string]bool{}
 		}
-		c.children[dir][e.Path] = true
+		c.children[dir][p] = true
+		p = dir
 	}
 }
 
@@ -107,6 +276,11 @@ func (c *metaCache) setLive(live bool) {
 	c.gen++
 	clear(c.entries)
 	clear(c.children)
+	clear(c.dirs)
+	clear(c.own)
+	for t := range c.listing {
+		t.dirty = true
+	}
 }
 
 // follow applies the filer's events to the cache from seq on, reconnecting
@@ -147,5 +321,6 @@ func (fs *FS) followOnce(ctx context.Context, seq uint64) uint64 {
 		}
 		seq = ev.Seq
 		fs.cache.evict(ev.GetOldEntry().GetPath(), ev.GetNewEntry().GetPath())
+		fs.cache.applyNames(ev.GetOldEntry().GetPath(), ev.GetNewEntry().GetPath())
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelpfs/kelp/internal/pb/filerpb"
 	"github.com/kelpfs/kelp/internal/testutil"
 )
 
@@ -80,4 +81,25 @@ func TestCacheServesListingsAndFollowsOtherWriters(t *testing.T) {
 		_, err2 := fs.Lookup(ctx, "/e/f02")
 		return err1 != nil && err2 == nil
 	}, "the view does not see a directory renamed through the filer API")
+}
+
+// TestEvictReachesUncachedDirectories: a path cached on its own (looked up
+// directly, its parents never cached) goes when an ancestor is evicted,
+// as by the event of a recursive delete (WebDAV saw a deleted file after
+// DELETE of its grandparent).
+func TestEvictReachesUncachedDirectories(t *testing.T) {
+	c := newMetaCache()
+	c.setLive(true)
+	c.put(c.generation(), &filerpb.Entry{Path: "/b/sub/f"}, &filerpb.Entry{Path: "/b/other"})
+	c.evict("/b")
+	for _, p := range []string{"/b/sub/f", "/b/other"} {
+		if _, ok := c.get(p); ok {
+			t.Errorf("%s still cached after /b was evicted", p)
+		}
+	}
+	c.put(c.generation(), &filerpb.Entry{Path: "/b/sub/f"})
+	c.evict("/b/sub")
+	if _, ok := c.get("/b/sub/f"); ok {
+		t.Error("/b/sub/f still cached after /b/sub was evicted")
+	}
 }

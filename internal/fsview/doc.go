@@ -38,8 +38,10 @@
 // what is in the directory at start is used.
 //
 // Reads see the committed content with the buffer laid over it. A read
-// that continues the previous one fetches 4 MiB ahead; others fetch at
-// least 128 KiB.
+// that continues the previous one fetches 4 MiB ahead; a read at the start
+// of a file of at most 4 MiB fetches the whole file (cat, cp: one request);
+// others fetch at least 128 KiB. The file's lock is let go while chunks
+// are fetched, so the kernel's parallel reads of one file overlap.
 //
 // # Consistency
 //
@@ -57,6 +59,12 @@
 // if nothing was evicted while it was on its way, so a stale answer never
 // lands in the cache. The FUSE mount also lets the kernel cache attributes
 // and names for one second.
+//
+// The cache also keeps the names of the directories listed or made here
+// (metaCache.dirs), updated by each event: a name absent from one is
+// ENOENT without a round trip (IsCachedAbsence), unless this view changed
+// that name and its event has not arrived yet (own changes are counted
+// until then, since an older event of the name may still be on its way).
 //
 // # Hard links, unlinked open files
 //

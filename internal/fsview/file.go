@@ -2,6 +2,7 @@ package fsview
 
 import (
 	"context"
+	"errors"
 	"io"
 	"slices"
 	"sort"
@@ -43,6 +44,10 @@ type file struct {
 	blocks  map[int64]*block // dirty data by block index (block = chunk size)
 	pending []*upload        // in write order
 	err     error            // a failed upload, reported by the next flush
+
+	// version counts the changes of the committed content (entry, resolved):
+	// a read that fetched without the lock retries if it moved meanwhile.
+	version uint64
 
 	ra      []byte    // read-ahead buffer of committed content at raOff
 	next    *prefetch // the read-ahead after ra, on its way
@@ -340,6 +345,7 @@ func (f *file) commitUploaded(ctx context.Context) error {
 		return err
 	}
 	f.entry = e
+	f.version++
 	f.pending = slices.Delete(f.pending, 0, k)
 	f.resolved = nil
 	f.ra, f.next = nil, nil
@@ -374,20 +380,28 @@ func (f *file) startUpload(off int64, data []byte) {
 }
 
 // read fills p from off with the file's content as this mount sees it.
+// The lock is let go while chunks are fetched, so that reads of other
+// ranges (the kernel sends several at once) and writes go on meanwhile.
 func (f *file) read(ctx context.Context, p []byte, off int64) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if off >= f.size {
-		return 0, io.EOF
+	for {
+		if off >= f.size {
+			return 0, io.EOF
+		}
+		n := int(min(int64(len(p)), f.size-off))
+		q := p[:n]
+		err := f.readCommitted(ctx, q, off, true)
+		if err == errMoved {
+			continue // committed meanwhile: what was fetched may be stale
+		}
+		if err != nil {
+			return 0, err
+		}
+		f.overlay(q, off)
+		f.lastEnd = off + int64(n)
+		return n, nil
 	}
-	n := int(min(int64(len(p)), f.size-off))
-	p = p[:n]
-	if err := f.readCommitted(ctx, p, off); err != nil {
-		return 0, err
-	}
-	f.overlay(p, off)
-	f.lastEnd = off + int64(n)
-	return n, nil
 }
 
 // overlay copies the buffered bytes over p (file offset off): uploads in
@@ -413,9 +427,14 @@ func copyRange(dst []byte, off, end int64, src []byte, soff int64) {
 	}
 }
 
+// errMoved: the committed content changed while a read waited unlocked.
+var errMoved = errors.New("fsview: committed content changed during a read")
+
 // readCommitted fills p with the committed content at off (zeros past
-// the committed size), through the read-ahead buffer.
-func (f *file) readCommitted(ctx context.Context, p []byte, off int64) error {
+// the committed size), through the read-ahead buffer. With unlock, f.mu
+// is let go while it waits for the volume servers (errMoved if the
+// committed content changed meanwhile).
+func (f *file) readCommitted(ctx context.Context, p []byte, off int64, unlock bool) error {
 	clear(p)
 	csize := f.entry.Size
 	if off >= csize {
@@ -426,10 +445,14 @@ func (f *file) readCommitted(ctx context.Context, p []byte, off int64) error {
 	if f.ra == nil || off < f.raOff || end > f.raOff+int64(len(f.ra)) {
 		if n := f.next; n != nil && off >= n.off && off < n.end {
 			// The prefetch started by an earlier read: wait for it.
-			f.next = nil
-			<-n.done
-			if n.err == nil {
-				f.ra, f.raOff = n.buf, n.off
+			if err := f.waitUnlocked(unlock, func() error { <-n.done; return nil }); err != nil {
+				return err
+			}
+			if f.next == n {
+				f.next = nil
+				if n.err == nil {
+					f.ra, f.raOff = n.buf, n.off
+				}
 			}
 		}
 	}
@@ -444,9 +467,16 @@ func (f *file) readCommitted(ctx context.Context, p []byte, off int64) error {
 	if seq {
 		want = readAhead // sequential: fetch ahead
 	}
+	if off == 0 && csize <= readAhead {
+		want = csize // a small file read from its start is read whole: one request
+	}
 	fetchEnd := min(max(end, off+want), csize)
 	buf := make([]byte, fetchEnd-off)
-	if err := f.fetch(ctx, buf, off); err != nil {
+	if err := f.resolve(ctx); err != nil {
+		return err
+	}
+	r := chunk.NewReader(ctx, f.fs.reader, f.resolved, csize)
+	if err := f.waitUnlocked(unlock, func() error { return readFull(r, buf, off) }); err != nil {
 		return err
 	}
 	f.ra, f.raOff = buf, off
@@ -455,6 +485,22 @@ func (f *file) readCommitted(ctx context.Context, p []byte, off int64) error {
 		f.prefetchAfter(end, csize)
 	}
 	return nil
+}
+
+// waitUnlocked runs wait, with f.mu let go if unlock; errMoved if the
+// committed content changed meanwhile.
+func (f *file) waitUnlocked(unlock bool, wait func() error) error {
+	if !unlock {
+		return wait()
+	}
+	v := f.version
+	f.mu.Unlock()
+	err := wait()
+	f.mu.Lock()
+	if f.version != v {
+		return errMoved
+	}
+	return err
 }
 
 // prefetch is a read-ahead fetched in the background.
@@ -487,18 +533,23 @@ func (f *file) prefetchAfter(end, csize int64) {
 	}()
 }
 
-func (f *file) fetch(ctx context.Context, buf []byte, off int64) error {
-	if f.resolved == nil {
-		cs, err := chunk.Resolve(ctx, f.fs.reader, chunksOf(f.entry), 0, -1)
-		if err != nil {
-			return err
-		}
-		f.resolved = cs
-		if f.resolved == nil {
-			f.resolved = []chunk.Chunk{}
-		}
+// resolve expands the committed entry's manifests, once per version.
+func (f *file) resolve(ctx context.Context) error {
+	if f.resolved != nil {
+		return nil
 	}
-	r := chunk.NewReader(ctx, f.fs.reader, f.resolved, f.entry.Size)
+	cs, err := chunk.Resolve(ctx, f.fs.reader, chunksOf(f.entry), 0, -1)
+	if err != nil {
+		return err
+	}
+	f.resolved = cs
+	if f.resolved == nil {
+		f.resolved = []chunk.Chunk{}
+	}
+	return nil
+}
+
+func readFull(r io.ReaderAt, buf []byte, off int64) error {
 	n, err := r.ReadAt(buf, off)
 	if err == io.EOF && n == len(buf) {
 		err = nil
@@ -573,6 +624,7 @@ func (f *file) commitLocked(ctx context.Context) error {
 // setCommitted makes e the committed state, with nothing buffered.
 func (f *file) setCommitted(e *filerpb.Entry) {
 	f.entry = e
+	f.version++
 	f.pending = nil
 	f.dirty = false
 	f.size = e.Size
@@ -594,7 +646,7 @@ func (f *file) uploadBlocks(ctx context.Context) error {
 		data := b.data[lo:hi]
 		if len(b.dirty) > 1 {
 			data = make([]byte, hi-lo)
-			if err := f.readCommitted(ctx, data, b.start+lo); err != nil {
+			if err := f.readCommitted(ctx, data, b.start+lo, false); err != nil {
 				return err
 			}
 			f.overlay(data, b.start+lo)
@@ -605,8 +657,9 @@ func (f *file) uploadBlocks(ctx context.Context) error {
 	return nil
 }
 
-// modify commits the buffer and applies fn to the entry in the same update.
-func (f *file) modify(ctx context.Context, fn func(e *filerpb.Entry) error) error {
+// modify commits the buffer and applies fn to the entry in the same
+// update; it returns the entry as changed.
+func (f *file) modify(ctx context.Context, fn func(e *filerpb.Entry) error) (*filerpb.Entry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.queued {
@@ -614,27 +667,29 @@ func (f *file) modify(ctx context.Context, fn func(e *filerpb.Entry) error) erro
 		// mode and times of each file it wrote after closing it).
 		e := cloneEntry(f.entry)
 		if err := fn(e); err != nil {
-			return err
+			return nil, err
 		}
 		if e.MtimeNs != f.entry.MtimeNs {
 			f.mtime = timeOf(e.MtimeNs)
 		}
+		e.CtimeNs = time.Now().UnixNano()
 		f.entry = e
 		f.dirty = true
-		return nil
+		return cloneEntry(e), nil
 	}
 	if err := f.commitLocked(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	e := cloneEntry(f.entry)
 	if err := fn(e); err != nil {
-		return err
+		return nil, err
 	}
 	if err := f.fs.update(ctx, e); err != nil {
-		return err
+		return nil, err
 	}
+	e.CtimeNs = time.Now().UnixNano()
 	f.entry = e
-	return nil
+	return cloneEntry(e), nil
 }
 
 // truncate sets the size as truncate(2) does: bytes past a shrunk end
@@ -662,7 +717,7 @@ func (f *file) truncate(ctx context.Context, size int64) error {
 		}
 		if lo < size {
 			data := make([]byte, size-lo)
-			if err := f.readCommitted(ctx, data, lo); err != nil {
+			if err := f.readCommitted(ctx, data, lo, false); err != nil {
 				return err
 			}
 			fid, key, err := chunk.PutChunk(ctx, f.fs.blobs, data, f.fs.encrypt)

@@ -2,6 +2,7 @@ package fsview
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -79,6 +81,8 @@ type FS struct {
 	stopFollow context.CancelFunc
 	followDone chan struct{}
 
+	calls atomic.Int64 // unary calls to the filer (Stats.FilerCalls)
+
 	locks      lockSession             // advisory locks (locks.go)
 	lastStatfs *filerpb.StatfsResponse // under mu
 }
@@ -116,12 +120,14 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	if cfg.AccessToken != "" {
 		opts = append(opts, auth.DialOption(auth.Static(cfg.AccessToken)))
 	}
+	fs := &FS{cfg: cfg, log: cfg.Logger,
+		uploads: make(chan struct{}, 8), commits: make(chan struct{}, maxBackgroundCommits), files: map[string]*file{}, cache: newMetaCache()}
+	opts = append(opts, grpc.WithChainUnaryInterceptor(fs.countCall))
 	conn, err := grpc.NewClient(cfg.Filer, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("fsview: filer %s: %w", cfg.Filer, err)
 	}
-	fs := &FS{cfg: cfg, log: cfg.Logger, conn: conn, filer: filerpb.NewFilerClient(conn),
-		uploads: make(chan struct{}, 8), commits: make(chan struct{}, maxBackgroundCommits), files: map[string]*file{}, cache: newMetaCache()}
+	fs.conn, fs.filer = conn, filerpb.NewFilerClient(conn)
 	if err := fs.connect(ctx); err != nil {
 		if fs.stopFollow != nil {
 			fs.stopFollow()
@@ -270,6 +276,9 @@ func (fs *FS) lookupRaw(ctx context.Context, full string) (*filerpb.Entry, error
 	if e, ok := fs.cache.get(full); ok {
 		return e, nil
 	}
+	if fs.cache.absent(full) {
+		return nil, &absentError{full}
+	}
 	gen := fs.cache.generation()
 	fs.cache.rpcs.Add(1)
 	r, err := fs.filer.LookupEntry(ctx, &filerpb.LookupEntryRequest{Path: full})
@@ -307,38 +316,73 @@ func (fs *FS) syncFiler(ctx context.Context) error {
 	return err
 }
 
+// Each change is also counted as this view's own (metaCache.beginOwn)
+// until its event arrives: the names cached as absent are not trusted for
+// it meanwhile.
+
 func (fs *FS) update(ctx context.Context, e *filerpb.Entry) error {
 	fs.cache.evict(e.Path)
 	defer fs.cache.evict(e.Path)
+	fs.cache.beginOwn(e.Path)
 	_, err := fs.filer.UpdateEntry(ctx, &filerpb.UpdateEntryRequest{Entry: e, DeferredDurability: fs.deferring(ctx)})
+	fs.cache.endOwn(err, e.Path)
 	return err
 }
 
 func (fs *FS) create(ctx context.Context, e *filerpb.Entry, exclusive bool) error {
 	fs.cache.evict(e.Path)
 	defer fs.cache.evict(e.Path)
+	fs.cache.beginOwn(e.Path)
 	_, err := fs.filer.CreateEntry(ctx, &filerpb.CreateEntryRequest{Entry: e, Exclusive: exclusive, NoParents: true, DeferredDurability: fs.deferring(ctx)})
+	fs.cache.endOwn(err, e.Path)
 	return err
 }
 
 func (fs *FS) delete(ctx context.Context, full string, recursive bool) error {
 	fs.cache.evict(full)
 	defer fs.cache.evict(full)
+	fs.cache.moving(full)
+	fs.cache.beginOwn(full)
 	_, err := fs.filer.DeleteEntry(ctx, &filerpb.DeleteEntryRequest{Path: full, Recursive: recursive})
+	fs.cache.endOwn(err, full)
 	return err
 }
 
 func (fs *FS) rename(ctx context.Context, from, to string) error {
 	fs.cache.evict(from, to)
 	defer fs.cache.evict(from, to)
+	fs.cache.moving(from, to)
+	fs.cache.beginOwn(from, to)
 	_, err := fs.filer.Rename(ctx, &filerpb.RenameRequest{From: from, To: to})
+	fs.cache.endOwn(err, from, to)
 	return err
+}
+
+// absentError is ENOENT answered from the cache (IsCachedAbsence).
+type absentError struct{ path string }
+
+func (e *absentError) Error() string { return e.path + ": no such entry (cached)" }
+func (e *absentError) Unwrap() error { return syscall.ENOENT }
+
+// IsCachedAbsence reports whether err is an ENOENT the view answered from
+// a complete listing kept fresh by the metadata events: the FUSE mount
+// lets the kernel cache such answers briefly.
+func IsCachedAbsence(err error) bool {
+	var a *absentError
+	return errors.As(err, &a)
 }
 
 func isNotFound(err error) bool { return Errno(err) == syscall.ENOENT }
 
+// countCall counts the round trips to the filer (Stats.FilerCalls).
+func (fs *FS) countCall(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	fs.calls.Add(1)
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
 // Stats are a view's counters, for metrics.
 type Stats struct {
+	FilerCalls       int64 // unary calls to the filer, of any kind
 	FilerLookups     int64 // metadata lookups that went to the filer
 	MetaCacheEntries int   // entries in the metadata cache
 	ChunkCacheHits   int64 // chunk reads served by the local chunk cache (--cache.dir)
@@ -348,7 +392,7 @@ type Stats struct {
 
 // Stats returns the view's counters.
 func (fs *FS) Stats() Stats {
-	st := Stats{FilerLookups: fs.cache.rpcs.Load()}
+	st := Stats{FilerCalls: fs.calls.Load(), FilerLookups: fs.cache.rpcs.Load()}
 	fs.cache.mu.Lock()
 	st.MetaCacheEntries = len(fs.cache.entries)
 	fs.cache.mu.Unlock()

@@ -34,6 +34,12 @@ func (fs *FS) resolve(ctx context.Context, p string) (*node, error) {
 	if fs.cfg.Root == "/" && fs.isHidden(full) {
 		return nil, errnof(syscall.ENOENT, "%s", p)
 	}
+	if f := fs.openFile(full); f != nil {
+		// Open here (or closed, its commit to come) under its own name: this
+		// view's entry is the newest (tar's chmod and utimens after close).
+		e := f.entrySnapshot()
+		return &node{name: e, content: e}, nil
+	}
 	return fs.resolveFull(ctx, full)
 }
 
@@ -85,6 +91,10 @@ func (fs *FS) ReadDir(ctx context.Context, p string) ([]DirEntry, error) {
 	var out []DirEntry
 	after := ""
 	gen := fs.cache.generation()
+	tok := fs.cache.beginList(full)
+	var names []string
+	complete := false
+	defer func() { fs.cache.endList(tok, complete, names) }()
 	for {
 		stream, err := fs.filer.ListEntries(ctx, &filerpb.ListEntriesRequest{Dir: full, StartAfter: after, Limit: 1000})
 		if err != nil {
@@ -102,6 +112,7 @@ func (fs *FS) ReadDir(ctx context.Context, p string) ([]DirEntry, error) {
 			e := r.Entry
 			fs.cache.put(gen, e) // ls -l stats every name next
 			after = path.Base(e.Path)
+			names = append(names, after)
 			more = r.More
 			if fs.isHidden(e.Path) {
 				continue
@@ -113,6 +124,7 @@ func (fs *FS) ReadDir(ctx context.Context, p string) ([]DirEntry, error) {
 			out = append(out, DirEntry{Name: after, Mode: entryMode(e), Ino: ino})
 		}
 		if !more {
+			complete = true
 			return out, nil
 		}
 	}
@@ -125,7 +137,11 @@ func (fs *FS) Mkdir(ctx context.Context, p string, perm os.FileMode, uid, gid ui
 	}
 	e := &filerpb.Entry{Path: fs.full(p), Mode: uint32(os.ModeDir | perm), IsDir: true, Uid: uid, Gid: gid,
 		MtimeNs: time.Now().UnixNano()}
-	if err := fs.create(deferred(ctx), e, true); err != nil {
+	// A directory made here is empty: its listing is known (untar into it).
+	tok := fs.cache.beginList(e.Path)
+	err := fs.create(deferred(ctx), e, true)
+	fs.cache.endList(tok, err == nil, nil)
+	if err != nil {
 		return Attr{}, err
 	}
 	return fs.Lookup(ctx, p)
@@ -199,8 +215,10 @@ func (fs *FS) hideOpen(ctx context.Context, f *file) error {
 
 func (fs *FS) mkdirAll(ctx context.Context, dir string) error {
 	fs.cache.evict(dir)
+	fs.cache.beginOwn(dir)
 	_, err := fs.filer.CreateEntry(ctx, &filerpb.CreateEntryRequest{
 		Entry: &filerpb.Entry{Path: dir, Mode: uint32(os.ModeDir | 0o700), IsDir: true}})
+	fs.cache.endOwn(err, dir)
 	return err
 }
 
@@ -209,7 +227,7 @@ func (fs *FS) mkdirAll(ctx context.Context, dir string) error {
 func (fs *FS) dropLink(ctx context.Context, id string) error {
 	cp := linkPath(id)
 	var left int
-	err := fs.updateContent(ctx, cp, func(e *filerpb.Entry) error {
+	_, err := fs.updateContent(ctx, cp, nil, func(e *filerpb.Entry) error {
 		left, _ = strconv.Atoi(string(e.Xattrs[xattrNlink]))
 		left--
 		setXattr(e, xattrNlink, []byte(strconv.Itoa(left)))
@@ -339,7 +357,7 @@ func (fs *FS) Link(ctx context.Context, oldp, newp string) (Attr, error) {
 		if id, err = fs.makeLinkGroup(ctx, n); err != nil {
 			return Attr{}, err
 		}
-	} else if err := fs.updateContent(ctx, linkPath(id), func(e *filerpb.Entry) error {
+	} else if _, err := fs.updateContent(ctx, linkPath(id), nil, func(e *filerpb.Entry) error {
 		v, _ := strconv.Atoi(string(e.Xattrs[xattrNlink]))
 		setXattr(e, xattrNlink, []byte(strconv.Itoa(v+1)))
 		return nil
@@ -369,7 +387,7 @@ func (fs *FS) makeLinkGroup(ctx context.Context, n *node) (string, error) {
 		return "", err
 	}
 	fs.renameOpen(n.name.Path, cp)
-	if err := fs.updateContent(ctx, cp, func(e *filerpb.Entry) error {
+	if _, err := fs.updateContent(ctx, cp, nil, func(e *filerpb.Entry) error {
 		setXattr(e, xattrNlink, []byte("2"))
 		return nil
 	}); err != nil {
@@ -388,22 +406,35 @@ func pointerEntry(full string, like *filerpb.Entry, id string) *filerpb.Entry {
 
 // updateContent changes the entry at content path cp with fn: through the
 // open file when there is one (so that its buffered data is committed
-// with it), else read-modify-write.
-func (fs *FS) updateContent(ctx context.Context, cp string, fn func(e *filerpb.Entry) error) error {
+// with it), else read-modify-write of known (the entry at cp as just
+// resolved; nil: look it up). It returns the entry as changed, so that the
+// caller answers without asking the filer again.
+func (fs *FS) updateContent(ctx context.Context, cp string, known *filerpb.Entry, fn func(e *filerpb.Entry) error) (*filerpb.Entry, error) {
 	// Attribute changes (chmod, chown, utimens, xattrs) are made durable by
 	// fsync, like the data: deferred, as creates.
 	ctx = deferred(ctx)
 	if f := fs.openFile(cp); f != nil {
 		return f.modify(ctx, fn)
 	}
-	e, err := fs.lookupRaw(ctx, cp)
-	if err != nil {
-		return err
+	e := known
+	if e == nil || e.Path != cp {
+		var err error
+		if e, err = fs.lookupRaw(ctx, cp); err != nil {
+			return nil, err
+		}
+	} else {
+		e = cloneEntry(e)
 	}
 	if err := fn(e); err != nil {
-		return err
+		return nil, err
 	}
-	return fs.update(ctx, e)
+	if err := fs.update(ctx, e); err != nil {
+		return nil, err
+	}
+	// The filer sets the ctime of what it stores: near enough for the
+	// attributes answered now (the kernel keeps them a second).
+	e.CtimeNs = time.Now().UnixNano()
+	return e, nil
 }
 
 func setXattr(e *filerpb.Entry, k string, v []byte) {
@@ -426,6 +457,8 @@ type SetAttr struct {
 }
 
 // Setattr changes attributes of p (h, if given, is an open handle of it).
+// Its answer is built from the entry it stored: one filer round trip for
+// a file not open here (tar's chmod and utimens after each file).
 func (fs *FS) Setattr(ctx context.Context, p string, h *Handle, s SetAttr) (Attr, error) {
 	n, err := fs.resolve(ctx, p)
 	if err != nil && h == nil {
@@ -444,12 +477,19 @@ func (fs *FS) Setattr(ctx context.Context, p string, h *Handle, s SetAttr) (Attr
 		if err := fs.truncate(ctx, cp, *s.Size); err != nil {
 			return Attr{}, err
 		}
+		if n != nil {
+			n.content = nil // changed: look it up for the attributes
+		}
 	}
 	if s.Mode != nil || s.UID != nil || s.GID != nil || s.Mtime != nil || s.Atime != nil {
 		if n != nil && n.name.Path == fs.cfg.Root {
 			return fs.Lookup(ctx, p) // the filer keeps no attributes of the root
 		}
-		err := fs.updateContent(ctx, cp, func(e *filerpb.Entry) error {
+		var known *filerpb.Entry
+		if n != nil {
+			known = n.content
+		}
+		e, err := fs.updateContent(ctx, cp, known, func(e *filerpb.Entry) error {
 			if s.Mode != nil {
 				e.Mode = uint32(os.FileMode(e.Mode)&os.ModeType | *s.Mode&(os.ModePerm|os.ModeSetuid|os.ModeSetgid|os.ModeSticky))
 			}
@@ -470,11 +510,23 @@ func (fs *FS) Setattr(ctx context.Context, p string, h *Handle, s SetAttr) (Attr
 		if err != nil {
 			return Attr{}, err
 		}
+		if h == nil {
+			return fs.attrAfterUpdate(n, e), nil
+		}
 	}
 	if h != nil {
 		return h.Attr(ctx)
 	}
 	return fs.Lookup(ctx, p)
+}
+
+// attrAfterUpdate is the attributes of n once its content is e.
+func (fs *FS) attrAfterUpdate(n *node, e *filerpb.Entry) Attr {
+	m := &node{name: n.name, content: e, linkID: n.linkID}
+	if n.linkID == "" {
+		m.name = e
+	}
+	return attrOf(m, fs.openFile(e.Path))
 }
 
 func (fs *FS) truncate(ctx context.Context, cp string, size int64) error {
@@ -545,7 +597,7 @@ func (fs *FS) SetXattr(ctx context.Context, p, k string, v []byte, flags int) er
 	if n.name.Path == fs.cfg.Root {
 		return syscall.ENOTSUP
 	}
-	return fs.updateContent(ctx, n.contentPath(), func(e *filerpb.Entry) error {
+	_, err = fs.updateContent(ctx, n.contentPath(), n.content, func(e *filerpb.Entry) error {
 		_, has := e.Xattrs[k]
 		if has && flags&XattrCreate != 0 {
 			return syscall.EEXIST
@@ -556,6 +608,7 @@ func (fs *FS) SetXattr(ctx context.Context, p, k string, v []byte, flags int) er
 		setXattr(e, k, append([]byte(nil), v...))
 		return nil
 	})
+	return err
 }
 
 // RemoveXattr removes extended attribute k of p (ENODATA if unset).
@@ -564,13 +617,14 @@ func (fs *FS) RemoveXattr(ctx context.Context, p, k string) error {
 	if err != nil {
 		return err
 	}
-	return fs.updateContent(ctx, n.contentPath(), func(e *filerpb.Entry) error {
+	_, err = fs.updateContent(ctx, n.contentPath(), n.content, func(e *filerpb.Entry) error {
 		if _, ok := e.Xattrs[k]; !ok || !visibleXattr(k) {
 			return syscall.ENODATA
 		}
 		delete(e.Xattrs, k)
 		return nil
 	})
+	return err
 }
 
 // Statfs describes the file system's capacity.

@@ -47,7 +47,11 @@ func New(v *fsview.FS, opts Options) (*Mount, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	neg := time.Duration(0) // a name created elsewhere shows at once
+	// A name the view answers absent from the filer shows at once when
+	// created elsewhere; one it knows absent from a complete listing kept
+	// fresh by the metadata events is cached (node.Lookup) as long as
+	// names and attributes are.
+	neg := time.Duration(0)
 	mo := gofuse.MountOptions{
 		AllowOther:   opts.AllowOther,
 		FsName:       opts.FsName,
@@ -67,7 +71,7 @@ func New(v *fsview.FS, opts Options) (*Mount, error) {
 	if opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
 	}
-	root := &node{v: v, readOnly: opts.ReadOnly, syncClose: opts.SyncClose, links: &linkTable{m: map[string]*gofs.Inode{}}}
+	root := &node{v: v, readOnly: opts.ReadOnly, syncClose: opts.SyncClose, links: &linkTable{m: map[string]*gofs.Inode{}}, negTTL: opts.CacheTimeout}
 	// gofs.Mount, with the lock additions of lockRawFS around the bridge.
 	raw := newLockRawFS(gofs.NewNodeFS(root, &gofs.Options{
 		MountOptions:    mo,
@@ -129,4 +133,16 @@ func ServeUntil(ctx context.Context, v *fsview.FS, opts Options) error {
 	}
 	<-done
 	return nil
+}
+
+// Lookup turns an ENOENT that node.Lookup gave an entry timeout (a name
+// the view knows absent) into the negative entry the kernel caches for
+// that long; the bridge passes an ENOENT with a timeout on as a plain
+// ENOENT, which the kernel does not cache.
+func (w *lockRawFS) Lookup(cancel <-chan struct{}, header *gofuse.InHeader, name string, out *gofuse.EntryOut) gofuse.Status {
+	st := w.RawFileSystem.Lookup(cancel, header, name, out)
+	if st == gofuse.ENOENT && out.NodeId == 0 && out.EntryTimeout() > 0 {
+		return gofuse.OK
+	}
+	return st
 }

@@ -23,6 +23,9 @@ type node struct {
 	readOnly  bool
 	syncClose bool
 	links     *linkTable
+	// negTTL is how long the kernel may keep a name the view knows to be
+	// absent (fsview.IsCachedAbsence).
+	negTTL time.Duration
 	// linkID is set once the file has hard links: its content and
 	// attributes are then addressed by the link group, not by a path, since
 	// the kernel's one inode has several names and any may be renamed over.
@@ -101,7 +104,7 @@ func (n *node) newChild(ctx context.Context, a fsview.Attr, out *gofuse.EntryOut
 			return in
 		}
 	}
-	ch := &node{v: n.v, readOnly: n.readOnly, syncClose: n.syncClose, links: n.links}
+	ch := &node{v: n.v, readOnly: n.readOnly, syncClose: n.syncClose, links: n.links, negTTL: n.negTTL}
 	ch.setLink(a.LinkID)
 	in := n.NewInode(ctx, ch, gofs.StableAttr{Mode: unixMode(a.Mode) & syscall.S_IFMT, Ino: a.Ino})
 	if existing, ok := in.Operations().(*node); ok {
@@ -131,6 +134,9 @@ func (n *node) ro() syscall.Errno {
 func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	a, err := n.v.Lookup(ctx, n.child(name))
 	if err != nil {
+		if fsview.IsCachedAbsence(err) && n.negTTL > 0 {
+			out.SetEntryTimeout(n.negTTL) // a negative entry: see lockRawFS.Lookup
+		}
 		return nil, n.v.Errno(err)
 	}
 	return n.newChild(ctx, a, out), 0
@@ -313,7 +319,7 @@ func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	// The new name is the same inode to the kernel as the old one.
 	a.Ino = old.StableAttr().Ino
 	fillAttr(&out.Attr, a)
-	return n.NewInode(ctx, &node{v: n.v, readOnly: n.readOnly, syncClose: n.syncClose, links: n.links}, old.StableAttr()), 0
+	return n.NewInode(ctx, &node{v: n.v, readOnly: n.readOnly, syncClose: n.syncClose, links: n.links, negTTL: n.negTTL}, old.StableAttr()), 0
 }
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
@@ -423,8 +429,6 @@ func goMode(u uint32) os.FileMode {
 	}
 	return m
 }
-
-var _ = time.Second
 
 // Fsync of a directory (FSYNCDIR) commits the files closed here whose
 // background commit has not run yet and then asks the filer to Sync (creates

@@ -1,0 +1,220 @@
+package fsview
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"math/rand"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/chunk"
+	"github.com/kelpfs/kelp/internal/testutil"
+)
+
+// waitCached waits until a lookup of p is answered from the metadata
+// cache (the stream connected, the events of earlier writes arrived).
+func waitCached(t *testing.T, fs *FS, p string) {
+	t.Helper()
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		if _, err := fs.Lookup(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+		before := fs.cache.rpcs.Load()
+		fs.Lookup(context.Background(), p)
+		return fs.cache.rpcs.Load() == before
+	}, "lookups of "+p+" never came from the cache")
+}
+
+// A chmod of a file whose background commit is done (tar sets the mode
+// and times after closing each file) costs one filer round trip: the
+// update. The answer is built from the entry sent, not looked up again.
+func TestSetattrAfterCommitIsOneRoundTrip(t *testing.T) {
+	s := startFiler(t)
+	fs := newView(t, s)
+	ctx := context.Background()
+	h, err := fs.Create(ctx, "/f", os.O_RDWR|os.O_CREATE, 0o644, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.WriteAt(ctx, []byte("data"), 0); err != nil {
+		t.Fatal(err)
+	}
+	h.ReleaseLater()
+	testutil.WaitFor(t, 5*time.Second, func() bool { return fs.openFile(fs.full("/f")) == nil }, "the background commit did not end")
+	waitCached(t, fs, "/f")
+	mode := os.FileMode(0o600)
+	before := fs.calls.Load()
+	a, err := fs.Setattr(ctx, "/f", nil, SetAttr{Mode: &mode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := fs.calls.Load() - before; calls != 1 {
+		t.Fatalf("chmod made %d filer calls, want 1", calls)
+	}
+	if a.Mode.Perm() != 0o600 || a.Size != 4 {
+		t.Fatalf("chmod answered mode %v size %d", a.Mode, a.Size)
+	}
+	if got, err := fs.Lookup(ctx, "/f"); err != nil || got.Mode.Perm() != 0o600 {
+		t.Fatalf("stat after chmod: %v %v", got.Mode, err)
+	}
+}
+
+// While a closed file waits for its background commit, chmod and utimens
+// join that commit: no filer call at all.
+func TestSetattrOfAQueuedFileJoinsItsCommit(t *testing.T) {
+	s := startFiler(t)
+	fs := newView(t, s)
+	ctx := context.Background()
+	h, err := fs.Create(ctx, "/f", os.O_RDWR|os.O_CREATE, 0o644, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.WriteAt(ctx, []byte("data"), 0); err != nil {
+		t.Fatal(err)
+	}
+	// Still open (a handle, as the kernel's until RELEASE): the file is
+	// this view's, and its attributes change with the commit to come.
+	f := h.f
+	f.mu.Lock()
+	f.queued = true // as releaseLater leaves it
+	f.mu.Unlock()
+	mode := os.FileMode(0o600)
+	mtime := time.Unix(1_000_000, 0)
+	before := fs.calls.Load()
+	a, err := fs.Setattr(ctx, "/f", nil, SetAttr{Mode: &mode, Mtime: &mtime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := fs.calls.Load() - before; calls != 0 {
+		t.Fatalf("chmod of a queued file made %d filer calls, want 0", calls)
+	}
+	if a.Mode.Perm() != 0o600 || !a.Mtime.Equal(mtime) {
+		t.Fatalf("answered mode %v mtime %v", a.Mode, a.Mtime)
+	}
+	f.mu.Lock()
+	f.queued = false
+	f.mu.Unlock()
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := fs.Lookup(ctx, "/f")
+	if err != nil || got.Mode.Perm() != 0o600 || !got.Mtime.Equal(mtime) || got.Size != 4 {
+		t.Fatalf("after the commit: %+v %v", got, err)
+	}
+}
+
+// countingOpener counts the chunk reads sent to the volume servers.
+type countingOpener struct {
+	inner chunk.Opener
+	opens atomic.Int64
+}
+
+func (c *countingOpener) Open(ctx context.Context, fid string, off, n int64) (io.ReadCloser, error) {
+	c.opens.Add(1)
+	return c.inner.Open(ctx, fid, off, n)
+}
+
+// A small file read from its start (cat, cp) is fetched whole in one
+// request, not one per 128 KiB the kernel asks for.
+func TestSmallFileReadWholeInOneFetch(t *testing.T) {
+	s := startFiler(t)
+	fs, err := New(context.Background(), Config{Filer: s.GRPCAddr(), ChunkSize: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	data := make([]byte, 1<<20)
+	rand.New(rand.NewSource(1)).Read(data)
+	writeFile(t, fs, "/f", data)
+	counter := &countingOpener{inner: fs.reader}
+	fs.reader = counter
+	ctx := context.Background()
+	h, err := fs.Open(ctx, "/f", os.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release(ctx)
+	var got []byte
+	buf := make([]byte, 128<<10)
+	for off := int64(0); ; off += int64(len(buf)) {
+		n, err := h.ReadAt(ctx, buf, off)
+		got = append(got, buf[:n]...)
+		if err == io.EOF || n == 0 {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("read %d bytes, not what was written", len(got))
+	}
+	if n := counter.opens.Load(); n != 1 {
+		t.Fatalf("reading a 1 MiB file took %d fetches, want 1", n)
+	}
+}
+
+// A name absent from a directory whose listing the view knows (made or
+// listed here, kept fresh by the metadata events) is answered ENOENT
+// without asking the filer: the kernel's LOOKUP before each create of an
+// untar. The view's own changes and other clients' show as before.
+func TestAbsentNamesOfAKnownDirectoryCostNoRoundTrip(t *testing.T) {
+	s := startFiler(t)
+	fs := newView(t, s)
+	ctx := context.Background()
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		fs.cache.mu.Lock()
+		defer fs.cache.mu.Unlock()
+		return fs.cache.live
+	}, "the metadata stream did not connect")
+	if _, err := fs.Mkdir(ctx, "/d", 0o755, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	absentNoCall := func(p string) bool {
+		before := fs.calls.Load()
+		_, err := fs.Lookup(ctx, p)
+		wantErrno(t, err, syscall.ENOENT)
+		return fs.calls.Load() == before && IsCachedAbsence(err)
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		if _, err := fs.ReadDir(ctx, "/d"); err != nil {
+			t.Fatal(err)
+		}
+		return absentNoCall("/d/x")
+	}, "a name absent from a listed directory still costs a filer call")
+	writeFile(t, fs, "/d/x", []byte("1")) // seen here at once, event or not
+	if _, err := fs.Lookup(ctx, "/d/x"); err != nil {
+		t.Fatalf("a file created here: %v", err)
+	}
+	if !absentNoCall("/d/other") {
+		t.Fatal("after a create, other absent names cost a filer call")
+	}
+	if err := fs.Unlink(ctx, "/d/x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.Lookup(ctx, "/d/x"); Errno(err) != syscall.ENOENT {
+		t.Fatalf("a file removed here: %v", err)
+	}
+	writeFile(t, fs, "/d/x", []byte("2")) // again, before the events of the first
+	if got := string(readFile(t, fs, "/d/x")); got != "2" {
+		t.Fatalf("recreated file reads %q", got)
+	}
+	// Another client's create shows within about a second.
+	req, _ := http.NewRequest("PUT", "http://"+s.Addr()+"/d/y", strings.NewReader("elsewhere"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	testutil.WaitFor(t, 2*time.Second, func() bool {
+		_, err := fs.Lookup(ctx, "/d/y")
+		return err == nil
+	}, "a file created elsewhere does not show")
+}
