@@ -232,6 +232,6 @@ func (s *Server) listObjectVersions(rq *request) error {
 	for _, p := range res.CommonPrefixes {
 		out.CommonPrefixes = append(out.CommonPrefixes, commonPrefix{e.enc(p)})
 	}
-	writeXML(rq.w, http.StatusOK, out)
+	sendXML(rq.w, http.StatusOK, &out)
 	return nil
 }
