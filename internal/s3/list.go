@@ -76,7 +76,7 @@ func (s *Server) list(rq *request, after string, v2 bool) (listBucketResult, err
 	}
 	out := listBucketResult{Xmlns: s3NS, Name: rq.bucket, Prefix: e.enc(q.Get("prefix")), MaxKeys: maxKeys,
 		Delimiter: e.enc(q.Get("delimiter")), IsTruncated: res.IsTruncated,
-		Contents: []objectXML{}}
+		Contents: make([]objectXML, 0, len(res.Objects))}
 	if e {
 		out.EncodingType = "url"
 	}

@@ -68,8 +68,8 @@ func fillListBench(b *testing.B, e *env, bucket string, n int) {
 func BenchmarkListObjectsPage(b *testing.B) {
 	n := listBenchKeys(b)
 	e := startEnv(b, nil)
-	e.mkBucket("lb")
-	fillListBench(b, e, "lb", n)
+	e.mkBucket("listbench")
+	fillListBench(b, e, "listbench", n)
 	// Page starts: every 1,000th key in key order (prefix p00 first).
 	var starts []string
 	for p := range 20 {
@@ -101,7 +101,7 @@ func BenchmarkListObjectsPage(b *testing.B) {
 					start = starts[0] // the last start may not have a full page after it
 				}
 				i++
-				req, _ := http.NewRequest("GET", e.gw.URL()+"/lb?"+c.query(start), nil)
+				req, _ := http.NewRequest("GET", e.gw.URL()+"/listbench?"+c.query(start), nil)
 				req.Header.Set("x-amz-content-sha256", "UNSIGNED-PAYLOAD")
 				if err := signer.SignHTTP(e.ctx, creds, req, "UNSIGNED-PAYLOAD", "s3", "us-east-1", time.Now()); err != nil {
 					b.Fatal(err)
