@@ -228,6 +228,7 @@ func (ls *lister) walk(dir, dirKey, namePrefix string) error {
 		if err != nil {
 			return err
 		}
+		ls.reserve(len(es))
 		for _, e := range es {
 			start = e.Name()
 			if err := visit(e); err != nil {
@@ -253,6 +254,17 @@ func (ls *lister) fetchLimit() int {
 
 // minFetch is the fewest entries one namespace call asks for.
 const minFetch = 32
+
+// reserve makes room for the objects n more entries can add, so that a
+// page of large ObjectInfos is not copied as it grows.
+func (ls *lister) reserve(n int) {
+	n = min(n, ls.max-ls.n)
+	if ls.ver != nil {
+		ls.ver.Versions = slices.Grow(ls.ver.Versions, n)
+	} else {
+		ls.res.Objects = slices.Grow(ls.res.Objects, n)
+	}
+}
 
 // dir reports directory d, whose keys start with key: as a common prefix
 // with delimiter "/", else as its own object (if marked) and its content.
