@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"time"
 	"unicode/utf8"
 )
 
@@ -88,22 +87,6 @@ func (w *xmlWriter) int(name string, n int64) {
 func (w *xmlWriter) bool(name string, v bool) {
 	w.open(name)
 	w.b = strconv.AppendBool(w.b, v)
-	w.close(name)
-}
-
-// time writes t as isoTime does, without the intermediate string.
-func (w *xmlWriter) time(name string, t time.Time) {
-	w.open(name)
-	w.b = t.UTC().AppendFormat(w.b, "2006-01-02T15:04:05.000Z")
-	w.close(name)
-}
-
-// quoted writes an ETag in quotes, as quote does: "..." escaped.
-func (w *xmlWriter) quoted(name, etag string) {
-	w.open(name)
-	w.b = append(w.b, "&#34;"...)
-	w.text(etag)
-	w.b = append(w.b, "&#34;"...)
 	w.close(name)
 }
 
