@@ -221,13 +221,14 @@ func (ls *lister) walk(dir, dirKey, namePrefix string) error {
 		start = lower
 	}
 	for {
-		es, more, err := ls.l.ns.ListEntries(ls.ctx, dir, filer.ListOptions{StartAfter: start, Prefix: namePrefix, Limit: pageSize})
+		es, more, err := ls.l.ns.ListEntries(ls.ctx, dir, filer.ListOptions{StartAfter: start, Prefix: namePrefix, Limit: ls.fetchLimit()})
 		if errors.Is(err, filer.ErrNotFound) {
 			return nil // removed meanwhile
 		}
 		if err != nil {
 			return err
 		}
+		ls.reserve(len(es))
 		for _, e := range es {
 			start = e.Name()
 			if err := visit(e); err != nil {
@@ -239,6 +240,30 @@ func (ls *lister) walk(dir, dirKey, namePrefix string) error {
 		}
 	}
 	return flush("", true)
+}
+
+// fetchLimit is how many entries to read from the namespace next: what
+// the page still needs plus the one that tells it is truncated, not a
+// whole namespace page (a page that ends a few keys into a directory read
+// a thousand entries there, most of them only to drop them). The floor
+// keeps the calls few where entries are skipped (delete markers, hidden
+// files) or rolled up into a common prefix.
+func (ls *lister) fetchLimit() int {
+	return min(max(ls.max-ls.n+1, minFetch), pageSize)
+}
+
+// minFetch is the fewest entries one namespace call asks for.
+const minFetch = 32
+
+// reserve makes room for the objects n more entries can add, so that a
+// page of large ObjectInfos is not copied as it grows.
+func (ls *lister) reserve(n int) {
+	n = min(n, ls.max-ls.n)
+	if ls.ver != nil {
+		ls.ver.Versions = slices.Grow(ls.ver.Versions, n)
+	} else {
+		ls.res.Objects = slices.Grow(ls.res.Objects, n)
+	}
 }
 
 // dir reports directory d, whose keys start with key: as a common prefix

@@ -219,6 +219,7 @@ func (s *Server) listObjectVersions(rq *request) error {
 	if res.IsTruncated {
 		out.NextKeyMarker, out.NextVersionIDMarker = e.enc(res.NextKeyMarker), res.NextVersionIDMarker
 	}
+	out.Entries = make([]versionXML, 0, len(res.Versions))
 	for _, o := range res.Versions {
 		v := versionXML{XMLName: xml.Name{Local: "Version"}, Key: e.enc(o.Key), VersionID: o.VersionID, IsLatest: o.IsLatest,
 			LastModified: isoTime(o.LastModified), Owner: s.objectOwnerXML(rq, o)}
@@ -232,6 +233,6 @@ func (s *Server) listObjectVersions(rq *request) error {
 	for _, p := range res.CommonPrefixes {
 		out.CommonPrefixes = append(out.CommonPrefixes, commonPrefix{e.enc(p)})
 	}
-	writeXML(rq.w, http.StatusOK, out)
+	sendXML(rq.w, http.StatusOK, &out)
 	return nil
 }

@@ -76,7 +76,7 @@ func (s *Server) list(rq *request, after string, v2 bool) (listBucketResult, err
 	}
 	out := listBucketResult{Xmlns: s3NS, Name: rq.bucket, Prefix: e.enc(q.Get("prefix")), MaxKeys: maxKeys,
 		Delimiter: e.enc(q.Get("delimiter")), IsTruncated: res.IsTruncated,
-		Contents: []objectXML{}}
+		Contents: make([]objectXML, 0, len(res.Objects))}
 	if e {
 		out.EncodingType = "url"
 	}
@@ -117,7 +117,7 @@ func (s *Server) listObjectsV1(rq *request) error {
 	}
 	m := encoder(rq.q.Get("encoding-type") == "url").enc(marker)
 	out.Marker = &m
-	writeXML(rq.w, http.StatusOK, out)
+	sendXML(rq.w, http.StatusOK, &out)
 	return nil
 }
 
@@ -139,7 +139,7 @@ func (s *Server) listObjectsV2(rq *request) error {
 	}
 	out.ContToken = tok
 	out.StartAfter = encoder(rq.q.Get("encoding-type") == "url").enc(rq.q.Get("start-after"))
-	writeXML(rq.w, http.StatusOK, out)
+	sendXML(rq.w, http.StatusOK, &out)
 	return nil
 }
 
@@ -198,6 +198,6 @@ func (s *Server) listUploads(rq *request) error {
 	for _, p := range res.CommonPrefixes {
 		out.CommonPrefixes = append(out.CommonPrefixes, commonPrefix{e.enc(p)})
 	}
-	writeXML(rq.w, http.StatusOK, out)
+	sendXML(rq.w, http.StatusOK, &out)
 	return nil
 }

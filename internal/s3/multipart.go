@@ -260,6 +260,6 @@ func (s *Server) listParts(rq *request) error {
 		out.Parts = append(out.Parts, partXML{PartNumber: p.Number, LastModified: isoTime(p.LastModified), ETag: quote(p.ETag), Size: p.Size,
 			copyChecksums: copyChecksums{c.ChecksumCRC32, c.ChecksumCRC32C, c.ChecksumCRC64NVME, c.ChecksumSHA1, c.ChecksumSHA256}})
 	}
-	writeXML(rq.w, http.StatusOK, out)
+	sendXML(rq.w, http.StatusOK, &out)
 	return nil
 }
