@@ -64,11 +64,16 @@ func (s *Server) checkAuth(r *http.Request) error {
 	return signer.Verify(tok, id)
 }
 
-// adminAccess is who may call the admin gRPC API: Config.Access, else,
-// with file ids signed, the holders of the signing key (server tokens) and
-// verified client certificates. Nil (open) without either: a cluster
-// without authentication.
+// adminAccess is who may call the admin gRPC API when file ids are signed:
+// the holders of the signing key (server tokens: masters and peers),
+// Config.Access's tokens and verified client certificates. Without signed
+// file ids it is nil (open, unless mutual TLS checks the peers): a master
+// then holds no credential every volume server accepts (access tokens are
+// kept as digests, so it cannot present one), as with its heartbeats.
 func (s *Server) adminAccess() (*auth.Access, error) {
+	if !s.cfg.Signer.Enabled() {
+		return nil, nil
+	}
 	if s.cfg.Access != nil {
 		return s.cfg.Access, nil
 	}
