@@ -38,7 +38,9 @@ func TestSealRanges(t *testing.T) {
 		if int64(len(sealed)) != chunk.SealedSize(int64(size)) {
 			t.Fatalf("size %d: sealed %d bytes, SealedSize says %d", size, len(sealed), chunk.SealedSize(int64(size)))
 		}
-		if bytes.Contains(sealed, plain[:min(size, 64)]) {
+		// A run of 16 plaintext bytes shows by chance in no blob; a shorter
+		// one can (a single byte does in about 1 blob of 10).
+		if size >= 16 && bytes.Contains(sealed, plain[:min(size, 64)]) {
 			t.Fatalf("size %d: plaintext visible in the sealed blob", size)
 		}
 		if got, err := chunk.Unseal(key, sealed); err != nil || !bytes.Equal(got, plain) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/erasure"
 	"github.com/kelpfs/kelp/internal/needle"
 	"github.com/kelpfs/kelp/internal/store"
@@ -48,6 +49,11 @@ var statusTable = []struct {
 	{io.ErrUnexpectedEOF, http.StatusBadRequest},
 	{volume.ErrBroken, http.StatusServiceUnavailable},
 	{ErrNotEnoughCopies, http.StatusServiceUnavailable},
+	{ErrShortWriteUnrecorded, http.StatusServiceUnavailable},
+	// No master answers (a lookup of a volume's copies): the cluster's
+	// state, not a bug here; the write may succeed later.
+	{client.ErrNoMaster, http.StatusServiceUnavailable},
+	{client.ErrNoAnswer, http.StatusServiceUnavailable},
 	{erasure.ErrTooFewShards, http.StatusServiceUnavailable},
 	{volume.ErrClosed, http.StatusServiceUnavailable},
 	{store.ErrClosed, http.StatusServiceUnavailable},

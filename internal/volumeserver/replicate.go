@@ -33,6 +33,13 @@ import (
 // than its replication code asks for.
 var ErrNotEnoughCopies = errors.New("volumeserver: volume has fewer copies than its replication asks for")
 
+// ErrShortWriteUnrecorded: a write under the degraded policy reached enough
+// copies but fewer than the replication asks for, and no master recorded
+// which: it is not acknowledged (503), since the master could later take a
+// copy that missed it for a good one. The copies that have it keep it; the
+// client's retry writes it again.
+var ErrShortWriteUnrecorded = errors.New("volumeserver: no master recorded a write short of copies")
+
 // errReplica wraps a failed write to another copy.
 type errReplica struct {
 	url string
@@ -162,9 +169,11 @@ func (s *Server) fanOut(ctx context.Context, vid uint32, rs replicaSet, local fu
 		return first
 	}
 	if rs.need > 0 && len(written) < rs.copies {
-		// Acknowledged short of copies: the master learns which copies have
-		// the write before the client does, so it catches the others up.
-		s.reportDegradedWrite(vid, written)
+		// Acknowledged short of copies only once the master has recorded
+		// which copies have the write, so that it catches the others up.
+		if err := s.reportDegradedWrite(vid, written); err != nil {
+			return fmt.Errorf("%w: volume %d, written to %v: %v", ErrShortWriteUnrecorded, vid, written, err)
+		}
 	}
 	return nil
 }
@@ -223,9 +232,10 @@ func (s *Server) doReplica(req *http.Request, ok ...int) error {
 }
 
 // reportDegradedWrite tells the master that a write of vid reached only the
-// copies at written. It waits for the answer (a few seconds at most): a
-// write the master does not know about would never be copied to the others.
-func (s *Server) reportDegradedWrite(vid uint32, written []string) {
+// copies at written and waits for the master to record it (a few seconds at
+// most): a write the master does not know about would never be copied to
+// the others.
+func (s *Server) reportDegradedWrite(vid uint32, written []string) error {
 	s.mu.Lock()
 	master := s.master
 	s.mu.Unlock()
@@ -242,8 +252,9 @@ func (s *Server) reportDegradedWrite(vid uint32, written []string) {
 		}
 	}
 	if err != nil {
-		s.log.Warn("could not tell the master about a write short of copies; the missing copies may not be caught up", "volume", vid, "written", written, "err", err)
+		s.log.Warn("no master recorded a write short of copies: not acknowledged", "volume", vid, "written", written, "err", err)
 	}
+	return err
 }
 
 // reportFailure tells the master that a copy of vid failed a write, so it stops
