@@ -211,10 +211,6 @@ func TestDeficitsSurviveLeaderFailover(t *testing.T) {
 // in raft, lists the volume with dc1 alone good and waits for dc1 instead
 // of taking dc2's copy for good, then catches dc2 up.
 func TestDeficitsAreDurable(t *testing.T) {
-	// Known bug: when the behind copy's server reports to the restarted
-	// masters before the good one's, the new leader takes it for good in
-	// about half the runs (seen 3 of 7 under -race) instead of waiting.
-	t.Skip("known race after a restart of every master (docs/consistency.md)")
 	m := newMissedWrite(t)
 	m.dc1.Stop()
 	m.dc2.Stop()
