@@ -66,10 +66,8 @@ type masterStatus struct {
 	} `json:"volumeServers"`
 	WritePolicy     map[string]string `json:"writePolicy"`
 	UnderReplicated []struct {
-		VolumeID uint32    `json:"volumeId"`
-		Cause    string    `json:"cause"`
-		Good     []string  `json:"good"`
-		Since    time.Time `json:"since"`
+		VolumeID uint32 `json:"volumeId"`
+		Cause    string `json:"cause"`
 	} `json:"underReplicated"`
 	Healed struct {
 		NeedlesCopied  uint64 `json:"needlesCopied"`
