@@ -222,13 +222,15 @@ func (s *Shell) encodeVolume(ctx context.Context, v *view, vid uint32, scheme er
 		}
 	}()
 	for _, u := range holders {
-		if v.copies[vid][u].GetReadOnly() {
-			continue
-		}
+		// Marked even when the master's view says read-only: that view may
+		// be a full volume's, or older than the copy's state, and the encode
+		// refuses a copy that still takes writes.
 		if err := s.markVolume(ctx, v, vid, u, true); err != nil {
 			return err
 		}
-		writable = append(writable, u)
+		if !v.copies[vid][u].GetReadOnly() {
+			writable = append(writable, u) // made writable again if the encode fails
+		}
 	}
 	sc, err := s.volumeClient(v, source)
 	if err != nil {
