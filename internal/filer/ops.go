@@ -240,29 +240,17 @@ func (f *Filer) ModifyEntry(ctx context.Context, p string, fn func(e *Entry) err
 // a caller that decided from what it read (filer.sync comparing two sites)
 // does not overwrite a change made in between.
 func (f *Filer) SetAttributes(ctx context.Context, e *Entry, ifCtime time.Time) error {
-	p, err := CleanPath(e.Path)
-	if err != nil {
-		return err
-	}
-	if p == "/" {
-		return fmt.Errorf("%w: the root cannot be updated", ErrInvalid)
-	}
-	return f.update(ctx, func(t *txn) error {
-		old, err := t.get(p)
-		if err != nil {
-			return err
+	return f.ModifyEntry(ctx, e.Path, func(ne *Entry) error {
+		if !ifCtime.IsZero() && !ne.Ctime.Equal(ifCtime) {
+			return fmt.Errorf("%w: %s", ErrChanged, ne.Path)
 		}
-		if !ifCtime.IsZero() && !old.Ctime.Equal(ifCtime) {
-			return fmt.Errorf("%w: %s", ErrChanged, p)
+		if ne.Mode.Type() != e.Mode.Type() {
+			return fmt.Errorf("%w: %s: entry type cannot change", ErrInvalid, ne.Path)
 		}
-		if old.Mode.Type() != e.Mode.Type() {
-			return fmt.Errorf("%w: %s: entry type cannot change", ErrInvalid, p)
-		}
-		ne := old.Clone()
-		ne.Mode = old.Mode.Type() | e.Mode.Perm() | (e.Mode & (os.ModeSetuid | os.ModeSetgid | os.ModeSticky))
+		ne.Mode = ne.Mode.Type() | e.Mode.Perm() | (e.Mode & (os.ModeSetuid | os.ModeSetgid | os.ModeSticky))
 		ne.UID, ne.GID, ne.Mtime, ne.Mime = e.UID, e.GID, e.Mtime, e.Mime
 		ne.Meta, ne.Xattrs = maps.Clone(e.Meta), maps.Clone(e.Xattrs)
-		return t.replace(old, ne)
+		return nil
 	})
 }
 

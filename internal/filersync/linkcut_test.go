@@ -1,10 +1,7 @@
 package filersync
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,18 +18,7 @@ func TestSyncSurvivesLinkCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { link.Close() })
-	s, err := New(context.Background(), Config{A: a.GRPCAddr(), B: link.Addr(), LogEvery: -1, Workers: 4,
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
-	r := &running{s: s}
-	var once sync.Once
-	r.stop = func() { once.Do(func() { cancel(); <-done; s.Close() }) }
-	t.Cleanup(r.stop)
+	r := startSyncAt(t, a.GRPCAddr(), link.Addr(), 4)
 
 	for i := range 10 {
 		put(t, a, fmt.Sprintf("/l/a%d", i), data(fmt.Sprintf("a%d", i), 3000))

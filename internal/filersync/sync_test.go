@@ -143,7 +143,13 @@ type running struct {
 
 func startSync(t testing.TB, a, b *filerserver.Server, workers int) *running {
 	t.Helper()
-	s, err := New(context.Background(), Config{A: a.GRPCAddr(), B: b.GRPCAddr(), LogEvery: -1, Workers: workers,
+	return startSyncAt(t, a.GRPCAddr(), b.GRPCAddr(), workers)
+}
+
+// startSyncAt runs a sync between the filers' gRPC addresses (a bridge's, say).
+func startSyncAt(t testing.TB, aAddr, bAddr string, workers int) *running {
+	t.Helper()
+	s, err := New(context.Background(), Config{A: aAddr, B: bAddr, LogEvery: -1, Workers: workers,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
