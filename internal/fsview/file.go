@@ -299,7 +299,7 @@ func (f *file) write(ctx context.Context, p []byte, off int64) (int, error) {
 		in := pos - b.start
 		m := min(int64(len(p)-n), bs-in)
 		if need := in + m; int64(len(b.data)) < need {
-			b.data = slices.Grow(b.data, int(need)-len(b.data))[:need]
+			b.data = growBlock(b.data, need, bs, m)
 		}
 		copy(b.data[in:in+m], p[n:n+int(m)])
 		b.dirty = addIval(b.dirty, ival{in, in + m})
@@ -319,6 +319,24 @@ func (f *file) write(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// growBlock makes data need bytes long for a write of m bytes into a block
+// of bs. A large write (a sequential writer: dd, cp) gets the whole block at
+// once; others double the capacity, so that a block filled by many writes
+// is copied a few times, not at every write.
+func growBlock(data []byte, need, bs, m int64) []byte {
+	if need <= int64(cap(data)) {
+		return data[:need]
+	}
+	c := max(need, 2*int64(cap(data)))
+	if m >= bs/8 {
+		c = bs
+	}
+	c = min(max(c, need), bs)
+	nd := make([]byte, need, c)
+	copy(nd, data)
+	return nd
 }
 
 // commitUploaded commits the uploads at the head of the queue that are
