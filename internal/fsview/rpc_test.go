@@ -218,3 +218,78 @@ func TestAbsentNamesOfAKnownDirectoryCostNoRoundTrip(t *testing.T) {
 		return err == nil
 	}, "a file created elsewhere does not show")
 }
+
+// As tar extracts into a directory it made: the create of a name known
+// absent answers before the filer has it (Config.AsyncCreate), chmod,
+// chown and utimens of the open file join its commit (no filer call), and
+// after the release another view sees the file with all of it.
+func TestCreateInAKnownDirectoryAndSetattrWhileOpenWaitForNothing(t *testing.T) {
+	s := startFiler(t)
+	fs, err := New(context.Background(), Config{Filer: s.GRPCAddr(), Logger: slog.New(slog.DiscardHandler), DeferDurability: true, AsyncCreate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	other := newView(t, s)
+	ctx := context.Background()
+	writeFile(t, fs, "/x", []byte("x"))
+	waitCached(t, fs, "/x") // the event stream is live
+	if _, err := fs.Mkdir(ctx, "/d", 0o755, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The mkdir's listing is dropped if its own event overtakes it: list
+	// until the view knows the directory whole.
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		if _, err := fs.ReadDir(ctx, "/d"); err != nil {
+			t.Fatal(err)
+		}
+		return fs.cache.absent(fs.full("/d/f"))
+	}, "the view never knew /d whole")
+	h, err := fs.Create(ctx, "/d/f", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.f.mu.Lock()
+	c := h.f.created
+	h.f.mu.Unlock()
+	if c == nil {
+		t.Fatal("the create of a name known absent was a synchronous round trip")
+	}
+	<-c.done
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	if _, err := fs.Create(ctx, "/d/f", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600, 0, 0); Errno(err) != syscall.EEXIST {
+		t.Fatalf("a second O_EXCL create: %v, want EEXIST", err)
+	}
+	before := fs.calls.Load()
+	if _, err := h.WriteAt(ctx, []byte("data"), 0); err != nil {
+		t.Fatal(err)
+	}
+	mode, uid := os.FileMode(0o644), uint32(7)
+	mtime := time.Unix(1_000_000, 0)
+	a, err := fs.Setattr(ctx, "/d/f", h, SetAttr{Mode: &mode, UID: &uid, Mtime: &mtime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := fs.calls.Load() - before; calls != 0 {
+		t.Fatalf("write, chmod, chown and utimens of an open file made %d filer calls, want 0", calls)
+	}
+	if a.Mode.Perm() != 0o644 || a.UID != 7 || !a.Mtime.Equal(mtime) || a.Size != 4 {
+		t.Fatalf("setattr answered %+v", a)
+	}
+	if got, err := fs.Lookup(ctx, "/d/f"); err != nil || got.Mode.Perm() != 0o644 || got.UID != 7 || !got.Mtime.Equal(mtime) {
+		t.Fatalf("stat while open: %+v %v", got, err)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := other.Lookup(ctx, "/d/f")
+	if err != nil || got.Mode.Perm() != 0o644 || got.UID != 7 || !got.Mtime.Equal(mtime) || got.Size != 4 {
+		t.Fatalf("another view after the release: %+v %v", got, err)
+	}
+	ents, err := fs.ReadDir(ctx, "/d")
+	if err != nil || len(ents) != 1 || ents[0].Name != "f" {
+		t.Fatalf("listing: %v %v", ents, err)
+	}
+}
