@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/erasure"
 	"github.com/kelpfs/kelp/internal/needle"
 	"github.com/kelpfs/kelp/internal/pb/filerpb"
@@ -669,10 +670,22 @@ func (s *Shell) printLostFiles(ctx context.Context, grpcAddr string, lost map[ui
 		return
 	}
 	fmt.Fprintf(s.out, "walking the filer at %s for the files of the lost needles (at most %d entries)\n", grpcAddr, limit)
-	paths, walked, complete, err := lostFiles(ctx, filerpb.NewFilerClient(cc), lost, limit)
+	var masters []string
+	for _, m := range s.conns.masters {
+		masters = append(masters, m.http)
+	}
+	cl, err := client.New(client.Config{Masters: masters, Logger: s.log})
 	if err != nil {
 		fmt.Fprintf(s.out, "  the lost files cannot be named: %v\n", err)
 		return
+	}
+	paths, unsure, walked, complete, err := lostFiles(ctx, filerpb.NewFilerClient(cc), clusterBlobs{cl}, lost, limit)
+	if err != nil {
+		fmt.Fprintf(s.out, "  the lost files cannot be named: %v\n", err)
+		return
+	}
+	for _, p := range slices.Sorted(maps.Keys(unsure)) {
+		fmt.Fprintf(s.out, "  maybe lost file %s (its manifest could not be read: %v)\n", p, unsure[p])
 	}
 	for _, vid := range slices.Sorted(maps.Keys(lost)) {
 		p := paths[vid]
