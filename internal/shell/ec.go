@@ -839,6 +839,25 @@ func (s *Shell) decodeVolume(ctx context.Context, v *view, st ecState, target st
 	if err != nil {
 		return err
 	}
+	// A delete that reached other holders but not the target (cut off from
+	// the holder that took it) is merged into the target's journal: before
+	// the decode, so that its tombstones are in the decoded file, and again
+	// right before the switch, for deletes made meanwhile; the target's
+	// switch (its shards removed last) applies that journal to the decoded
+	// volume.
+	mergeInto := func() error {
+		if len(st.holders) < 2 {
+			return nil
+		}
+		_, err := vc.EcSyncJournal(ctx, &volumepb.EcSyncJournalRequest{VolumeId: st.id, Holders: s.holderList(v, st)})
+		if err != nil {
+			return fmt.Errorf("shell: decode volume %d: merge the holders' delete journals on %s: %w", st.id, target, err)
+		}
+		return nil
+	}
+	if err := mergeInto(); err != nil {
+		return err
+	}
 	stream, err := vc.EcDecode(ctx, &volumepb.EcDecodeRequest{VolumeId: st.id, Collection: st.collection, Holders: s.holderList(v, st)})
 	if err == nil {
 		err = s.followEC(stream.Recv, fmt.Sprintf("decode volume %d on %s", st.id, target))
@@ -846,8 +865,12 @@ func (s *Shell) decodeVolume(ctx context.Context, v *view, st ecState, target st
 	if err != nil {
 		return fmt.Errorf("shell: decode volume %d on %s: %w", st.id, target, err)
 	}
+	if err := mergeInto(); err != nil {
+		return err
+	}
 	var errs []error
-	for _, url := range slices.Sorted(maps.Keys(st.holders)) {
+	order := slices.DeleteFunc(slices.Sorted(maps.Keys(st.holders)), func(url string) bool { return url == target })
+	for _, url := range append(order, target) {
 		hc, err := s.volumeClient(v, url)
 		if err == nil {
 			_, err = hc.EcUnmount(ctx, &volumepb.EcShardsRequest{VolumeId: st.id, Collection: st.collection, ShardIds: allShards(st.scheme)})

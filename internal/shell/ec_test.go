@@ -519,3 +519,54 @@ func TestECVacuum(t *testing.T) {
 	}
 	wantLines(t, mustRun(t, sh, out, "ec.vacuum -collection=ec"), fmt.Sprintf("volume %d: 0 of %d files deleted", st.id, live), "no EC volume to vacuum")
 }
+
+// TestECDecodeKeepsDeleteMissedByTarget: a delete that reached the other
+// holders of an EC volume but not the server ec.decode builds the normal
+// volume on (cut off from the holder that took it) is not lost: ec.decode
+// merges the holders' journals into the target's before its switch, and
+// the decoded volume answers 404 for the needle.
+func TestECDecodeKeepsDeleteMissedByTarget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	c, _, sh, out, files := ecCluster(t, 40, 0, 0)
+	var gone fid.FileID
+	for id := range files {
+		gone = id
+		break
+	}
+	mustRun(t, sh, out, fmt.Sprintf("lock\nec.decode -volumeId=%d\nunlock", gone.Volume))
+	_, rest, ok := strings.Cut(out.String(), "into a normal volume on ")
+	if !ok {
+		t.Fatalf("no plan:\n%s", out)
+	}
+	target, _, _ := strings.Cut(rest, ",")
+	journaled := 0
+	for _, vs := range c.Volume {
+		if vs.VolumeServer().URL() == target {
+			continue
+		}
+		if ev, ok := vs.VolumeServer().Store().EcVolume(gone.Volume); ok {
+			if err := ev.Delete(gone.Key); err != nil {
+				t.Fatal(err)
+			}
+			journaled++
+		}
+	}
+	if journaled == 0 {
+		t.Fatalf("no holder besides the target %s", target)
+	}
+	delete(files, gone)
+	mustRun(t, sh, out, fmt.Sprintf("lock\nec.decode -volumeId=%d -force\nunlock", gone.Volume))
+	if code, _, err := readFrom(target, gone); err != nil || code != http.StatusNotFound {
+		t.Fatalf("decoded volume on %s answered %d (%v) for a needle the other holders had deleted\n%s", target, code, err, out)
+	}
+	for id, want := range files {
+		if id.Volume != gone.Volume {
+			continue
+		}
+		if code, got, err := readFrom(target, id); err != nil || code != 200 || !bytes.Equal(got, want) {
+			t.Fatalf("read %s from the decoded volume: %d %v", id, code, err)
+		}
+	}
+}
