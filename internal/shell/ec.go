@@ -608,6 +608,10 @@ func setupECRebuild(fs *flag.FlagSet) runFunc {
 						err = s.followEC(stream.Recv, fmt.Sprintf("volume %d shards %s", j.st.id, j.target[url]))
 					}
 				}
+				if err == nil && j.st.holders[url] == 0 {
+					// New to the volume: see catchUpHolder.
+					err = s.catchUpHolder(ctx, j.st.id, url)
+				}
 				s.track.done(j.target[url].Count(), err != nil)
 				if err != nil {
 					fmt.Fprintf(s.out, "  failed: %v\n", err)
@@ -987,6 +991,12 @@ func (s *Shell) moveShard(ctx context.Context, v *view, vid uint32, collection s
 	if err != nil {
 		return fmt.Errorf("shell: copy shard %d of volume %d to %s: %w", shard, vid, to, err)
 	}
+	if testAfterShardCopy != nil {
+		testAfterShardCopy(vid, to)
+	}
+	if err := s.catchUpHolder(ctx, vid, to); err != nil {
+		return err
+	}
 	fc, err := s.volumeClient(v, from)
 	if err == nil {
 		_, err = fc.EcUnmount(ctx, &volumepb.EcShardsRequest{VolumeId: vid, Collection: collection, ShardIds: []uint32{uint32(shard)}})
@@ -995,6 +1005,43 @@ func (s *Shell) moveShard(ctx context.Context, v *view, vid uint32, collection s
 		return fmt.Errorf("shell: shard %d of volume %d is on %s now, but removing it from %s failed: %w", shard, vid, to, from, err)
 	}
 	return nil
+}
+
+// testAfterShardCopy, set by tests, runs right after a shard was copied to
+// a holder and before the journals are merged into it.
+var testAfterShardCopy func(vid uint32, to string)
+
+// catchUpHolder merges into url's journal of EC volume vid the journals of
+// the volume's other holders, once the master lists url with shards of vid:
+// a shard copied or rebuilt onto a server new to the volume took a live
+// holder's journal, and a delete made after that but before the master
+// listed the new holder was forwarded to the others only.
+func (s *Shell) catchUpHolder(ctx context.Context, vid uint32, url string) error {
+	wait, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		v, err := s.fetchView(wait)
+		if err == nil {
+			for _, st := range v.ecStates("") {
+				if st.id != vid || st.holders[url] == 0 {
+					continue
+				}
+				vc, err := s.volumeClient(v, url)
+				if err == nil {
+					_, err = vc.EcSyncJournal(ctx, &volumepb.EcSyncJournalRequest{VolumeId: vid, Holders: s.holderList(v, st)})
+				}
+				if err != nil {
+					return fmt.Errorf("shell: merge the delete journals of volume %d into %s: %w", vid, url, err)
+				}
+				return nil
+			}
+		}
+		select {
+		case <-wait.Done():
+			return fmt.Errorf("shell: the master does not list %s as a holder of volume %d: %w", url, vid, wait.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // RunScriptOn runs script in a new shell against the master at addr, as

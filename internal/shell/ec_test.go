@@ -570,3 +570,84 @@ func TestECDecodeKeepsDeleteMissedByTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestECBalanceNewHolderCatchesUp: ec.balance copies a shard onto a server
+// new to the volume; a delete made after the copy took the source's journal
+// but before the master listed the new holder reached only the old holders
+// (simulated by journaling it on them right after the copy). ec.balance
+// merges their journals into the new holder once the master lists it, so
+// the new holder answers 404 for the needle.
+func TestECBalanceNewHolderCatchesUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	specs := []testcluster.VolumeSpec{{DataCenter: "dc1", Rack: "r1"}, {DataCenter: "dc1", Rack: "r1"},
+		{DataCenter: "dc1", Rack: "r2"}, {DataCenter: "dc1", Rack: "r2"}}
+	c := testcluster.Start(t, testcluster.Options{Volumes: specs, VolumeSizeLimit: 2 << 20, RunShell: RunScriptOn})
+	ctx := context.Background()
+	late := c.Volume[3]
+	late.Stop()
+	out := &testutil.Buffer{}
+	sh, err := New(Config{Masters: c.MasterAddrs(), Out: out, Owner: "ec test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sh.Close() })
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		v, err := sh.fetchView(ctx)
+		if err == nil && len(v.snapshot()) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the master still lists the stopped server")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cl, err := client.New(client.Config{Masters: c.MasterAddrs(), LookupTTL: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[fid.FileID][]byte{}
+	for i := range 30 {
+		data := bytes.Repeat([]byte{byte(i)}, 700+i*31)
+		id, _, err := cl.PutBytes(ctx, client.AssignRequest{Collection: "ec"}, data, client.UploadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[id] = data
+	}
+	mustRun(t, sh, out, "lock\ncluster.configure -collection=ec -ec=4+2\nec.encode -collection=ec -fullPercent=0 -quietFor=0s -force\nunlock")
+	late.Start(t)
+	c.WaitForVolumeServers(4)
+	newURL := late.VolumeServer().URL()
+	gone := map[fid.FileID]bool{}
+	testAfterShardCopy = func(vid uint32, to string) {
+		if to != newURL {
+			return
+		}
+		for id := range files {
+			if id.Volume != vid || gone[id] {
+				continue
+			}
+			for _, vs := range c.Volume[:3] {
+				if ev, ok := vs.VolumeServer().Store().EcVolume(vid); ok {
+					if err := ev.Delete(id.Key); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			gone[id] = true
+			return
+		}
+	}
+	t.Cleanup(func() { testAfterShardCopy = nil })
+	mustRun(t, sh, out, "lock\nec.balance -collection=ec -force\nunlock")
+	if len(gone) == 0 {
+		t.Fatalf("ec.balance moved no shard to the new server %s\n%s", newURL, out)
+	}
+	for id := range gone {
+		if code, _, err := readFrom(newURL, id); err != nil || code != http.StatusNotFound {
+			t.Fatalf("the new holder answered %d (%v) for %s, deleted before the master listed it\n%s", code, err, id, out)
+		}
+	}
+}
