@@ -19,6 +19,10 @@ var (
 	ErrShardUnavailable = errors.New("erasure: shard unavailable")
 	// ErrRange: a read outside a shard, or a verified read not made of whole blocks.
 	ErrRange = errors.New("erasure: bad shard range")
+	// ErrSealed: the EC volume takes no more deletes, its journal was
+	// handed to the volume decoded from it (Volume.Seal); a delete goes to
+	// that volume instead.
+	ErrSealed = errors.New("erasure: EC volume replaced by its decoded volume")
 )
 
 // MaxShards bounds k+m; a shard set fits in a uint32 bit mask.

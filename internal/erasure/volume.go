@@ -35,6 +35,7 @@ type Volume struct {
 	journal vfs.File
 	jsize   int64
 	closed  bool
+	sealed  bool // see Seal
 }
 
 // OpenVolume loads the EC volume "<collection>_<id>" from dir: the .ecx
@@ -342,6 +343,9 @@ func (v *Volume) Delete(key uint64) error {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if v.sealed {
+		return fmt.Errorf("ec volume %d: %w", v.ID, ErrSealed)
+	}
 	if v.closed {
 		return fmt.Errorf("ec volume %d: %w", v.ID, volume.ErrClosed)
 	}
@@ -358,6 +362,23 @@ func (v *Volume) Delete(key uint64) error {
 	v.jsize += int64(len(rec))
 	v.deleted[key] = struct{}{}
 	return nil
+}
+
+// Seal makes every later Delete fail with ErrSealed and returns the keys
+// deleted until then, sorted: a delete either is in that list or fails
+// (and is sent to the decoded volume), never journaled unseen in between.
+func (v *Volume) Seal() []uint64 {
+	v.mu.Lock()
+	v.sealed = true
+	v.mu.Unlock()
+	return v.Deleted()
+}
+
+// Unseal undoes Seal (the hand-over failed: the EC volume stays).
+func (v *Volume) Unseal() {
+	v.mu.Lock()
+	v.sealed = false
+	v.mu.Unlock()
 }
 
 // Deleted returns the deleted keys, sorted.

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/erasure"
 	"github.com/kelpfs/kelp/internal/needle"
 	"github.com/kelpfs/kelp/internal/pb/filerpb"
@@ -607,6 +608,10 @@ func setupECRebuild(fs *flag.FlagSet) runFunc {
 						err = s.followEC(stream.Recv, fmt.Sprintf("volume %d shards %s", j.st.id, j.target[url]))
 					}
 				}
+				if err == nil && j.st.holders[url] == 0 {
+					// New to the volume: see catchUpHolder.
+					err = s.catchUpHolder(ctx, j.st.id, url)
+				}
 				s.track.done(j.target[url].Count(), err != nil)
 				if err != nil {
 					fmt.Fprintf(s.out, "  failed: %v\n", err)
@@ -669,10 +674,22 @@ func (s *Shell) printLostFiles(ctx context.Context, grpcAddr string, lost map[ui
 		return
 	}
 	fmt.Fprintf(s.out, "walking the filer at %s for the files of the lost needles (at most %d entries)\n", grpcAddr, limit)
-	paths, walked, complete, err := lostFiles(ctx, filerpb.NewFilerClient(cc), lost, limit)
+	var masters []string
+	for _, m := range s.conns.masters {
+		masters = append(masters, m.http)
+	}
+	cl, err := client.New(client.Config{Masters: masters, Logger: s.log})
 	if err != nil {
 		fmt.Fprintf(s.out, "  the lost files cannot be named: %v\n", err)
 		return
+	}
+	paths, unsure, walked, complete, err := lostFiles(ctx, filerpb.NewFilerClient(cc), clusterBlobs{cl}, lost, limit)
+	if err != nil {
+		fmt.Fprintf(s.out, "  the lost files cannot be named: %v\n", err)
+		return
+	}
+	for _, p := range slices.Sorted(maps.Keys(unsure)) {
+		fmt.Fprintf(s.out, "  maybe lost file %s (its manifest could not be read: %v)\n", p, unsure[p])
 	}
 	for _, vid := range slices.Sorted(maps.Keys(lost)) {
 		p := paths[vid]
@@ -826,6 +843,25 @@ func (s *Shell) decodeVolume(ctx context.Context, v *view, st ecState, target st
 	if err != nil {
 		return err
 	}
+	// A delete that reached other holders but not the target (cut off from
+	// the holder that took it) is merged into the target's journal: before
+	// the decode, so that its tombstones are in the decoded file, and again
+	// right before the switch, for deletes made meanwhile; the target's
+	// switch (its shards removed last) applies that journal to the decoded
+	// volume.
+	mergeInto := func() error {
+		if len(st.holders) < 2 {
+			return nil
+		}
+		_, err := vc.EcSyncJournal(ctx, &volumepb.EcSyncJournalRequest{VolumeId: st.id, Holders: s.holderList(v, st)})
+		if err != nil {
+			return fmt.Errorf("shell: decode volume %d: merge the holders' delete journals on %s: %w", st.id, target, err)
+		}
+		return nil
+	}
+	if err := mergeInto(); err != nil {
+		return err
+	}
 	stream, err := vc.EcDecode(ctx, &volumepb.EcDecodeRequest{VolumeId: st.id, Collection: st.collection, Holders: s.holderList(v, st)})
 	if err == nil {
 		err = s.followEC(stream.Recv, fmt.Sprintf("decode volume %d on %s", st.id, target))
@@ -833,8 +869,12 @@ func (s *Shell) decodeVolume(ctx context.Context, v *view, st ecState, target st
 	if err != nil {
 		return fmt.Errorf("shell: decode volume %d on %s: %w", st.id, target, err)
 	}
+	if err := mergeInto(); err != nil {
+		return err
+	}
 	var errs []error
-	for _, url := range slices.Sorted(maps.Keys(st.holders)) {
+	order := slices.DeleteFunc(slices.Sorted(maps.Keys(st.holders)), func(url string) bool { return url == target })
+	for _, url := range append(order, target) {
 		hc, err := s.volumeClient(v, url)
 		if err == nil {
 			_, err = hc.EcUnmount(ctx, &volumepb.EcShardsRequest{VolumeId: st.id, Collection: st.collection, ShardIds: allShards(st.scheme)})
@@ -951,6 +991,12 @@ func (s *Shell) moveShard(ctx context.Context, v *view, vid uint32, collection s
 	if err != nil {
 		return fmt.Errorf("shell: copy shard %d of volume %d to %s: %w", shard, vid, to, err)
 	}
+	if testAfterShardCopy != nil {
+		testAfterShardCopy(vid, to)
+	}
+	if err := s.catchUpHolder(ctx, vid, to); err != nil {
+		return err
+	}
 	fc, err := s.volumeClient(v, from)
 	if err == nil {
 		_, err = fc.EcUnmount(ctx, &volumepb.EcShardsRequest{VolumeId: vid, Collection: collection, ShardIds: []uint32{uint32(shard)}})
@@ -959,6 +1005,43 @@ func (s *Shell) moveShard(ctx context.Context, v *view, vid uint32, collection s
 		return fmt.Errorf("shell: shard %d of volume %d is on %s now, but removing it from %s failed: %w", shard, vid, to, from, err)
 	}
 	return nil
+}
+
+// testAfterShardCopy, set by tests, runs right after a shard was copied to
+// a holder and before the journals are merged into it.
+var testAfterShardCopy func(vid uint32, to string)
+
+// catchUpHolder merges into url's journal of EC volume vid the journals of
+// the volume's other holders, once the master lists url with shards of vid:
+// a shard copied or rebuilt onto a server new to the volume took a live
+// holder's journal, and a delete made after that but before the master
+// listed the new holder was forwarded to the others only.
+func (s *Shell) catchUpHolder(ctx context.Context, vid uint32, url string) error {
+	wait, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		v, err := s.fetchView(wait)
+		if err == nil {
+			for _, st := range v.ecStates("") {
+				if st.id != vid || st.holders[url] == 0 {
+					continue
+				}
+				vc, err := s.volumeClient(v, url)
+				if err == nil {
+					_, err = vc.EcSyncJournal(ctx, &volumepb.EcSyncJournalRequest{VolumeId: vid, Holders: s.holderList(v, st)})
+				}
+				if err != nil {
+					return fmt.Errorf("shell: merge the delete journals of volume %d into %s: %w", vid, url, err)
+				}
+				return nil
+			}
+		}
+		select {
+		case <-wait.Done():
+			return fmt.Errorf("shell: the master does not list %s as a holder of volume %d: %w", url, vid, wait.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // RunScriptOn runs script in a new shell against the master at addr, as

@@ -519,3 +519,135 @@ func TestECVacuum(t *testing.T) {
 	}
 	wantLines(t, mustRun(t, sh, out, "ec.vacuum -collection=ec"), fmt.Sprintf("volume %d: 0 of %d files deleted", st.id, live), "no EC volume to vacuum")
 }
+
+// TestECDecodeKeepsDeleteMissedByTarget: a delete that reached the other
+// holders of an EC volume but not the server ec.decode builds the normal
+// volume on (cut off from the holder that took it) is not lost: ec.decode
+// merges the holders' journals into the target's before its switch, and
+// the decoded volume answers 404 for the needle.
+func TestECDecodeKeepsDeleteMissedByTarget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	c, _, sh, out, files := ecCluster(t, 40, 0, 0)
+	var gone fid.FileID
+	for id := range files {
+		gone = id
+		break
+	}
+	mustRun(t, sh, out, fmt.Sprintf("lock\nec.decode -volumeId=%d\nunlock", gone.Volume))
+	_, rest, ok := strings.Cut(out.String(), "into a normal volume on ")
+	if !ok {
+		t.Fatalf("no plan:\n%s", out)
+	}
+	target, _, _ := strings.Cut(rest, ",")
+	journaled := 0
+	for _, vs := range c.Volume {
+		if vs.VolumeServer().URL() == target {
+			continue
+		}
+		if ev, ok := vs.VolumeServer().Store().EcVolume(gone.Volume); ok {
+			if err := ev.Delete(gone.Key); err != nil {
+				t.Fatal(err)
+			}
+			journaled++
+		}
+	}
+	if journaled == 0 {
+		t.Fatalf("no holder besides the target %s", target)
+	}
+	delete(files, gone)
+	mustRun(t, sh, out, fmt.Sprintf("lock\nec.decode -volumeId=%d -force\nunlock", gone.Volume))
+	if code, _, err := readFrom(target, gone); err != nil || code != http.StatusNotFound {
+		t.Fatalf("decoded volume on %s answered %d (%v) for a needle the other holders had deleted\n%s", target, code, err, out)
+	}
+	for id, want := range files {
+		if id.Volume != gone.Volume {
+			continue
+		}
+		if code, got, err := readFrom(target, id); err != nil || code != 200 || !bytes.Equal(got, want) {
+			t.Fatalf("read %s from the decoded volume: %d %v", id, code, err)
+		}
+	}
+}
+
+// TestECBalanceNewHolderCatchesUp: ec.balance copies a shard onto a server
+// new to the volume; a delete made after the copy took the source's journal
+// but before the master listed the new holder reached only the old holders
+// (simulated by journaling it on them right after the copy). ec.balance
+// merges their journals into the new holder once the master lists it, so
+// the new holder answers 404 for the needle.
+func TestECBalanceNewHolderCatchesUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	specs := []testcluster.VolumeSpec{{DataCenter: "dc1", Rack: "r1"}, {DataCenter: "dc1", Rack: "r1"},
+		{DataCenter: "dc1", Rack: "r2"}, {DataCenter: "dc1", Rack: "r2"}}
+	c := testcluster.Start(t, testcluster.Options{Volumes: specs, VolumeSizeLimit: 2 << 20, RunShell: RunScriptOn})
+	ctx := context.Background()
+	late := c.Volume[3]
+	late.Stop()
+	out := &testutil.Buffer{}
+	sh, err := New(Config{Masters: c.MasterAddrs(), Out: out, Owner: "ec test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sh.Close() })
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		v, err := sh.fetchView(ctx)
+		if err == nil && len(v.snapshot()) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the master still lists the stopped server")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cl, err := client.New(client.Config{Masters: c.MasterAddrs(), LookupTTL: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[fid.FileID][]byte{}
+	for i := range 30 {
+		data := bytes.Repeat([]byte{byte(i)}, 700+i*31)
+		id, _, err := cl.PutBytes(ctx, client.AssignRequest{Collection: "ec"}, data, client.UploadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[id] = data
+	}
+	mustRun(t, sh, out, "lock\ncluster.configure -collection=ec -ec=4+2\nec.encode -collection=ec -fullPercent=0 -quietFor=0s -force\nunlock")
+	late.Start(t)
+	c.WaitForVolumeServers(4)
+	newURL := late.VolumeServer().URL()
+	gone := map[fid.FileID]bool{}
+	testAfterShardCopy = func(vid uint32, to string) {
+		if to != newURL {
+			return
+		}
+		for id := range files {
+			if id.Volume != vid || gone[id] {
+				continue
+			}
+			for _, vs := range c.Volume[:3] {
+				if ev, ok := vs.VolumeServer().Store().EcVolume(vid); ok {
+					if err := ev.Delete(id.Key); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			gone[id] = true
+			return
+		}
+	}
+	t.Cleanup(func() { testAfterShardCopy = nil })
+	mustRun(t, sh, out, "lock\nec.balance -collection=ec -force\nunlock")
+	if len(gone) == 0 {
+		t.Fatalf("ec.balance moved no shard to the new server %s\n%s", newURL, out)
+	}
+	for id := range gone {
+		if code, _, err := readFrom(newURL, id); err != nil || code != http.StatusNotFound {
+			t.Fatalf("the new holder answered %d (%v) for %s, deleted before the master listed it\n%s", code, err, id, out)
+		}
+	}
+}

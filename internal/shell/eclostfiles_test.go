@@ -15,6 +15,9 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/kelpfs/kelp/internal/chunk"
+	"github.com/kelpfs/kelp/internal/chunk/chunktest"
+	"github.com/kelpfs/kelp/internal/fid"
 	"github.com/kelpfs/kelp/internal/filerserver"
 	"github.com/kelpfs/kelp/internal/pb/filerpb"
 	"github.com/kelpfs/kelp/internal/testcluster"
@@ -77,7 +80,7 @@ func TestLostFiles(t *testing.T) {
 		"/d": {file("/d/w", "7,0600000006", "7,0600000007")},
 	}}
 	lost := map[uint32]map[uint64]bool{7: {3: true, 6: true, 9: true}, 3: {2: true}}
-	paths, walked, complete, err := lostFiles(context.Background(), tree, lost, 100)
+	paths, _, walked, complete, err := lostFiles(context.Background(), tree, chunktest.New(), lost, 100)
 	if err != nil || !complete || walked != 8 {
 		t.Fatalf("walk: %v, complete %v, %d entries", err, complete, walked)
 	}
@@ -87,9 +90,79 @@ func TestLostFiles(t *testing.T) {
 	if got := paths[3]; !slices.Equal(got, []string{"/c"}) {
 		t.Fatalf("volume 3: %v", got)
 	}
-	_, walked, complete, err = lostFiles(context.Background(), tree, lost, 3)
+	_, _, walked, complete, err = lostFiles(context.Background(), tree, chunktest.New(), lost, 3)
 	if err != nil || complete || walked != 3 {
 		t.Fatalf("bounded walk: %v, complete %v, %d entries", err, complete, walked)
+	}
+}
+
+// TestLostFilesOpensManifests: a file of many chunks lists manifest
+// chunks; the walk names it when a chunk behind a surviving manifest is on
+// a lost needle (two levels of manifests), not only when the manifest
+// itself is lost; a file whose manifests list no lost chunk is not named,
+// and one whose manifest cannot be read is named as unsure, with why.
+func TestLostFilesOpensManifests(t *testing.T) {
+	ctx := context.Background()
+	blobs := chunktest.New() // manifests land on volume 1
+	plain := func(keys ...uint64) []chunk.Chunk {
+		var cs []chunk.Chunk
+		for i, k := range keys {
+			cs = append(cs, chunk.Chunk{FID: fmt.Sprintf("7,%x%08x", k, 1), Offset: int64(i) * 10, Size: 10})
+		}
+		return cs
+	}
+	packed := func(cs []chunk.Chunk) []*filerpb.Chunk {
+		ms, err := chunk.Pack(ctx, blobs, cs, 2, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []*filerpb.Chunk
+		for _, c := range ms {
+			out = append(out, &filerpb.Chunk{Fid: c.FID, Offset: c.Offset, Size: c.Size, Manifest: c.Manifest, CipherKey: c.CipherKey})
+		}
+		return out
+	}
+	hit := packed(plain(1, 2, 3, 4, 5, 6)) // key 5 is lost, behind the second manifest
+	clean := packed(plain(11, 12, 13, 14, 15, 16))
+	// A manifest of manifests: pack the manifests of a file again.
+	var inner []chunk.Chunk
+	for _, c := range packed(plain(21, 22, 23, 24, 25, 26, 27, 28, 9)) {
+		inner = append(inner, chunk.Chunk{FID: c.Fid, Offset: c.Offset, Size: c.Size, Manifest: c.Manifest})
+	}
+	m2, err := chunk.Pack(ctx, blobs, append(inner, plain(31)...), 2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nested []*filerpb.Chunk
+	for _, c := range m2 {
+		nested = append(nested, &filerpb.Chunk{Fid: c.FID, Offset: c.Offset, Size: c.Size, Manifest: c.Manifest})
+	}
+	if !slices.ContainsFunc(nested, func(c *filerpb.Chunk) bool { return c.Manifest }) {
+		t.Fatal("no manifest of manifests made")
+	}
+	missing := []*filerpb.Chunk{{Fid: "1,ff00000001", Manifest: true, Size: 10}}
+	tree := &fakeTree{pageSize: 10, dirs: map[string][]*filerpb.Entry{
+		"/": {{Path: "/big", Chunks: hit}, {Path: "/clean", Chunks: clean}, {Path: "/gone", Chunks: missing}, {Path: "/nested", Chunks: nested}},
+	}}
+	lost := map[uint32]map[uint64]bool{7: {5: true, 9: true}}
+	paths, unsure, _, complete, err := lostFiles(ctx, tree, blobs, lost, 100)
+	if err != nil || !complete {
+		t.Fatalf("walk: %v, complete %v", err, complete)
+	}
+	if got := paths[7]; !slices.Equal(got, []string{"/big", "/nested"}) {
+		t.Fatalf("volume 7: %v", got)
+	}
+	if len(unsure) != 1 || unsure["/gone"] == nil {
+		t.Fatalf("unsure: %v", unsure)
+	}
+	// A lost manifest needle names its file without reading it.
+	opens := blobs.Opens.Load()
+	m := hit[0]
+	id, _ := fid.Parse(m.Fid)
+	paths, _, _, _, err = lostFiles(ctx, &fakeTree{pageSize: 10, dirs: map[string][]*filerpb.Entry{"/": {{Path: "/big", Chunks: hit}}}},
+		blobs, map[uint32]map[uint64]bool{id.Volume: {id.Key: true}}, 100)
+	if err != nil || !slices.Equal(paths[id.Volume], []string{"/big"}) || blobs.Opens.Load() != opens {
+		t.Fatalf("lost manifest: %v %v, %d opens", paths, err, blobs.Opens.Load()-opens)
 	}
 }
 

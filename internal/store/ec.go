@@ -274,12 +274,15 @@ func (s *Store) EcUnmount(id uint32, shards erasure.ShardSet) error {
 		// decoded from them (ec.decode's switch), deletes journaled on the
 		// EC volume after the decode read the journal would be lost: new
 		// requests are sent to the decoded volume first, then the journal
-		// is applied to it.
+		// is sealed (a delete that took the EC volume before and journals
+		// only now fails with erasure.ErrSealed, and its handler sends it
+		// to the decoded volume) and applied to it.
 		if nv, ok := s.Volume(id); ok {
 			s.mu.Lock()
 			delete(s.ec, id)
 			s.mu.Unlock()
-			if err := applyECDeletes(e.v, nv); err != nil {
+			if err := applyECDeletes(e.v, e.v.Seal(), nv); err != nil {
+				e.v.Unseal()
 				s.mu.Lock()
 				s.ec[id] = e
 				s.mu.Unlock()
@@ -299,9 +302,8 @@ func (s *Store) EcUnmount(id uint32, shards erasure.ShardSet) error {
 }
 
 // applyECDeletes deletes from nv, the volume decoded from ev, the needles
-// ev's journal has deleted and nv still has.
-func applyECDeletes(ev *erasure.Volume, nv *volume.Volume) error {
-	deleted := ev.Deleted()
+// of deleted (ev's journal) that nv still has.
+func applyECDeletes(ev *erasure.Volume, deleted []uint64, nv *volume.Volume) error {
 	if len(deleted) == 0 {
 		return nil
 	}

@@ -45,3 +45,32 @@ func TestEcDecodeKeepsLateDeletes(t *testing.T) {
 		o.Close()
 	}
 }
+
+// TestEcDecodeSealsJournal: a delete whose handler took the EC volume
+// before ec.decode's switch and journals only after the journal was
+// applied to the decoded volume is refused with erasure.ErrSealed (its
+// handler then deletes from the decoded volume), never journaled unseen;
+// a switch that fails unseals the EC volume.
+func TestEcDecodeSealsJournal(t *testing.T) {
+	s, _ := encodedStore(t, vfs.NewCrash(1, vfs.CrashOptions{}))
+	defer s.Close()
+	ev, _ := s.EcVolume(7)
+	if err := s.EcDecode(context.Background(), 7, "c", localFetch(ev)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EcUnmount(7, erasure.SetOf(0, 1, 2, 3, 4, 5)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Delete(6); !errors.Is(err, erasure.ErrSealed) {
+		t.Fatalf("delete on the EC volume after the switch: %v, want ErrSealed", err)
+	}
+	for _, k := range ev.Deleted() {
+		if k == 6 {
+			t.Fatal("needle 6 journaled on the EC volume after the switch")
+		}
+	}
+	ev.Unseal()
+	if err := ev.Delete(6); errors.Is(err, erasure.ErrSealed) {
+		t.Fatalf("after Unseal: %v", err)
+	}
+}

@@ -532,6 +532,14 @@ func (s *Server) handleECDelete(w http.ResponseWriter, r *http.Request, id fid.F
 		}
 	}
 	if err := ev.Delete(id.Key); err != nil {
+		if errors.Is(err, erasure.ErrSealed) {
+			// ec.decode switched this server to the decoded volume since
+			// the request took the EC volume: the delete goes there.
+			if _, ok := s.store.Volume(id.Volume); ok {
+				s.handleDelete(w, r, id)
+				return
+			}
+		}
 		s.writeDomainError(w, r, err)
 		return
 	}

@@ -55,6 +55,9 @@ var statusTable = []struct {
 	{client.ErrNoMaster, http.StatusServiceUnavailable},
 	{client.ErrNoAnswer, http.StatusServiceUnavailable},
 	{erasure.ErrTooFewShards, http.StatusServiceUnavailable},
+	// An EC volume switched to its decoded volume under a delete: the
+	// client retries, and the lookup names the decoded volume.
+	{erasure.ErrSealed, http.StatusServiceUnavailable},
 	{volume.ErrClosed, http.StatusServiceUnavailable},
 	{store.ErrClosed, http.StatusServiceUnavailable},
 }
