@@ -2,6 +2,7 @@ package auth
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -59,39 +60,52 @@ type Identity struct {
 }
 
 // Access authenticates requests to the filer's and the master's APIs: bearer
-// access tokens (from a tokens file, or added at start), server tokens of a
-// Signer (servers holding the JWT signing key), and verified mTLS client
-// certificates (servers, read-write). A nil *Access lets everything through.
+// access tokens (from a tokens file, re-read when it changes, or added at
+// start), server tokens of a Signer (servers holding the JWT signing key),
+// and verified mTLS client certificates (servers, read-write). A nil
+// *Access lets everything through.
 type Access struct {
+	file *watched // the tokens file; nil: none
+
 	mu     sync.RWMutex
-	tokens map[[32]byte]Identity // by SHA-256 of the token
+	tokens map[[32]byte]Identity // the file's, by SHA-256 of the token
+	added  map[[32]byte]Identity // Add's (in-process gateways), kept across reloads
 	server *Signer
 }
 
 // NewAccess returns an Access with the tokens of file (may be ""), also
 // accepting server tokens of server (may be nil). It returns nil when
-// neither is given: authentication is off.
+// neither is given: authentication is off. The file is re-read when it
+// changes (at most every ReloadInterval): tokens added to it are accepted
+// and tokens removed refused, without a restart; a version that does not
+// parse is refused whole and the previous one kept.
 func NewAccess(file string, server *Signer) (*Access, error) {
 	if file == "" && server == nil {
 		return nil, nil
 	}
-	a := &Access{tokens: map[[32]byte]Identity{}, server: server}
+	a := &Access{tokens: map[[32]byte]Identity{}, added: map[[32]byte]Identity{}, server: server}
 	if file != "" {
-		if err := a.load(file); err != nil {
-			return nil, err
+		a.file = &watched{path: file, load: func(body []byte) error {
+			toks, err := parseTokens(file, body)
+			if err != nil {
+				return err
+			}
+			a.mu.Lock()
+			a.tokens = toks
+			a.mu.Unlock()
+			return nil
+		}}
+		if err := a.file.init(); err != nil {
+			return nil, fmt.Errorf("access tokens: %w", err)
 		}
 	}
 	return a, nil
 }
 
-// load reads a tokens file: one "NAME ROLE TOKEN" a line; # comments.
-func (a *Access) load(file string) error {
-	f, err := os.Open(file)
-	if err != nil {
-		return fmt.Errorf("access tokens: %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
+// parseTokens reads a tokens file: one "NAME ROLE TOKEN" a line; # comments.
+func parseTokens(file string, body []byte) (map[[32]byte]Identity, error) {
+	toks := map[[32]byte]Identity{}
+	sc := bufio.NewScanner(bytes.NewReader(body))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || line[0] == '#' {
@@ -99,25 +113,25 @@ func (a *Access) load(file string) error {
 		}
 		fs := strings.Fields(line)
 		if len(fs) != 3 {
-			return fmt.Errorf("access tokens: %s line %d: want NAME ROLE TOKEN", file, n)
+			return nil, fmt.Errorf("%s line %d: want NAME ROLE TOKEN", file, n)
 		}
 		role, err := ParseRole(fs[1])
 		if err != nil {
-			return fmt.Errorf("access tokens: %s line %d: %w", file, n, err)
+			return nil, fmt.Errorf("%s line %d: %w", file, n, err)
 		}
 		if len(fs[2]) < 16 {
-			return fmt.Errorf("access tokens: %s line %d: token shorter than 16 characters", file, n)
+			return nil, fmt.Errorf("%s line %d: token shorter than 16 characters", file, n)
 		}
-		a.Add(fs[2], fs[0], role)
+		toks[sha256.Sum256([]byte(fs[2]))] = Identity{Name: fs[0], Role: role}
 	}
-	return sc.Err()
+	return toks, sc.Err()
 }
 
-// Add accepts token as name with role.
+// Add accepts token as name with role (whatever the tokens file says).
 func (a *Access) Add(token, name string, role Role) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.tokens[sha256.Sum256([]byte(token))] = Identity{Name: name, Role: role}
+	a.added[sha256.Sum256([]byte(token))] = Identity{Name: name, Role: role}
 }
 
 // NewToken returns a fresh random token (32 hex bytes of entropy).
@@ -134,8 +148,13 @@ func (a *Access) token(tok string) (Identity, bool) {
 	if tok == "" {
 		return Identity{}, false
 	}
+	a.file.refresh()
+	h := sha256.Sum256([]byte(tok))
 	a.mu.RLock()
-	id, ok := a.tokens[sha256.Sum256([]byte(tok))]
+	id, ok := a.tokens[h]
+	if !ok {
+		id, ok = a.added[h]
+	}
 	a.mu.RUnlock()
 	if ok {
 		return id, true
