@@ -3,6 +3,9 @@ package auth
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
+	"io"
+	"time"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -71,6 +74,18 @@ type Access struct {
 	tokens map[[32]byte]Identity // the file's, by SHA-256 of the token
 	added  map[[32]byte]Identity // Add's (in-process gateways), kept across reloads
 	server *Signer
+	vouch  bool // also admin tokens of server (AcceptVouched)
+}
+
+// AcceptVouched makes a accept, besides its own tokens, the admin tokens a
+// master signs for the clients it authenticated (Signer.AdminToken): the
+// volume servers' admin API, so a volume server needs no copy of the
+// masters' tokens file. It needs a signer; returns a.
+func (a *Access) AcceptVouched() *Access {
+	if a != nil && a.server != nil {
+		a.vouch = true
+	}
+	return a
 }
 
 // NewAccess returns an Access with the tokens of file (may be ""), also
@@ -159,8 +174,15 @@ func (a *Access) token(tok string) (Identity, bool) {
 	if ok {
 		return id, true
 	}
-	if a.server != nil && IsJWT(tok) && a.server.VerifyServer(tok) == nil {
-		return Identity{Name: "server", Role: RoleWrite}, true
+	if a.server != nil && IsJWT(tok) {
+		if a.server.VerifyServer(tok) == nil {
+			return Identity{Name: "server", Role: RoleWrite}, true
+		}
+		if a.vouch {
+			if id, err := a.server.VerifyAdmin(tok); err == nil {
+				return id, true
+			}
+		}
 	}
 	return Identity{}, false
 }
@@ -422,4 +444,45 @@ func TokenFromFlag(v string) (string, error) {
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	return strings.TrimSpace(line), nil
+}
+
+// Vouched returns a token function for the volume servers' admin API: it
+// asks the masters (HTTP host:port, tried in turn) for an admin token
+// vouching for the holder of token (GET /admin/token), caches it for half
+// its life, and answers "" when no master gives one (no signing key, or
+// an old master): the caller's own token is then all it shows.
+func Vouched(masters []string, url func(hostport string) string, token string, hc *http.Client) func() string {
+	var mu sync.Mutex
+	var cached string
+	var until time.Time
+	return func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if cached != "" && time.Now().Before(until) {
+			return cached
+		}
+		for _, m := range masters {
+			req, err := http.NewRequest(http.MethodGet, url(m)+"/admin/token", nil)
+			if err != nil {
+				continue
+			}
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := hc.Do(req)
+			if err != nil {
+				continue
+			}
+			var body struct {
+				Auth    string `json:"auth"`
+				Expires int    `json:"expiresInSeconds"`
+			}
+			err = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK || body.Auth == "" {
+				continue
+			}
+			cached, until = body.Auth, time.Now().Add(time.Duration(body.Expires)*time.Second/2)
+			return cached
+		}
+		return ""
+	}
 }

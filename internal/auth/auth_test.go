@@ -346,3 +346,36 @@ func TestAccessTokensReload(t *testing.T) {
 		t.Errorf("a broken file replaced the tokens: %q", who(newTok))
 	}
 }
+
+// TestAdminTokenVouched: a master's admin token carries the identity it
+// vouches for; only an Access that accepts vouched tokens takes it; it is
+// neither a server token nor a file token, and another key's is refused.
+func TestAdminTokenVouched(t *testing.T) {
+	s := NewSigner("vouch-key-0123456789", time.Minute)
+	tok := s.AdminToken(Identity{Name: "alice", Role: RoleRead})
+	if id, err := s.VerifyAdmin(tok); err != nil || id.Name != "vouched:alice" || id.Role != RoleRead {
+		t.Fatalf("VerifyAdmin: %+v %v", id, err)
+	}
+	if s.VerifyServer(tok) == nil || s.Verify(tok, fid.FileID{Volume: 1, Key: 1}) == nil {
+		t.Error("an admin token passes as a server or file token")
+	}
+	if _, err := s.VerifyAdmin(s.ServerToken()); err == nil {
+		t.Error("a server token passes as an admin token")
+	}
+	if _, err := s.VerifyAdmin(NewSigner("other-key-0123456789", 0).AdminToken(Identity{Name: "x", Role: RoleWrite})); err == nil {
+		t.Error("another key's admin token accepted")
+	}
+	who := func(a *Access) bool {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("Authorization", "Bearer "+tok)
+		_, ok := a.FromHTTP(r)
+		return ok
+	}
+	a, _ := NewAccess("", s)
+	if who(a) {
+		t.Error("an Access not accepting vouched tokens took one")
+	}
+	if !who(a.AcceptVouched()) {
+		t.Error("AcceptVouched: the admin token refused")
+	}
+}
