@@ -462,13 +462,16 @@ func Vouched(masters []string, url func(hostport string) string, token string, h
 			return cached
 		}
 		for _, m := range masters {
-			req, err := http.NewRequest(http.MethodGet, url(m)+"/admin/token", nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url(m)+"/admin/token", nil)
 			if err != nil {
+				cancel()
 				continue
 			}
 			req.Header.Set("Authorization", "Bearer "+token)
 			resp, err := hc.Do(req)
 			if err != nil {
+				cancel()
 				continue
 			}
 			var body struct {
@@ -477,6 +480,7 @@ func Vouched(masters []string, url func(hostport string) string, token string, h
 			}
 			err = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&body)
 			resp.Body.Close()
+			cancel()
 			if err != nil || resp.StatusCode != http.StatusOK || body.Auth == "" {
 				continue
 			}
