@@ -2,17 +2,21 @@ package auth
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -59,39 +63,64 @@ type Identity struct {
 }
 
 // Access authenticates requests to the filer's and the master's APIs: bearer
-// access tokens (from a tokens file, or added at start), server tokens of a
-// Signer (servers holding the JWT signing key), and verified mTLS client
-// certificates (servers, read-write). A nil *Access lets everything through.
+// access tokens (from a tokens file, re-read when it changes, or added at
+// start), server tokens of a Signer (servers holding the JWT signing key),
+// and verified mTLS client certificates (servers, read-write). A nil
+// *Access lets everything through.
 type Access struct {
+	file *watched // the tokens file; nil: none
+
 	mu     sync.RWMutex
-	tokens map[[32]byte]Identity // by SHA-256 of the token
+	tokens map[[32]byte]Identity // the file's, by SHA-256 of the token
+	added  map[[32]byte]Identity // Add's (in-process gateways), kept across reloads
 	server *Signer
+	vouch  bool // also admin tokens of server (AcceptVouched)
+}
+
+// AcceptVouched makes a accept, besides its own tokens, the admin tokens a
+// master signs for the clients it authenticated (Signer.AdminToken): the
+// volume servers' admin API, so a volume server needs no copy of the
+// masters' tokens file. It needs a signer; returns a.
+func (a *Access) AcceptVouched() *Access {
+	if a != nil && a.server != nil {
+		a.vouch = true
+	}
+	return a
 }
 
 // NewAccess returns an Access with the tokens of file (may be ""), also
 // accepting server tokens of server (may be nil). It returns nil when
-// neither is given: authentication is off.
+// neither is given: authentication is off. The file is re-read when it
+// changes (at most every ReloadInterval): tokens added to it are accepted
+// and tokens removed refused, without a restart; a version that does not
+// parse is refused whole and the previous one kept.
 func NewAccess(file string, server *Signer) (*Access, error) {
 	if file == "" && server == nil {
 		return nil, nil
 	}
-	a := &Access{tokens: map[[32]byte]Identity{}, server: server}
+	a := &Access{tokens: map[[32]byte]Identity{}, added: map[[32]byte]Identity{}, server: server}
 	if file != "" {
-		if err := a.load(file); err != nil {
-			return nil, err
+		a.file = &watched{path: file, load: func(body []byte) error {
+			toks, err := parseTokens(file, body)
+			if err != nil {
+				return err
+			}
+			a.mu.Lock()
+			a.tokens = toks
+			a.mu.Unlock()
+			return nil
+		}}
+		if err := a.file.init(); err != nil {
+			return nil, fmt.Errorf("access tokens: %w", err)
 		}
 	}
 	return a, nil
 }
 
-// load reads a tokens file: one "NAME ROLE TOKEN" a line; # comments.
-func (a *Access) load(file string) error {
-	f, err := os.Open(file)
-	if err != nil {
-		return fmt.Errorf("access tokens: %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
+// parseTokens reads a tokens file: one "NAME ROLE TOKEN" a line; # comments.
+func parseTokens(file string, body []byte) (map[[32]byte]Identity, error) {
+	toks := map[[32]byte]Identity{}
+	sc := bufio.NewScanner(bytes.NewReader(body))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || line[0] == '#' {
@@ -99,25 +128,25 @@ func (a *Access) load(file string) error {
 		}
 		fs := strings.Fields(line)
 		if len(fs) != 3 {
-			return fmt.Errorf("access tokens: %s line %d: want NAME ROLE TOKEN", file, n)
+			return nil, fmt.Errorf("%s line %d: want NAME ROLE TOKEN", file, n)
 		}
 		role, err := ParseRole(fs[1])
 		if err != nil {
-			return fmt.Errorf("access tokens: %s line %d: %w", file, n, err)
+			return nil, fmt.Errorf("%s line %d: %w", file, n, err)
 		}
 		if len(fs[2]) < 16 {
-			return fmt.Errorf("access tokens: %s line %d: token shorter than 16 characters", file, n)
+			return nil, fmt.Errorf("%s line %d: token shorter than 16 characters", file, n)
 		}
-		a.Add(fs[2], fs[0], role)
+		toks[sha256.Sum256([]byte(fs[2]))] = Identity{Name: fs[0], Role: role}
 	}
-	return sc.Err()
+	return toks, sc.Err()
 }
 
-// Add accepts token as name with role.
+// Add accepts token as name with role (whatever the tokens file says).
 func (a *Access) Add(token, name string, role Role) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.tokens[sha256.Sum256([]byte(token))] = Identity{Name: name, Role: role}
+	a.added[sha256.Sum256([]byte(token))] = Identity{Name: name, Role: role}
 }
 
 // NewToken returns a fresh random token (32 hex bytes of entropy).
@@ -134,14 +163,26 @@ func (a *Access) token(tok string) (Identity, bool) {
 	if tok == "" {
 		return Identity{}, false
 	}
+	a.file.refresh()
+	h := sha256.Sum256([]byte(tok))
 	a.mu.RLock()
-	id, ok := a.tokens[sha256.Sum256([]byte(tok))]
+	id, ok := a.tokens[h]
+	if !ok {
+		id, ok = a.added[h]
+	}
 	a.mu.RUnlock()
 	if ok {
 		return id, true
 	}
-	if a.server != nil && IsJWT(tok) && a.server.VerifyServer(tok) == nil {
-		return Identity{Name: "server", Role: RoleWrite}, true
+	if a.server != nil && IsJWT(tok) {
+		if a.server.VerifyServer(tok) == nil {
+			return Identity{Name: "server", Role: RoleWrite}, true
+		}
+		if a.vouch {
+			if id, err := a.server.VerifyAdmin(tok); err == nil {
+				return id, true
+			}
+		}
 	}
 	return Identity{}, false
 }
@@ -403,4 +444,49 @@ func TokenFromFlag(v string) (string, error) {
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	return strings.TrimSpace(line), nil
+}
+
+// Vouched returns a token function for the volume servers' admin API: it
+// asks the masters (HTTP host:port, tried in turn) for an admin token
+// vouching for the holder of token (GET /admin/token), caches it for half
+// its life, and answers "" when no master gives one (no signing key, or
+// an old master): the caller's own token is then all it shows.
+func Vouched(masters []string, url func(hostport string) string, token string, hc *http.Client) func() string {
+	var mu sync.Mutex
+	var cached string
+	var until time.Time
+	return func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if cached != "" && time.Now().Before(until) {
+			return cached
+		}
+		for _, m := range masters {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url(m)+"/admin/token", nil)
+			if err != nil {
+				cancel()
+				continue
+			}
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := hc.Do(req)
+			if err != nil {
+				cancel()
+				continue
+			}
+			var body struct {
+				Auth    string `json:"auth"`
+				Expires int    `json:"expiresInSeconds"`
+			}
+			err = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&body)
+			resp.Body.Close()
+			cancel()
+			if err != nil || resp.StatusCode != http.StatusOK || body.Auth == "" {
+				continue
+			}
+			cached, until = body.Auth, time.Now().Add(time.Duration(body.Expires)*time.Second/2)
+			return cached
+		}
+		return ""
+	}
 }

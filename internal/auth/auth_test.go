@@ -202,3 +202,180 @@ func TestMTLSIdentity(t *testing.T) {
 		t.Errorf("gRPC: %v %v", id, ok)
 	}
 }
+
+// TestSignerKeyFileRotation walks the documented rotation of the signing
+// key through one key file per server, without a restart: the new key is
+// first accepted everywhere, then signs, then the old one is removed.
+func TestSignerKeyFileRotation(t *testing.T) {
+	defer func(d time.Duration) { ReloadInterval = d }(ReloadInterval)
+	ReloadInterval = 0
+	dir := t.TempDir()
+	oldKey, newKey := "old-"+NewToken(), "new-"+NewToken()
+	// Two servers: a signs (a master), b verifies (a volume server).
+	fa, fb := filepath.Join(dir, "a.key"), filepath.Join(dir, "b.key")
+	write := func(f string, keys ...string) {
+		t.Helper()
+		tmp := f + ".tmp"
+		if err := os.WriteFile(tmp, []byte(strings.Join(keys, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// A new modification time even within the file system's granularity.
+		st, _ := os.Stat(f)
+		if st != nil {
+			os.Chtimes(tmp, time.Now(), st.ModTime().Add(time.Second))
+		}
+		if err := os.Rename(tmp, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(fa, oldKey)
+	write(fb, oldKey)
+	a, err := NewSignerFile(fa, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewSignerFile(fb, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fid.FileID{Volume: 1, Key: 2, Cookie: 3}
+	ok := func(step string, from, to *Signer) {
+		t.Helper()
+		if err := to.Verify(from.Sign(id, 1), id); err != nil {
+			t.Errorf("%s: file token refused: %v", step, err)
+		}
+		if err := to.VerifyServer(from.ServerToken()); err != nil {
+			t.Errorf("%s: server token refused: %v", step, err)
+		}
+	}
+	ok("start", a, b)
+	oldTok, oldSrv := a.Sign(id, 1), a.ServerToken()
+
+	// 1. The new key is added as the second line everywhere: still the old one signs.
+	write(fa, oldKey, newKey)
+	write(fb, oldKey, newKey)
+	ok("new key accepted", a, b)
+	ok("new key accepted", b, a)
+	if err := NewSigner(oldKey, 0).Verify(a.Sign(id, 1), id); err != nil {
+		t.Errorf("the second line signs: %v", err)
+	}
+	// 2. The new key moves first on a, which signs with it; b, not yet
+	// swapped, accepts it, and a still accepts b's old-key tokens.
+	write(fa, newKey, oldKey)
+	if err := NewSigner(newKey, 0).Verify(a.Sign(id, 1), id); err != nil {
+		t.Errorf("after the swap the new key does not sign: %v", err)
+	}
+	if err := NewSigner(newKey, 0).VerifyServer(a.ServerToken()); err != nil {
+		t.Errorf("after the swap the server token is still the old key's: %v", err)
+	}
+	ok("swapped on a only", a, b)
+	ok("swapped on a only", b, a)
+	write(fb, newKey, oldKey)
+	if err := b.Verify(oldTok, id); err != nil {
+		t.Errorf("a token of the previous key refused inside the window: %v", err)
+	}
+	// 3. The old key is removed: its tokens are refused.
+	write(fa, newKey)
+	write(fb, newKey)
+	ok("old key removed", a, b)
+	if err := b.Verify(oldTok, id); !errors.Is(err, ErrUnauthorized) {
+		t.Errorf("a token of the removed key: %v, want ErrUnauthorized", err)
+	}
+	if err := b.VerifyServer(oldSrv); !errors.Is(err, ErrUnauthorized) {
+		t.Errorf("a server token of the removed key: %v, want ErrUnauthorized", err)
+	}
+	// A broken version (three keys, or empty) is refused whole; the loaded keys stay.
+	write(fb, "x-"+NewToken(), "y-"+NewToken(), "z-"+NewToken())
+	ok("broken key file", a, b)
+	write(fb, "")
+	ok("empty key file", a, b)
+	if _, err := NewSignerFile(filepath.Join(dir, "missing"), 0); err == nil {
+		t.Error("a missing key file accepted")
+	}
+}
+
+// TestAccessTokensReload: the tokens file is re-read when it changes: an
+// added token is accepted, a removed one refused, tokens added in process
+// stay, and a file that does not parse leaves the previous tokens in force.
+func TestAccessTokensReload(t *testing.T) {
+	defer func(d time.Duration) { ReloadInterval = d }(ReloadInterval)
+	ReloadInterval = 0
+	f := filepath.Join(t.TempDir(), "tokens")
+	oldTok, newTok, inproc := "old-"+NewToken(), "new-"+NewToken(), "inproc-"+NewToken()
+	write := func(body string) {
+		t.Helper()
+		st, _ := os.Stat(f)
+		if err := os.WriteFile(f+".tmp", []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if st != nil {
+			os.Chtimes(f+".tmp", time.Now(), st.ModTime().Add(time.Second))
+		}
+		if err := os.Rename(f+".tmp", f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("alice rw " + oldTok + "\n")
+	a, err := NewAccess(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Add(inproc, "gateway", RoleWrite)
+	who := func(tok string) string {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("Authorization", "Bearer "+tok)
+		id, ok := a.FromHTTP(r)
+		if !ok {
+			return ""
+		}
+		return id.Name + ":" + id.Role.String()
+	}
+	if who(oldTok) != "alice:rw" || who(newTok) != "" || who(inproc) != "gateway:rw" {
+		t.Fatalf("start: %q %q %q", who(oldTok), who(newTok), who(inproc))
+	}
+	write("alice rw " + oldTok + "\nbob ro " + newTok + "\n")
+	if who(newTok) != "bob:ro" {
+		t.Errorf("an added token: %q, want bob:ro", who(newTok))
+	}
+	write("bob rw " + newTok + "\n")
+	if who(oldTok) != "" || who(newTok) != "bob:rw" || who(inproc) != "gateway:rw" {
+		t.Errorf("after removing alice: %q %q %q", who(oldTok), who(newTok), who(inproc))
+	}
+	write("bob rw short\n")
+	if who(newTok) != "bob:rw" {
+		t.Errorf("a broken file replaced the tokens: %q", who(newTok))
+	}
+}
+
+// TestAdminTokenVouched: a master's admin token carries the identity it
+// vouches for; only an Access that accepts vouched tokens takes it; it is
+// neither a server token nor a file token, and another key's is refused.
+func TestAdminTokenVouched(t *testing.T) {
+	s := NewSigner("vouch-key-0123456789", time.Minute)
+	tok := s.AdminToken(Identity{Name: "alice", Role: RoleRead})
+	if id, err := s.VerifyAdmin(tok); err != nil || id.Name != "vouched:alice" || id.Role != RoleRead {
+		t.Fatalf("VerifyAdmin: %+v %v", id, err)
+	}
+	if s.VerifyServer(tok) == nil || s.Verify(tok, fid.FileID{Volume: 1, Key: 1}) == nil {
+		t.Error("an admin token passes as a server or file token")
+	}
+	if _, err := s.VerifyAdmin(s.ServerToken()); err == nil {
+		t.Error("a server token passes as an admin token")
+	}
+	if _, err := s.VerifyAdmin(NewSigner("other-key-0123456789", 0).AdminToken(Identity{Name: "x", Role: RoleWrite})); err == nil {
+		t.Error("another key's admin token accepted")
+	}
+	who := func(a *Access) bool {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("Authorization", "Bearer "+tok)
+		_, ok := a.FromHTTP(r)
+		return ok
+	}
+	a, _ := NewAccess("", s)
+	if who(a) {
+		t.Error("an Access not accepting vouched tokens took one")
+	}
+	if !who(a.AcceptVouched()) {
+		t.Error("AcceptVouched: the admin token refused")
+	}
+}

@@ -23,16 +23,32 @@ import (
 // token. Its messages never carry the token.
 var ErrUnauthorized = errors.New("unauthorized")
 
-// Signer signs and checks file-id tokens with one HMAC key. A nil *Signer
-// signs nothing ("") and accepts everything: security is off.
+// Signer signs and checks file-id tokens with HMAC keys. The first key
+// signs; every key verifies: a second key is the rotation window (a new key
+// accepted everywhere before it signs, or the previous one still accepted
+// after). A Signer made from a key file re-reads it when it changes (see
+// ReloadInterval). A nil *Signer signs nothing ("") and accepts everything:
+// security is off.
 type Signer struct {
-	key     []byte
-	srvKey  []byte // derived: tokens servers show each other (internal endpoints)
 	expires time.Duration
+	file    *watched // nil: fixed keys
 
-	mu       sync.Mutex
+	mu       sync.RWMutex
+	keys     []signKey // keys[0] signs
 	srvTok   string
 	srvUntil time.Time
+}
+
+// signKey is one signing key and the key of its server tokens.
+type signKey struct {
+	key    []byte
+	srvKey []byte // derived: tokens servers show each other (internal endpoints)
+}
+
+func newSignKey(key string) signKey {
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write([]byte("kelp server token"))
+	return signKey{key: []byte(key), srvKey: m.Sum(nil)}
 }
 
 // DefaultExpiry is a file token's lifetime when none is configured.
@@ -43,12 +59,88 @@ func NewSigner(key string, expires time.Duration) *Signer {
 	if key == "" {
 		return nil
 	}
+	return newSigner([]signKey{newSignKey(key)}, expires)
+}
+
+func newSigner(keys []signKey, expires time.Duration) *Signer {
 	if expires <= 0 {
 		expires = DefaultExpiry
 	}
-	m := hmac.New(sha256.New, []byte(key))
-	m.Write([]byte("kelp server token"))
-	return &Signer{key: []byte(key), srvKey: m.Sum(nil), expires: expires}
+	return &Signer{keys: keys, expires: expires}
+}
+
+// MaxKeys is how many keys a key file may hold: the signing key and the
+// one being rotated in or out.
+const MaxKeys = 2
+
+// ParseKeys reads a key file: one key a line, the first signs, the other
+// (at most MaxKeys in all) is accepted for verification too; blank lines
+// and # comments are skipped. Errors never carry a key.
+func ParseKeys(body []byte) ([]string, error) {
+	var keys []string
+	for _, line := range strings.Split(string(body), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		keys = append(keys, line)
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("no key")
+	}
+	if len(keys) > MaxKeys {
+		return nil, fmt.Errorf("%d keys, at most %d (the signing key and the previous or next one)", len(keys), MaxKeys)
+	}
+	return keys, nil
+}
+
+// NewSignerFile returns a Signer with the keys of file (see ParseKeys),
+// re-read when the file changes: a rotation needs no restart.
+func NewSignerFile(file string, expires time.Duration) (*Signer, error) {
+	s := newSigner(nil, expires)
+	s.file = &watched{path: file, load: func(body []byte) error {
+		ks, err := ParseKeys(body)
+		if err != nil {
+			return err
+		}
+		keys := make([]signKey, len(ks))
+		for i, k := range ks {
+			keys[i] = newSignKey(k)
+		}
+		s.mu.Lock()
+		if len(s.keys) == 0 || !hmac.Equal(s.keys[0].key, keys[0].key) {
+			s.srvTok = "" // the signing key changed: a new server token
+		}
+		s.keys = keys
+		s.mu.Unlock()
+		return nil
+	}}
+	if err := s.file.init(); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return s, nil
+}
+
+// current is the keys in use, after a check for a new key file.
+func (s *Signer) current() []signKey {
+	s.file.refresh()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.keys
+}
+
+func verifyKeys(keys []signKey, server bool) jwt.Keyfunc {
+	return func(*jwt.Token) (any, error) {
+		set := jwt.VerificationKeySet{Keys: make([]jwt.VerificationKey, len(keys))}
+		for i, k := range keys {
+			if server {
+				set.Keys[i] = k.srvKey
+			} else {
+				set.Keys[i] = k.key
+			}
+		}
+		return set, nil
+	}
 }
 
 // Enabled reports whether s checks tokens.
@@ -75,7 +167,7 @@ func (s *Signer) Sign(id fid.FileID, count uint64) string {
 	c := fileClaims{FID: id.String(), N: count, RegisteredClaims: jwt.RegisteredClaims{
 		ExpiresAt: jwt.NewNumericDate(time.Now().Add(s.expires)),
 	}}
-	t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.key)
+	t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.current()[0].key)
 	if err != nil {
 		return "" // HMAC signing does not fail
 	}
@@ -93,7 +185,7 @@ func (s *Signer) Verify(token string, id fid.FileID) error {
 		return fmt.Errorf("%w: no token for %s", ErrUnauthorized, id)
 	}
 	var c fileClaims
-	if _, err := parser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return s.key, nil }); err != nil {
+	if _, err := parser.ParseWithClaims(token, &c, verifyKeys(s.current(), false)); err != nil {
 		return fmt.Errorf("%w: bad token for %s: %s", ErrUnauthorized, id, tokenErr(err))
 	}
 	bound, err := fid.Parse(c.FID)
@@ -139,6 +231,7 @@ func (s *Signer) ServerToken() string {
 	if s == nil {
 		return ""
 	}
+	s.file.refresh()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -147,7 +240,7 @@ func (s *Signer) ServerToken() string {
 	}
 	life := max(s.expires, time.Minute)
 	c := serverClaims{Srv: true, RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(now.Add(life))}}
-	t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.srvKey)
+	t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.keys[0].srvKey)
 	if err != nil {
 		return ""
 	}
@@ -164,7 +257,7 @@ func (s *Signer) VerifyServer(token string) error {
 		return fmt.Errorf("%w: no server token", ErrUnauthorized)
 	}
 	var c serverClaims
-	if _, err := parser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return s.srvKey, nil }); err != nil {
+	if _, err := parser.ParseWithClaims(token, &c, verifyKeys(s.current(), true)); err != nil {
 		return fmt.Errorf("%w: bad server token: %s", ErrUnauthorized, tokenErr(err))
 	}
 	if !c.Srv {
@@ -182,4 +275,61 @@ func Bearer(h string) string {
 		return strings.TrimSpace(h[7:])
 	}
 	return ""
+}
+
+// AdminTokenLife is how long a vouched admin token is valid.
+const AdminTokenLife = 2 * time.Minute
+
+type adminClaims struct {
+	Name string `json:"adm"`
+	Role string `json:"role"`
+	jwt.RegisteredClaims
+}
+
+func adminKey(k signKey) []byte {
+	m := hmac.New(sha256.New, k.key)
+	m.Write([]byte("kelp admin token"))
+	return m.Sum(nil)
+}
+
+// AdminToken is a token by which a master vouches for a client it has
+// authenticated (name, role): volume servers holding the signing key take
+// it on their admin API, so they need no copy of the masters' access
+// tokens. It is signed with a key derived from the signing key, so it is
+// neither a file token nor a server token, and lives AdminTokenLife.
+func (s *Signer) AdminToken(id Identity) string {
+	if s == nil || id.Role == RoleNone {
+		return ""
+	}
+	k := s.current()[0]
+	c := adminClaims{Name: id.Name, Role: id.Role.String(), RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(time.Now().Add(AdminTokenLife))}}
+	t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(adminKey(k))
+	if err != nil {
+		return ""
+	}
+	return t
+}
+
+// VerifyAdmin checks an AdminToken and returns the identity it vouches for.
+func (s *Signer) VerifyAdmin(token string) (Identity, error) {
+	if s == nil {
+		return Identity{}, fmt.Errorf("%w: no signing key", ErrUnauthorized)
+	}
+	var c adminClaims
+	keys := s.current()
+	kf := func(*jwt.Token) (any, error) {
+		set := jwt.VerificationKeySet{}
+		for _, k := range keys {
+			set.Keys = append(set.Keys, adminKey(k))
+		}
+		return set, nil
+	}
+	if _, err := parser.ParseWithClaims(token, &c, kf); err != nil {
+		return Identity{}, fmt.Errorf("%w: bad admin token: %s", ErrUnauthorized, tokenErr(err))
+	}
+	role, err := ParseRole(c.Role)
+	if err != nil || c.Name == "" {
+		return Identity{}, fmt.Errorf("%w: admin token names no identity", ErrUnauthorized)
+	}
+	return Identity{Name: "vouched:" + c.Name, Role: role}, nil
 }

@@ -12,6 +12,7 @@ import (
 // Secrets are the keys `kelp server --secure` keeps in its data directory.
 type Secrets struct {
 	SigningKey     string // --jwt.signing.key
+	SigningKeyFile string // the file holding it, for --jwt.signing.key=@FILE (re-read when it changes)
 	AdminToken     string // read-write access token, named "admin"
 	TokensFile     string // the --access.tokens file holding AdminToken
 	AdminTokenFile string // the admin token alone, for --access.token=@FILE
@@ -26,7 +27,8 @@ func LoadOrCreateSecrets(dir string) (Secrets, error) {
 	}
 	var s Secrets
 	var err error
-	if s.SigningKey, err = loadOrCreate(filepath.Join(sd, "jwt-signing.key")); err != nil {
+	s.SigningKeyFile = filepath.Join(sd, "jwt-signing.key")
+	if s.SigningKey, err = loadOrCreate(s.SigningKeyFile); err != nil {
 		return Secrets{}, err
 	}
 	s.AdminTokenFile = filepath.Join(sd, "admin.token")

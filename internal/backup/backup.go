@@ -7,6 +7,7 @@ package backup
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -37,6 +38,13 @@ type Config struct {
 	Logger     *slog.Logger
 	// AccessToken is shown to the filer and its masters ("" none).
 	AccessToken string
+	// Key, when set (DeriveKey), encrypts the backup: every file's content
+	// is sealed with AES-256-GCM before it reaches Dest, and a restore
+	// opens it. A backup of a filer that encrypts data at rest needs a Key
+	// unless Plaintext says otherwise.
+	Key []byte
+	// Plaintext allows an unencrypted backup of an encrypting filer.
+	Plaintext bool
 	// Stats, if set, receives the counts as the run goes (for metrics);
 	// nil means fresh ones.
 	Stats *Stats
@@ -73,9 +81,22 @@ func start(ctx context.Context, cfg *Config) (*run, error) {
 		return nil, fmt.Errorf("backup: path %q is not absolute", root)
 	}
 	root = path.Clean(root)
+	if cfg.Key != nil && len(cfg.Key) != 32 {
+		return nil, fmt.Errorf("backup: a key of %d bytes, want 32 (DeriveKey)", len(cfg.Key))
+	}
+	st, ok, err := cfg.Dest.LoadState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkState(st, ok, cfg.Key); err != nil {
+		return nil, err
+	}
 	site, err := filersync.OpenSiteAuth(ctx, "filer", cfg.Filer, cfg.AccessToken, time.Minute, cfg.HTTPClient, cfg.Logger)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Key != nil {
+		cfg.Dest = cryptDest{Dest: cfg.Dest, key: cfg.Key}
 	}
 	return &run{cfg: *cfg, site: site, root: root, log: cfg.Logger, stats: cmp.Or(cfg.Stats, &Stats{})}, nil
 }
@@ -110,7 +131,10 @@ func Backup(ctx context.Context, cfg Config) (*Stats, error) {
 		return nil, err
 	}
 	defer r.site.Close()
-	st, ok, err := cfg.Dest.LoadState(ctx)
+	if cfg.Key == nil && !cfg.Plaintext && r.site.EncryptsData() {
+		return r.stats, errors.New("backup: the filer encrypts data at rest (--encrypt-data) and this backup would hold plaintext: give an encryption key (--encrypt.key), or --plaintext to back it up unencrypted")
+	}
+	st, ok, err := r.cfg.Dest.LoadState(ctx)
 	if err != nil {
 		return r.stats, err
 	}

@@ -29,6 +29,10 @@ type State struct {
 	Path      string `json:"path"`      // the source directory backed up
 	Seq       uint64 `json:"seq"`       // last event applied
 	Updated   string `json:"updated"`
+	// Encrypted: the files' content is sealed (see crypt.go); KeyCheck
+	// recognises the key without revealing it.
+	Encrypted bool   `json:"encrypted,omitempty"`
+	KeyCheck  string `json:"keyCheck,omitempty"`
 }
 
 // Dest is where a backup lives. Paths are relative to the backed-up

@@ -33,12 +33,12 @@ type authFlags struct {
 // addFlags registers the flags; tokens: also --access.tokens (servers with
 // an API to protect: master, filer, server); client: also --access.token.
 func (f *authFlags) addFlags(fl *pflag.FlagSet, tokens, client bool) {
-	fl.StringVar(&f.signingKey, "jwt.signing.key", "", "secret key signing file ids: volume servers refuse writes and deletes without a token from assign (same value on masters, volume servers, filers; @FILE reads it from FILE)")
-	fl.StringVar(&f.readKey, "jwt.signing.read.key", "", "secret key signing reads: volume servers refuse reads without a token (@FILE reads it from FILE)")
+	fl.StringVar(&f.signingKey, "jwt.signing.key", "", "secret key signing file ids: volume servers refuse writes and deletes without a token from assign (same value on masters, volume servers, filers; @FILE reads it from FILE: one key a line, at most two, the first signs, both verify; re-read when the file changes)")
+	fl.StringVar(&f.readKey, "jwt.signing.read.key", "", "secret key signing reads: volume servers refuse reads without a token (@FILE reads it from FILE, as --jwt.signing.key)")
 	fl.DurationVar(&f.expires, "jwt.expires", auth.DefaultExpiry, "lifetime of a file token")
 	fl.StringVar(&f.auditLog, "audit.log", "", "audit log of authenticated mutating requests, JSON lines: a file, or - for stdout")
 	if tokens {
-		fl.StringVar(&f.accessTokens, "access.tokens", "", "file of access tokens, one \"NAME ROLE TOKEN\" a line (ROLE ro or rw): the API then needs Authorization: Bearer TOKEN")
+		fl.StringVar(&f.accessTokens, "access.tokens", "", "file of access tokens, one \"NAME ROLE TOKEN\" a line (ROLE ro or rw): the API then needs Authorization: Bearer TOKEN; re-read when the file changes")
 	}
 	if client {
 		addAccessTokenFlag(fl, &f.accessToken)
@@ -60,19 +60,16 @@ type authSetup struct {
 
 func (f *authFlags) setup() (authSetup, error) {
 	var a authSetup
-	key, err := auth.TokenFromFlag(f.signingKey)
-	if err != nil {
-		return a, fmt.Errorf("--jwt.signing.key: %w", err)
+	var err error
+	if a.signer, err = signerFromFlag("--jwt.signing.key", f.signingKey, f.expires); err != nil {
+		return a, err
 	}
-	rkey, err := auth.TokenFromFlag(f.readKey)
-	if err != nil {
-		return a, fmt.Errorf("--jwt.signing.read.key: %w", err)
+	if a.readSigner, err = signerFromFlag("--jwt.signing.read.key", f.readKey, f.expires); err != nil {
+		return a, err
 	}
 	if a.token, err = clientToken(f.accessToken); err != nil {
 		return a, err
 	}
-	a.signer = auth.NewSigner(key, f.expires)
-	a.readSigner = auth.NewSigner(rkey, f.expires)
 	if a.access, err = auth.NewAccess(f.accessTokens, a.signer); err != nil {
 		return a, err
 	}
@@ -80,6 +77,20 @@ func (f *authFlags) setup() (authSetup, error) {
 		return a, err
 	}
 	return a, nil
+}
+
+// signerFromFlag resolves a key flag: "@FILE" is a key file (one or two
+// keys, the first signs; re-read when it changes, see auth.NewSignerFile),
+// anything else the key itself, "" no signer.
+func signerFromFlag(name, v string, expires time.Duration) (*auth.Signer, error) {
+	if file, ok := strings.CutPrefix(v, "@"); ok {
+		s, err := auth.NewSignerFile(file, expires)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return s, nil
+	}
+	return auth.NewSigner(v, expires), nil
 }
 
 // applyMaster sets the master's security; with authentication on, the
@@ -131,7 +142,7 @@ func (f *authFlags) applySecure(dir string, out io.Writer) error {
 		return err
 	}
 	if f.signingKey == "" {
-		f.signingKey = s.SigningKey
+		f.signingKey = "@" + s.SigningKeyFile // re-read when it changes: rotation without a restart
 	}
 	if f.accessTokens == "" {
 		f.accessTokens = s.TokensFile

@@ -30,7 +30,7 @@ func TestApplySecure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.signingKey != s.SigningKey {
+	if f.signingKey != "@"+s.SigningKeyFile || sec.signer.VerifyServer(auth.NewSigner(s.SigningKey, 0).ServerToken()) != nil {
 		t.Error("a second start generated another signing key")
 	}
 	tok, err := clientToken("@" + s.AdminTokenFile)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kelpfs/kelp/internal/auth"
 	"github.com/kelpfs/kelp/internal/backup"
 	"github.com/kelpfs/kelp/internal/filersync"
 	"github.com/kelpfs/kelp/internal/pb"
@@ -121,6 +123,8 @@ type backupFlags struct {
 	workers               int
 	s3                    backup.S3Config
 	accessToken           string
+	encryptKey            string
+	plaintext             bool
 }
 
 func (f *backupFlags) add(cmd *cobra.Command, locFlag, locHelp string) {
@@ -130,6 +134,10 @@ func (f *backupFlags) add(cmd *cobra.Command, locFlag, locHelp string) {
 	fl.StringVar(&f.location, locFlag, "", locHelp)
 	fl.IntVar(&f.workers, "workers", 8, "files copied at once")
 	addAccessTokenFlag(fl, &f.accessToken)
+	fl.StringVar(&f.encryptKey, "encrypt.key", "", "encrypt the backup's content with AES-256-GCM under this secret (at least 16 characters; @FILE reads it from FILE; env KELP_BACKUP_KEY); restore needs the same")
+	if locFlag == "dest" {
+		fl.BoolVar(&f.plaintext, "plaintext", false, "allow an unencrypted backup of a filer that encrypts data at rest")
+	}
 	fl.StringVar(&f.s3.Endpoint, "s3.endpoint", "", "S3 endpoint URL for s3:// locations (default AWS); keys from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
 	fl.StringVar(&f.s3.Region, "s3.region", "us-east-1", "S3 region")
 }
@@ -155,7 +163,17 @@ func (f *backupFlags) config(ctx context.Context, g *globalFlags, locFlag string
 	if err != nil {
 		return backup.Config{}, err
 	}
-	return backup.Config{Filer: addr, Path: f.path, Dest: dest, Workers: f.workers, Logger: log, AccessToken: tok}, nil
+	var key []byte
+	if v := cmp.Or(f.encryptKey, os.Getenv("KELP_BACKUP_KEY")); v != "" {
+		secret, err := auth.TokenFromFlag(v)
+		if err != nil {
+			return backup.Config{}, fmt.Errorf("--encrypt.key: %w", err)
+		}
+		if key, err = backup.DeriveKey(secret); err != nil {
+			return backup.Config{}, fmt.Errorf("--encrypt.key: %w", err)
+		}
+	}
+	return backup.Config{Filer: addr, Path: f.path, Dest: dest, Workers: f.workers, Logger: log, AccessToken: tok, Key: key, Plaintext: f.plaintext}, nil
 }
 
 // newFilerBackupCommand is `kelp filer.backup`.

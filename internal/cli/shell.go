@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/kelpfs/kelp/internal/auth"
+	"github.com/kelpfs/kelp/internal/client"
+	"github.com/kelpfs/kelp/internal/security"
 	"github.com/kelpfs/kelp/internal/shell"
 )
 
@@ -45,6 +47,15 @@ at the first that fails and exits non-zero. Type help for the commands.`,
 			}
 			if tok != "" {
 				cfg.DialOptions = []grpc.DialOption{auth.DialOption(auth.Static(tok))}
+				// Volume servers take the admin token the masters sign for
+				// this token: they need no copy of the masters' tokens file.
+				var hosts []string
+				for _, m := range cfg.Masters {
+					if h, err := shell.MasterHTTP(m); err == nil {
+						hosts = append(hosts, h)
+					}
+				}
+				cfg.VolumeDialOptions = []grpc.DialOption{auth.DialOption(auth.Vouched(hosts, security.URL, tok, client.NewHTTPClient()))}
 			}
 			interactive := !cmd.Flags().Changed("command") && term.IsTerminal(int(os.Stdin.Fd()))
 			if home, err := os.UserHomeDir(); err == nil && interactive {

@@ -396,3 +396,7 @@ func toPBChunks(in []chunk.Chunk) []*filerpb.Chunk {
 	}
 	return out
 }
+
+// EncryptsData reports whether the site's filer encrypts data at rest
+// (--encrypt-data): what is read from it is plaintext all the same.
+func (s *Site) EncryptsData() bool { return s.conf.GetEncryptData() }

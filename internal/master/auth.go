@@ -18,7 +18,7 @@ import (
 
 func httpNeed(r *http.Request) auth.Role {
 	switch r.URL.Path {
-	case "/dir/readtoken":
+	case "/dir/readtoken", "/admin/token":
 		return auth.RoleRead
 	case "/dir/assign", "/cluster/configure", "/admin/lock", "/admin/unlock", "/vol/grow":
 		return auth.RoleWrite
@@ -70,4 +70,24 @@ func (s *Server) grpcNeed(method string) auth.Role {
 // configuration verified against the cluster CA.
 func verifiedPeer(r *http.Request) bool {
 	return r.TLS != nil && len(r.TLS.VerifiedChains) > 0
+}
+
+// handleAdminToken answers GET /admin/token with {"auth": a token vouching
+// for the caller's identity and role} (auth.Signer.AdminToken), which
+// volume servers take on their admin API: `kelp shell` with an access token
+// of the masters reaches volume servers that do not have the tokens file.
+// 404 when this master has no signing key (volume servers' admin API is
+// then not authenticated by tokens); 401 for a caller with no identity.
+func (s *Server) handleAdminToken(w http.ResponseWriter, r *http.Request) {
+	if !s.cfg.Signer.Enabled() {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "file ids are not signed: no admin tokens"})
+		return
+	}
+	id, ok := s.cfg.Access.FromHTTP(r)
+	if !ok || s.cfg.Access == nil && !verifiedPeer(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="kelp"`)
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "admin tokens need an identity: an access token or a verified client certificate"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"auth": s.cfg.Signer.AdminToken(id), "expiresInSeconds": int(auth.AdminTokenLife.Seconds())})
 }

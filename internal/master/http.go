@@ -22,6 +22,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /dir/lookup", s.onLeader(s.handleLookup, s.handleLookup))
 	mux.HandleFunc("GET /dir/status", s.handleDirStatus)
 	mux.HandleFunc("GET /dir/readtoken", s.handleReadToken)
+	mux.HandleFunc("GET /admin/token", s.handleAdminToken)
 	mux.HandleFunc("GET /cluster/status", s.handleClusterStatus)
 	mux.HandleFunc("GET /cluster/raft", s.handleRaft)
 	mux.HandleFunc("GET /cluster/topology", s.onLeader(s.handleTopology, nil))

@@ -209,3 +209,22 @@ func Scheme() string {
 // URL is the base URL of a Kelp server at hostport ("host:port"), with the
 // scheme this process uses. Every Kelp URL is built here or from Scheme.
 func URL(hostport string) string { return Scheme() + "://" + hostport }
+
+// ApplyClient fills in a TLS client configuration another library made
+// (a database driver's, from its own connection string): roots, when true,
+// replaces the roots with tls.ca (when one is configured), and this
+// process's certificate is offered as client certificate unless c already
+// has one. A nil t or c changes nothing.
+func (t *TLS) ApplyClient(c *tls.Config, roots bool) {
+	if t == nil || c == nil {
+		return
+	}
+	if roots && t.pool != nil {
+		c.RootCAs = t.pool
+	}
+	if len(c.Certificates) == 0 && c.GetClientCertificate == nil {
+		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return t.certificate()
+		}
+	}
+}

@@ -69,8 +69,9 @@ func parseMaster(a string) (masterAddr, error) {
 // conns keeps one gRPC connection per address for the shell's lifetime.
 // Safe for concurrent use (the lock renewal goroutine shares it).
 type conns struct {
-	masters []masterAddr
-	opts    []grpc.DialOption
+	masters    []masterAddr
+	opts       []grpc.DialOption
+	volumeOpts []grpc.DialOption // also on volume servers' connections
 
 	mu      sync.Mutex
 	current int // the master that answered last
@@ -81,13 +82,15 @@ func newConns(masters []masterAddr, opts []grpc.DialOption) *conns {
 	return &conns{masters: masters, opts: opts, byAddr: map[string]*grpc.ClientConn{}}
 }
 
-func (c *conns) conn(addr string) (*grpc.ClientConn, error) {
+func (c *conns) conn(addr string) (*grpc.ClientConn, error) { return c.dial(addr, nil) }
+
+func (c *conns) dial(addr string, extra []grpc.DialOption) (*grpc.ClientConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cc := c.byAddr[addr]; cc != nil {
 		return cc, nil
 	}
-	opts := append(pb.DialOptions(), c.opts...)
+	opts := append(append(pb.DialOptions(), c.opts...), extra...)
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("shell: connect %s: %w", addr, err)
@@ -136,9 +139,16 @@ func (c *conns) master(ctx context.Context, fn func(masterpb.MasterClient) error
 
 // volume returns a client for a volume server's gRPC address.
 func (c *conns) volume(grpcAddr string) (volumepb.VolumeServerClient, error) {
-	cc, err := c.conn(grpcAddr)
+	cc, err := c.dial(grpcAddr, c.volumeOpts)
 	if err != nil {
 		return nil, err
 	}
 	return volumepb.NewVolumeServerClient(cc), nil
+}
+
+// MasterHTTP is the HTTP host:port of a master given as the shell takes it
+// (host:port, or host:port.grpcPort).
+func MasterHTTP(a string) (string, error) {
+	m, err := parseMaster(a)
+	return m.http, err
 }

@@ -56,6 +56,9 @@ type Config struct {
 	Logger      *slog.Logger
 	// DialOptions are added to every gRPC connection (tests, TLS).
 	DialOptions []grpc.DialOption
+	// VolumeDialOptions are added to the connections to volume servers
+	// only (the admin token the masters vouch with, auth.Vouched).
+	VolumeDialOptions []grpc.DialOption
 }
 
 // Shell runs admin commands against one cluster. Commands run one at a time;
@@ -104,6 +107,7 @@ func New(cfg Config) (*Shell, error) {
 		s.cfg.Owner = "kelp shell"
 	}
 	s.conns = newConns(masters, cfg.DialOptions)
+	s.conns.volumeOpts = cfg.VolumeDialOptions
 	s.lock = &adminLock{}
 	// The registry, family by family; help lists it sorted.
 	for _, family := range [][]command{

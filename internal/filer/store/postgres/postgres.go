@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,6 +17,7 @@ import (
 	"github.com/kelpfs/kelp/internal/filer/store"
 	"github.com/kelpfs/kelp/internal/filer/store/internal/gate"
 	"github.com/kelpfs/kelp/internal/filer/store/internal/txretry"
+	"github.com/kelpfs/kelp/internal/security"
 )
 
 // DefaultTable is the table used when Options.Table is empty.
@@ -68,6 +72,7 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse dsn: %w", err)
 	}
+	applyProcessTLS(cfg, dsn)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
@@ -78,6 +83,41 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// applyProcessTLS gives the connections the DSN sends over TLS (sslmode
+// require, verify-ca, verify-full, and the TLS attempt of prefer/allow)
+// this process's TLS settings (security.Process: --tls.ca, --tls.cert,
+// --tls.key): tls.ca verifies the server unless the DSN names its own
+// sslrootcert (or PGSSLROOTCERT does), and the process's certificate is the
+// client certificate unless the DSN names sslcert. sslmode=disable, or a
+// process without TLS, changes nothing.
+func applyProcessTLS(cfg *pgxpool.Config, dsn string) {
+	t := security.Process()
+	if t == nil {
+		return
+	}
+	roots := !dsnHas(dsn, "sslrootcert") && os.Getenv("PGSSLROOTCERT") == ""
+	t.ApplyClient(cfg.ConnConfig.TLSConfig, roots)
+	for _, fb := range cfg.ConnConfig.Fallbacks {
+		if fb.TLSConfig != cfg.ConnConfig.TLSConfig {
+			t.ApplyClient(fb.TLSConfig, roots)
+		}
+	}
+}
+
+// dsnHas reports whether a libpq DSN (a URL or key=value pairs) sets key.
+func dsnHas(dsn, key string) bool {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		return err == nil && u.Query().Has(key)
+	}
+	for _, f := range strings.Fields(dsn) {
+		if k, _, ok := strings.Cut(f, "="); ok && strings.TrimSpace(k) == key {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Store) createTable(ctx context.Context, table string) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/kelpfs/kelp/internal/filer/store"
 	"github.com/kelpfs/kelp/internal/filer/store/internal/gate"
 	"github.com/kelpfs/kelp/internal/filer/store/internal/txretry"
+	"github.com/kelpfs/kelp/internal/security"
 )
 
 // DefaultPrefix is the key prefix used when Options.Prefix is empty.
@@ -62,6 +63,9 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis: parse url: %w", err)
 	}
+	// rediss:// (TLS): this process's TLS settings apply, tls.ca verifies
+	// the server and the process's certificate is the client certificate.
+	security.Process().ApplyClient(ro.TLSConfig, true)
 	client := goredis.NewClient(ro)
 	s := &Store{
 		client:     client,
