@@ -116,11 +116,15 @@ func (t *Topology) policyLocked(collection string) WritePolicy {
 // back) present are behind: the master catches them up (the needles they
 // miss, not the whole volume) and adds them to good. A deficit ends when the
 // volume has all its copies and every one is good. Deficits live beside the
-// volume entries, like failure marks, and are the leader's alone.
+// volume entries, like failure marks; the leader keeps them in raft too
+// (DeficitRecords, AdoptDeficits).
 type deficit struct {
 	since time.Time
 	cause string
 	good  []string // sorted URLs
+	// waiting: adopted from raft, and none of the good copies has reported
+	// since (see AdoptDeficits); good is kept as it is until one does.
+	waiting bool
 	// progress of the last catch-up, for status pages
 	lastSync time.Time
 	lastErr  string
@@ -144,6 +148,10 @@ type VolumeDeficit struct {
 	Missing int        `json:"missing"`
 	Copied  uint64     `json:"copied"`
 	LastErr string     `json:"lastError,omitempty"`
+	// Waiting: no copy known to hold every write has reported to this
+	// master yet (it was elected or restarted moments ago); nothing is
+	// healed until one does.
+	Waiting bool `json:"waitingForGoodCopy,omitempty"`
 }
 
 // markDeficitLocked records that the copies of e for which drop is true may
@@ -152,11 +160,16 @@ type VolumeDeficit struct {
 // good ones. The caller holds mu for writing.
 func (t *Topology) markDeficitLocked(vid uint32, e *volumeEntry, drop func(c volumeCopy) bool, cause string, now time.Time) {
 	if d := t.deficits[vid]; d != nil {
+		d.cause = cause
+		if d.waiting {
+			// The good copies have not reported yet: what they are
+			// stays what the predecessor committed.
+			return
+		}
 		good := slices.DeleteFunc(slices.Clone(d.good), func(u string) bool {
 			i := slices.IndexFunc(e.copies, func(c volumeCopy) bool { return c.node.info.URL == u })
 			return i < 0 || drop(e.copies[i])
 		})
-		d.cause = cause
 		if len(good) == 0 {
 			// No present copy would be known to hold every write (a write
 			// reached only a copy that is gone since): keep the present good
@@ -246,6 +259,7 @@ func (t *Topology) Deficits() []VolumeDeficit {
 		vd := VolumeDeficit{
 			VolumeID: vid, Collection: e.key.Collection, Since: d.since, Cause: d.cause,
 			Want: e.key.Replication.Copies(), Good: slices.Clone(d.good), Copied: d.copied, LastErr: d.lastErr,
+			Waiting: d.waiting,
 		}
 		for _, c := range e.copies {
 			if !slices.Contains(d.good, c.node.info.URL) && t.reachableLocked(c.node.info.URL) {
@@ -306,7 +320,10 @@ func (t *Topology) writableDegraded(e *volumeEntry, p WritePolicy) bool {
 			t.markDeficitLocked(vid, e, func(volumeCopy) bool { return false }, cause, time.Now())
 			d = t.deficits[vid]
 		}
+	} else if d.waiting && !t.hasGoodCopyLocked(e, d) {
+		return false
 	} else {
+		d.waiting = false
 		// A good copy that is gone stops being good (it may come back having
 		// missed writes). One that is only unreachable for a while stays
 		// good: it takes no writes meanwhile, and a write whose forward to
