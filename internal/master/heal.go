@@ -65,6 +65,7 @@ func (s *Server) healLoop() {
 			continue
 		}
 		s.currentSettings() // write policies reach the topology
+		s.commitDeficits()  // adopts the committed records first on a new leader
 		s.healOnce()
 		s.replaceMissing()
 	}
@@ -74,7 +75,7 @@ func (s *Server) healLoop() {
 // behind and a good copy to copy from, unless one runs already.
 func (s *Server) healOnce() {
 	for _, d := range s.topo.Deficits() {
-		if len(d.Behind) == 0 || len(d.Good) == 0 {
+		if len(d.Behind) == 0 || len(d.Good) == 0 || d.Waiting {
 			continue
 		}
 		s.heal.mu.Lock()
@@ -194,7 +195,7 @@ func (s *Server) replaceMissing() {
 	}
 	var due []topology.VolumeDeficit
 	for _, d := range s.topo.Deficits() {
-		if d.Missing > 0 && len(d.Behind) == 0 && len(d.Good) > 0 && time.Since(d.Since) > after {
+		if d.Missing > 0 && len(d.Behind) == 0 && len(d.Good) > 0 && !d.Waiting && time.Since(d.Since) > after {
 			due = append(due, d)
 		}
 	}

@@ -66,8 +66,9 @@ type masterStatus struct {
 	} `json:"volumeServers"`
 	WritePolicy     map[string]string `json:"writePolicy"`
 	UnderReplicated []struct {
-		VolumeID uint32 `json:"volumeId"`
-		Cause    string `json:"cause"`
+		VolumeID uint32   `json:"volumeId"`
+		Cause    string   `json:"cause"`
+		Good     []string `json:"good"`
 	} `json:"underReplicated"`
 	Healed struct {
 		NeedlesCopied  uint64 `json:"needlesCopied"`
