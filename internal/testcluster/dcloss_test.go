@@ -66,9 +66,10 @@ type masterStatus struct {
 	} `json:"volumeServers"`
 	WritePolicy     map[string]string `json:"writePolicy"`
 	UnderReplicated []struct {
-		VolumeID uint32   `json:"volumeId"`
-		Cause    string   `json:"cause"`
-		Good     []string `json:"good"`
+		VolumeID uint32    `json:"volumeId"`
+		Cause    string    `json:"cause"`
+		Good     []string  `json:"good"`
+		Since    time.Time `json:"since"`
 	} `json:"underReplicated"`
 	Healed struct {
 		NeedlesCopied  uint64 `json:"needlesCopied"`

@@ -18,6 +18,7 @@ import (
 	"github.com/kelpfs/kelp/internal/fid"
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/masterpb"
+	"github.com/kelpfs/kelp/internal/pb/volumepb"
 	"github.com/kelpfs/kelp/internal/testcluster"
 	"github.com/kelpfs/kelp/internal/testutil"
 )
@@ -65,6 +66,9 @@ func newMissedWrite(t *testing.T) *missedWrite {
 			break
 		}
 	}
+	// dc2's copy takes no catch-up until the test allows it (markDC2): the
+	// leader that learns of the missed write must not heal it at once.
+	m.markDC2(t, true)
 	req, err := http.NewRequest(http.MethodPut, "http://"+m.dc1.Addr+"/"+m.id.String()+"?type=replicate&ts="+strconv.FormatInt(time.Now().Unix(), 10), bytes.NewReader(m.body))
 	if err != nil {
 		t.Fatal(err)
@@ -80,43 +84,61 @@ func newMissedWrite(t *testing.T) *missedWrite {
 	if status, _, _ := readFrom(m.dc2.Addr, m.id); status != http.StatusNotFound {
 		t.Fatalf("dc2 answers %d for the needle only dc1 has", status)
 	}
-	m.report(t, c.Leader().Addr)
+	m.report(t)
 	return m
 }
 
-// report sends dc1's report of a write short of copies to the master at
-// addr, as a volume server does (ReportVolumeFailure with the copies
-// written).
-func (m *missedWrite) report(t *testing.T, addr string) {
+// markDC2 makes dc2's copy of the volume read-only or writable again: a
+// read-only copy refuses the needles a catch-up would write.
+func (m *missedWrite) markDC2(t *testing.T, readOnly bool) {
 	t.Helper()
-	g, err := pb.GRPCAddress(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := grpc.NewClient(g, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(m.dc2.VolumeServer().GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := masterpb.NewMasterClient(cc).ReportVolumeFailure(ctx, &masterpb.ReportVolumeFailureRequest{
-		VolumeId: m.id.Volume, WrittenUrls: []string{m.dc1.Addr},
-	}); err != nil {
-		t.Fatalf("report the write short of copies: %v", err)
+	if _, err := volumepb.NewVolumeServerClient(cc).MarkVolume(ctx, &volumepb.MarkVolumeRequest{VolumeId: m.id.Volume, ReadOnly: readOnly}); err != nil {
+		t.Fatalf("mark dc2's copy read-only=%v: %v", readOnly, err)
 	}
 }
 
+// report sends dc1's report of a write short of copies to the leader, as
+// a volume server does (ReportVolumeFailure with the copies written), until
+// one answers (an election on a loaded machine may come in between).
+func (m *missedWrite) report(t *testing.T) {
+	t.Helper()
+	var last error
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		g, err := pb.GRPCAddress(m.c.Leader().Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc, err := grpc.NewClient(g, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, last = masterpb.NewMasterClient(cc).ReportVolumeFailure(ctx, &masterpb.ReportVolumeFailureRequest{
+			VolumeId: m.id.Volume, WrittenUrls: []string{m.dc1.Addr},
+		})
+		return last == nil
+	}, "no leader answered the report of the write short of copies: %v", last)
+}
+
 // listed reports whether the master at addr lists the volume as
-// under-replicated with dc1 alone good.
-func (m *missedWrite) listed(t *testing.T, addr string) bool {
+// under-replicated with dc1 alone good, and since when.
+func (m *missedWrite) listed(t *testing.T, addr string) (bool, time.Time) {
 	t.Helper()
 	for _, d := range clusterStatus(t, addr).UnderReplicated {
 		if d.VolumeID == m.id.Volume && slices.Equal(d.Good, []string{m.dc1.Addr}) {
-			return true
+			return true, d.Since
 		}
 	}
-	return false
+	return false, time.Time{}
 }
 
 // waitHealed waits until the dc2 copy serves the needle it missed, the
@@ -131,7 +153,7 @@ func (m *missedWrite) waitHealed(t *testing.T, what string) {
 		switch {
 		case err != nil || status != http.StatusOK || !bytes.Equal(got, m.body):
 			why = fmt.Sprintf("dc2 answers %d %q %v", status, got, err)
-		case m.listed(t, leader):
+		case first(m.listed(t, leader)):
 			why = "still under-replicated"
 		case st.Healed.NeedlesCopied == 0:
 			why = "the leader copied no needle"
@@ -147,28 +169,40 @@ func (m *missedWrite) waitHealed(t *testing.T, what string) {
 }
 
 // TestDeficitsSurviveLeaderFailover: the leader that learned of a write the
-// dc2 copy missed dies; its successor knows the copy is behind (the report
+// dc2 copy missed dies before it could heal it; its successor knows the copy is behind (the report
 // was committed to raft before it was answered), lists it and catches it up.
 // Without the records in raft the new leader sees two present copies, takes
 // dc2's for good and never copies the needle.
 func TestDeficitsSurviveLeaderFailover(t *testing.T) {
 	m := newMissedWrite(t)
+	// Committed means on a majority; every follower applies it soon.
 	for _, f := range m.c.Followers() {
-		d, ok := f.Master().CommittedDeficits()[m.id.Volume]
-		if !ok || !slices.Equal(d.Good, []string{m.dc1.Addr}) {
-			t.Fatalf("follower %s holds %+v for volume %d, want dc1 alone good", f.Addr, d, m.id.Volume)
-		}
+		testutil.WaitFor(t, 10*time.Second, func() bool {
+			d, ok := f.Master().CommittedDeficits()[m.id.Volume]
+			return ok && slices.Equal(d.Good, []string{m.dc1.Addr})
+		}, "follower %s holds no record of volume %d with dc1 alone good: %+v; leader %+v: %s", f.Addr, m.id.Volume, f.Master().CommittedDeficits(), m.c.Leader().Master().CommittedDeficits(), dump(m.c.Leader().Addr))
 	}
 	m.c.WaitMirrored()
+	ok, since := m.listed(t, m.c.Leader().Addr)
+	if !ok {
+		t.Fatalf("the leader does not list the volume with dc1 alone good: %s", dump(m.c.Leader().Addr))
+	}
 	old := m.c.KillLeader()
 	leader := m.c.Leader()
 	if leader == old {
 		t.Fatal("the killed master still leads")
 	}
-	// Listed by the new leader until healed (it may heal at once).
+	// The same record: under-replicated since the missed write, dc1 alone
+	// good. (A leader that only derives deficits from its own view may list
+	// the volume too, from the moment one copy reconnected later than the
+	// other, with whichever copy came first as good.)
+	var got time.Time
 	testutil.WaitFor(t, 10*time.Second, func() bool {
-		return m.listed(t, leader.Addr) || clusterStatus(t, leader.Addr).Healed.NeedlesCopied > 0
-	}, "the new leader neither lists the volume as under-replicated nor healed it: %s", dump(leader.Addr))
+		ok, s := m.listed(t, leader.Addr)
+		got = s
+		return ok && s.Equal(since)
+	}, "the new leader does not list the volume as under-replicated since %v with dc1 alone good (since %v): %s", since, got, dump(leader.Addr))
+	m.markDC2(t, false)
 	m.waitHealed(t, "after failover")
 }
 
@@ -188,11 +222,14 @@ func TestDeficitsAreDurable(t *testing.T) {
 	}
 	m.dc2.Start(t)
 	leader := m.c.Leader()
-	testutil.WaitFor(t, 20*time.Second, func() bool { return m.listed(t, m.c.Leader().Addr) },
+	testutil.WaitFor(t, 20*time.Second, func() bool { return first(m.listed(t, m.c.Leader().Addr)) },
 		"after the restart the leader does not list the volume with dc1 alone good: %s", dump(leader.Addr))
 	if status, _, _ := readFrom(m.dc2.Addr, m.id); status != http.StatusNotFound {
 		t.Fatalf("dc2 answers %d before dc1 returned", status)
 	}
+	m.markDC2(t, false)
 	m.dc1.Start(t)
 	m.waitHealed(t, "after restarting every master")
 }
+
+func first[A, B any](a A, _ B) A { return a }
