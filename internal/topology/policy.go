@@ -122,9 +122,20 @@ type deficit struct {
 	since time.Time
 	cause string
 	good  []string // sorted URLs
-	// waiting: adopted from raft, and none of the good copies has reported
-	// since (see AdoptDeficits); good is kept as it is until one does.
-	waiting bool
+	// waiting: none of the good copies is present (adopted from raft and
+	// none has reported since, see AdoptDeficits, or every good copy was
+	// lost); good is kept as it is until one returns, and the volume takes
+	// no writes meanwhile. waitingSince is when the wait began
+	// (AdoptPresentCopies ends a wait that lasts too long).
+	waiting      bool
+	waitingSince time.Time
+	// presence: made only because copies were absent when this master
+	// looked (writableDegraded), not because any copy is known to have
+	// missed a write; a fresh volume's registration ends it.
+	presence bool
+	// epoch counts the changes that made a copy miss writes; a catch-up
+	// pass that began in an older epoch makes no copy good (CaughtUpSince).
+	epoch uint64
 	// progress of the last catch-up, for status pages
 	lastSync time.Time
 	lastErr  string
@@ -148,6 +159,9 @@ type VolumeDeficit struct {
 	Missing int        `json:"missing"`
 	Copied  uint64     `json:"copied"`
 	LastErr string     `json:"lastError,omitempty"`
+	// Epoch is passed back to CaughtUpSince by a catch-up started from
+	// this description.
+	Epoch uint64 `json:"-"`
 	// Waiting: no copy known to hold every write has reported to this
 	// master yet (it was elected or restarted moments ago); nothing is
 	// healed until one does.
@@ -161,6 +175,8 @@ type VolumeDeficit struct {
 func (t *Topology) markDeficitLocked(vid uint32, e *volumeEntry, drop func(c volumeCopy) bool, cause string, now time.Time) {
 	if d := t.deficits[vid]; d != nil {
 		d.cause = cause
+		d.epoch++
+		d.presence = false
 		if d.waiting {
 			// The good copies have not reported yet: what they are
 			// stays what the predecessor committed.
@@ -201,6 +217,24 @@ func (t *Topology) CaughtUp(vid uint32, url string, copied uint64, syncErr error
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	d := t.deficits[vid]
+	if d == nil {
+		return false
+	}
+	return t.caughtUpLocked(vid, url, d.epoch, copied, syncErr, now)
+}
+
+// CaughtUpSince is CaughtUp for a pass that began when the deficit was in
+// epoch (VolumeDeficit.Epoch): if a copy was reported to have missed a
+// write since, the pass may have compared against a good copy that did not
+// hold that write yet, and the copy does not become good.
+func (t *Topology) CaughtUpSince(vid uint32, url string, epoch, copied uint64, syncErr error, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.caughtUpLocked(vid, url, epoch, copied, syncErr, now)
+}
+
+func (t *Topology) caughtUpLocked(vid uint32, url string, epoch, copied uint64, syncErr error, now time.Time) bool {
+	d := t.deficits[vid]
 	e := t.volumes[vid]
 	if d == nil || e == nil {
 		return false
@@ -212,7 +246,7 @@ func (t *Topology) CaughtUp(vid uint32, url string, copied uint64, syncErr error
 		return false
 	}
 	d.lastErr = ""
-	if copied > 0 || !slices.ContainsFunc(e.copies, func(c volumeCopy) bool { return c.node.info.URL == url }) {
+	if copied > 0 || d.epoch != epoch || d.waiting || !slices.ContainsFunc(e.copies, func(c volumeCopy) bool { return c.node.info.URL == url }) {
 		return false
 	}
 	if !slices.Contains(d.good, url) {
@@ -259,7 +293,7 @@ func (t *Topology) Deficits() []VolumeDeficit {
 		vd := VolumeDeficit{
 			VolumeID: vid, Collection: e.key.Collection, Since: d.since, Cause: d.cause,
 			Want: e.key.Replication.Copies(), Good: slices.Clone(d.good), Copied: d.copied, LastErr: d.lastErr,
-			Waiting: d.waiting,
+			Waiting: d.waiting, Epoch: d.epoch,
 		}
 		for _, c := range e.copies {
 			if !slices.Contains(d.good, c.node.info.URL) && t.reachableLocked(c.node.info.URL) {
@@ -319,11 +353,21 @@ func (t *Topology) writableDegraded(e *volumeEntry, p WritePolicy) bool {
 			cause := fmt.Sprintf("%d of %d copies reachable (%s)", len(urls), want, strings.Join(urls, ", "))
 			t.markDeficitLocked(vid, e, func(volumeCopy) bool { return false }, cause, time.Now())
 			d = t.deficits[vid]
+			d.presence = true
 		}
-	} else if d.waiting && !t.hasGoodCopyLocked(e, d) {
+	} else if !t.hasGoodCopyLocked(e, d) {
+		// Every copy known to hold every acknowledged write is gone (or
+		// has not reported to this master yet): the present copies miss
+		// some of them. Taking one of those for good would serve reads
+		// without those writes and heal the good copies' return from it,
+		// so good stays as it is and the volume waits for one of them
+		// (AdoptPresentCopies gives up after a while).
+		if !d.waiting {
+			d.waiting, d.waitingSince = true, time.Now()
+		}
 		return false
 	} else {
-		d.waiting = false
+		d.waiting, d.waitingSince = false, time.Time{}
 		// A good copy that is gone stops being good (it may come back having
 		// missed writes). One that is only unreachable for a while stays
 		// good: it takes no writes meanwhile, and a write whose forward to
@@ -331,15 +375,6 @@ func (t *Topology) writableDegraded(e *volumeEntry, p WritePolicy) bool {
 		d.good = slices.DeleteFunc(d.good, func(u string) bool {
 			return !slices.ContainsFunc(e.copies, func(c volumeCopy) bool { return c.node.info.URL == u })
 		})
-		if len(d.good) == 0 {
-			// Every good copy is gone: the present copies are all there is.
-			// They become good, and the missing ones are replaced from them
-			// (ReplaceAfter) or caught up when they return.
-			for _, c := range e.copies {
-				d.good = append(d.good, c.node.info.URL)
-			}
-			d.cause += "; no copy known to hold every write is present: the present copies were adopted"
-		}
 		t.settleLocked(vid, e)
 		d = t.deficits[vid]
 	}
