@@ -66,6 +66,7 @@ func (s *Server) healLoop() {
 		}
 		s.currentSettings() // write policies reach the topology
 		s.commitDeficits()  // adopts the committed records first on a new leader
+		s.adoptPresent()
 		s.healOnce()
 		s.replaceMissing()
 	}
@@ -115,7 +116,7 @@ func (s *Server) catchUpVolume(d topology.VolumeDeficit) {
 		if s.ctx.Err() != nil {
 			return
 		}
-		good := s.topo.CaughtUp(d.VolumeID, loc.URL, n, err, time.Now())
+		good := s.topo.CaughtUpSince(d.VolumeID, loc.URL, d.Epoch, n, err, time.Now())
 		s.heal.copied.Add(n)
 		if good {
 			s.heal.caught.Add(1)
@@ -181,6 +182,20 @@ func (s *Server) replaceAfter() time.Duration {
 		return defaultReplaceAfter
 	}
 	return s.cfg.ReplaceAfter
+}
+
+// adoptPresent gives up waiting for the good copies of volumes none of
+// whose copies known to hold every write has been present for ReplaceAfter
+// (topology.AdoptPresentCopies): the present copies become good.
+func (s *Server) adoptPresent() {
+	after := s.replaceAfter()
+	if after < 0 {
+		return
+	}
+	for _, vid := range s.topo.AdoptPresentCopies(time.Now(), after) {
+		s.log.Warn("no copy known to hold every write of an under-replicated volume returned; the present copies were adopted as good",
+			"volume", vid, "waited", after)
+	}
 }
 
 // replaceMissing places a new copy of every degraded-policy volume whose
