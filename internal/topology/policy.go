@@ -133,6 +133,10 @@ type deficit struct {
 	// looked (writableDegraded), not because any copy is known to have
 	// missed a write; a fresh volume's registration ends it.
 	presence bool
+	// grown: the volume was created with fewer copies than its code asks
+	// for (PlanShortGrowth); the missing copies never existed, so they are
+	// placed as soon as servers for them are back, not after ReplaceAfter.
+	grown bool
 	// epoch counts the changes that made a copy miss writes; a catch-up
 	// pass that began in an older epoch makes no copy good (CaughtUpSince).
 	epoch uint64
@@ -159,6 +163,10 @@ type VolumeDeficit struct {
 	Missing int        `json:"missing"`
 	Copied  uint64     `json:"copied"`
 	LastErr string     `json:"lastError,omitempty"`
+	// GrownShort: created with fewer copies than the code asks for while
+	// servers were missing; the missing copies are placed as soon as they
+	// can be.
+	GrownShort bool `json:"grownShort,omitempty"`
 	// Epoch is passed back to CaughtUpSince by a catch-up started from
 	// this description.
 	Epoch uint64 `json:"-"`
@@ -293,7 +301,7 @@ func (t *Topology) Deficits() []VolumeDeficit {
 		vd := VolumeDeficit{
 			VolumeID: vid, Collection: e.key.Collection, Since: d.since, Cause: d.cause,
 			Want: e.key.Replication.Copies(), Good: slices.Clone(d.good), Copied: d.copied, LastErr: d.lastErr,
-			Waiting: d.waiting, Epoch: d.epoch,
+			Waiting: d.waiting, Epoch: d.epoch, GrownShort: d.grown,
 		}
 		for _, c := range e.copies {
 			if !slices.Contains(d.good, c.node.info.URL) && t.reachableLocked(c.node.info.URL) {
@@ -517,4 +525,25 @@ func (t *Topology) ReportDegradedWrite(volumeID uint32, written []string, now ti
 		t.refreshLayout(e.key)
 	}
 	return nil
+}
+
+// NoteGrownShort records that volume vid was just created with fewer copies
+// than its code asks for (PlanShortGrowth): it is under-replicated from the
+// start, its copies are all good, and the missing ones are to be placed as
+// soon as servers for them are back.
+func (t *Topology) NoteGrownShort(vid uint32, why string, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.volumes[vid]
+	if e == nil || !t.policyLocked(e.key.Collection).Degraded {
+		return
+	}
+	d := t.deficits[vid]
+	if d == nil {
+		t.markDeficitLocked(vid, e, func(volumeCopy) bool { return false }, "", now)
+		d = t.deficits[vid]
+	}
+	d.grown, d.presence = true, false
+	d.cause = fmt.Sprintf("created with %d of %d copies: %s", len(e.copies), e.key.Replication.Copies(), why)
+	t.refreshLayout(e.key)
 }
