@@ -210,7 +210,7 @@ func (s *Server) replaceMissing() {
 	}
 	var due []topology.VolumeDeficit
 	for _, d := range s.topo.Deficits() {
-		if d.Missing > 0 && len(d.Behind) == 0 && len(d.Good) > 0 && !d.Waiting && time.Since(d.Since) > after {
+		if d.Missing > 0 && len(d.Behind) == 0 && len(d.Good) > 0 && !d.Waiting && (d.GrownShort || time.Since(d.Since) > after) {
 			due = append(due, d)
 		}
 	}
