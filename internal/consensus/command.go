@@ -20,6 +20,7 @@ const (
 	cmdAcquireLock
 	cmdReleaseLock
 	cmdInitAdminCredential
+	cmdSetDeficits
 )
 
 // reserveKeys moves the key ceiling up by Count; the reply is the first key of
@@ -77,6 +78,13 @@ type initAdminCredential struct {
 	Credential AdminCredential `json:"credential"`
 }
 
+// setDeficits records (Set) and ends (Clear) the replica deficits of
+// volumes: the leader commits the changes of its deficit table.
+type setDeficits struct {
+	Set   map[uint32]Deficit `json:"set,omitempty"`
+	Clear []uint32           `json:"clear,omitempty"`
+}
+
 func encodeCommand(t commandType, body any) ([]byte, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -109,6 +117,8 @@ func decodeCommand(data []byte) (commandType, any, error) {
 		body = &releaseLock{}
 	case cmdInitAdminCredential:
 		body = &initAdminCredential{}
+	case cmdSetDeficits:
+		body = &setDeficits{}
 	default:
 		return 0, nil, fmt.Errorf("%w: command type %d", ErrBadEntry, t)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,11 @@ type State struct {
 	// AdminCredential is the admin UI's login when no master was given
 	// one: generated once by a leader, the same on every master.
 	AdminCredential AdminCredential `json:"adminCredential,omitzero"`
+	// Deficits are the under-replicated volumes of degraded-policy
+	// collections by volume id (see internal/topology.WritePolicy): which
+	// copies hold every acknowledged write. Kept here so that a new leader
+	// knows which present copies missed writes.
+	Deficits map[uint32]Deficit `json:"deficits,omitempty"`
 }
 
 // AdminCredential is a user and a bcrypt hash of its password (never the
@@ -83,6 +89,14 @@ func (s State) clone() State {
 	s.Settings.CollectionReplication = maps.Clone(s.Settings.CollectionReplication)
 	s.Settings.EcScheme = maps.Clone(s.Settings.EcScheme)
 	s.Settings.WritePolicy = maps.Clone(s.Settings.WritePolicy)
+	if s.Deficits != nil {
+		ds := make(map[uint32]Deficit, len(s.Deficits))
+		for vid, d := range s.Deficits {
+			d.Good = slices.Clone(d.Good)
+			ds[vid] = d
+		}
+		s.Deficits = ds
+	}
 	return s
 }
 
@@ -212,6 +226,17 @@ func (s *State) apply(t commandType, body any) applyResult {
 		}
 		s.Lock.Owner = ""
 		s.Lock.ExpiresAt = time.Time{}
+		return applyResult{}
+	case *setDeficits:
+		for _, vid := range c.Clear {
+			delete(s.Deficits, vid)
+		}
+		for vid, d := range c.Set {
+			if s.Deficits == nil {
+				s.Deficits = map[uint32]Deficit{}
+			}
+			s.Deficits[vid] = d
+		}
 		return applyResult{}
 	}
 	return applyResult{err: fmt.Errorf("%w: command type %d", ErrBadEntry, t)}

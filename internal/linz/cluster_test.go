@@ -27,6 +27,7 @@ import (
 	kelps3 "github.com/kelpfs/kelp/internal/s3"
 	"github.com/kelpfs/kelp/internal/testcluster"
 	"github.com/kelpfs/kelp/internal/testutil/bridge"
+	"github.com/kelpfs/kelp/internal/testutil/netcut"
 	"github.com/kelpfs/kelp/internal/webdav"
 )
 
@@ -68,7 +69,7 @@ func startRig(t *testing.T) *rig { return startRigWith(t, nil) }
 func startRigWith(t *testing.T, mod func(*filerserver.Config)) *rig {
 	t.Helper()
 	c := testcluster.Start(t, testcluster.Options{Masters: 3, Volumes: []testcluster.VolumeSpec{{}, {}},
-		PulseInterval: 200 * time.Millisecond})
+		PulseInterval: 200 * time.Millisecond, RaftNetwork: netcut.New()})
 	r := &rig{c: c}
 	// The filer reaches volume servers through bridges: its HTTP client
 	// dials a volume server's bridge instead of the server.
@@ -271,9 +272,12 @@ func (r *rig) bridges() []*bridge.Bridge {
 }
 
 // faults injects one fault after another until done is closed: a pause, a
-// blackhole or a drop of a bridge (held for hold), or a kill of the master
-// leader (started again at once). It runs on the test goroutine and returns
-// what it did.
+// blackhole or a drop of a bridge (held for hold), a kill of the master
+// leader (started again after hold), or a partition of the master leader
+// from the other masters (its Raft links cut for a few holds, long enough
+// for it to lose its lease and the others to elect a new leader, while
+// clients and volume servers still reach it). It runs on the test
+// goroutine and returns what it did.
 func (r *rig) faults(t *testing.T, done <-chan struct{}, seed uint64, hold time.Duration) map[string]int {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	count := map[string]int{}
@@ -305,7 +309,7 @@ func (r *rig) faults(t *testing.T, done <-chan struct{}, seed uint64, hold time.
 		}
 	}
 	for wait(hold / 3) {
-		switch x := rng.IntN(10); {
+		switch x := rng.IntN(12); {
 		case x < 3:
 			b := all[rng.IntN(len(all))]
 			count["pause "+name(b)]++
@@ -322,11 +326,16 @@ func (r *rig) faults(t *testing.T, done <-chan struct{}, seed uint64, hold time.
 			b := all[rng.IntN(len(all))]
 			count["drop "+name(b)]++
 			b.Drop()
-		default:
+		case x < 10:
 			count["kill leader"]++
 			l := r.c.KillLeader()
 			wait(hold)
 			l.Start(t)
+		default:
+			count["partition leader"]++
+			r.c.PartitionMaster(r.c.Leader())
+			wait(5 * hold)
+			r.c.HealMasters()
 		}
 	}
 	return count
@@ -350,6 +359,7 @@ func (r *rig) run(t *testing.T, name string, s kv, prefix string, defOps int) {
 	for _, b := range r.bridges() {
 		b.Resume()
 	}
+	r.c.HealMasters()
 	rec.check(t, name)
 }
 

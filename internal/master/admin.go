@@ -94,14 +94,18 @@ func (s *Server) configure(ctx context.Context, token uint64, collection, repl, 
 
 // reportVolumeFailure takes a volume out of assigns after a volume server
 // failed to write one of its copies.
-func (s *Server) reportVolumeFailure(vid uint32, failedURL, cause string, unreachable bool) error {
+func (s *Server) reportVolumeFailure(ctx context.Context, vid uint32, failedURL, cause string, unreachable bool) error {
 	if vid == 0 {
 		return fmt.Errorf("%w: volume id 0", ErrBadRequest)
 	}
 	if !s.cons.IsLeader() {
 		return s.notLeader()
 	}
-	if err := s.topo.ReportFailure(vid, failedURL, cause, unreachable, time.Now()); err != nil {
+	// Committed before the answer: under the degraded policy the write may
+	// stand without that copy, and the next leader must know it is behind.
+	if err := s.updateDeficits(ctx, func() error {
+		return s.topo.ReportFailure(vid, failedURL, cause, unreachable, time.Now())
+	}); err != nil {
 		return err
 	}
 	s.log.Warn("replicated write failed; volume taken out of assigns", "volume", vid, "copy", failedURL, "err", cause)
@@ -186,14 +190,18 @@ func (g *grpcService) ReportVolumeFailure(ctx context.Context, req *masterpb.Rep
 		if !g.s.cons.IsLeader() {
 			return nil, grpcError(g.s.notLeader())
 		}
-		if err := g.s.topo.ReportDegradedWrite(req.GetVolumeId(), w, time.Now()); err != nil {
+		// The write is acknowledged once this answer arrives: the copies
+		// that missed it are recorded in raft first (deficits.go).
+		if err := g.s.updateDeficits(ctx, func() error {
+			return g.s.topo.ReportDegradedWrite(req.GetVolumeId(), w, time.Now())
+		}); err != nil {
 			return nil, grpcError(err)
 		}
 		if req.GetFailedUrl() == "" {
 			return &masterpb.ReportVolumeFailureResponse{}, nil
 		}
 	}
-	if err := g.s.reportVolumeFailure(req.GetVolumeId(), req.GetFailedUrl(), req.GetError(), req.GetUnreachable()); err != nil {
+	if err := g.s.reportVolumeFailure(ctx, req.GetVolumeId(), req.GetFailedUrl(), req.GetError(), req.GetUnreachable()); err != nil {
 		return nil, grpcError(err)
 	}
 	return &masterpb.ReportVolumeFailureResponse{}, nil

@@ -155,6 +155,19 @@ func (s *Server) grow(ctx context.Context, key topology.LayoutKey, dc string, co
 		count = growCount(key.Replication, s.topo.DisksWithRoom(dc))
 	}
 	plans, err := s.topo.PlanGrowth(key.Replication, count, topology.PlanOptions{DataCenter: dc})
+	short := "" // why the volumes get fewer copies than the code asks for
+	if p := s.topo.WritePolicyFor(key.Collection); err != nil && p.Degraded && errors.Is(err, topology.ErrNoPlacement) {
+		// Degraded: place the copies that can be (at least minCopies);
+		// the volumes are under-replicated from the start and the rest
+		// are placed when the servers are back (replaceMissing).
+		var reduced replication.Code
+		var serr error
+		if plans, reduced, serr = s.topo.PlanShortGrowth(key.Replication, count, p.MinCopies, topology.PlanOptions{DataCenter: dc}); serr == nil {
+			short = fmt.Sprintf("no placement for code %s (%v); placed as %s", key.Replication, err, reduced)
+			s.log.Warn("growing under-replicated volumes under the degraded write policy", "layout", key.String(), "placedAs", reduced.String(), "why", err)
+			err = nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +188,11 @@ func (s *Server) grow(ctx context.Context, key topology.LayoutKey, dc string, co
 		go func() {
 			defer wg.Done()
 			vid := first + uint32(i)
-			results[i] = outcome{vid, s.allocate(ctx, vid, key, p)}
+			err := s.allocate(ctx, vid, key, p)
+			if err == nil && short != "" {
+				s.topo.NoteGrownShort(vid, short, time.Now())
+			}
+			results[i] = outcome{vid, err}
 		}()
 	}
 	wg.Wait()

@@ -65,6 +65,8 @@ func (s *Server) healLoop() {
 			continue
 		}
 		s.currentSettings() // write policies reach the topology
+		s.commitDeficits()  // adopts the committed records first on a new leader
+		s.adoptPresent()
 		s.healOnce()
 		s.replaceMissing()
 	}
@@ -74,7 +76,7 @@ func (s *Server) healLoop() {
 // behind and a good copy to copy from, unless one runs already.
 func (s *Server) healOnce() {
 	for _, d := range s.topo.Deficits() {
-		if len(d.Behind) == 0 || len(d.Good) == 0 {
+		if len(d.Behind) == 0 || len(d.Good) == 0 || d.Waiting {
 			continue
 		}
 		s.heal.mu.Lock()
@@ -114,7 +116,7 @@ func (s *Server) catchUpVolume(d topology.VolumeDeficit) {
 		if s.ctx.Err() != nil {
 			return
 		}
-		good := s.topo.CaughtUp(d.VolumeID, loc.URL, n, err, time.Now())
+		good := s.topo.CaughtUpSince(d.VolumeID, loc.URL, d.Epoch, n, err, time.Now())
 		s.heal.copied.Add(n)
 		if good {
 			s.heal.caught.Add(1)
@@ -182,6 +184,20 @@ func (s *Server) replaceAfter() time.Duration {
 	return s.cfg.ReplaceAfter
 }
 
+// adoptPresent gives up waiting for the good copies of volumes none of
+// whose copies known to hold every write has been present for ReplaceAfter
+// (topology.AdoptPresentCopies): the present copies become good.
+func (s *Server) adoptPresent() {
+	after := s.replaceAfter()
+	if after < 0 {
+		return
+	}
+	for _, vid := range s.topo.AdoptPresentCopies(time.Now(), after) {
+		s.log.Warn("no copy known to hold every write of an under-replicated volume returned; the present copies were adopted as good",
+			"volume", vid, "waited", after)
+	}
+}
+
 // replaceMissing places a new copy of every degraded-policy volume whose
 // copy has been missing (not behind: gone) for longer than ReplaceAfter, on
 // a server the replication code allows, by copying the volume from a good
@@ -194,7 +210,7 @@ func (s *Server) replaceMissing() {
 	}
 	var due []topology.VolumeDeficit
 	for _, d := range s.topo.Deficits() {
-		if d.Missing > 0 && len(d.Behind) == 0 && len(d.Good) > 0 && time.Since(d.Since) > after {
+		if d.Missing > 0 && len(d.Behind) == 0 && len(d.Good) > 0 && !d.Waiting && (d.GrownShort || time.Since(d.Since) > after) {
 			due = append(due, d)
 		}
 	}

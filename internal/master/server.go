@@ -127,6 +127,7 @@ type Server struct {
 	abandoned     abandonedCopies        // rolled-back copies whose delete failed
 	ecRepair      ecRepair               // automatic EC rebuild (ecrepair.go)
 	heal          *healer                // catch-ups of under-replicated copies (heal.go)
+	deficits      deficitSync            // the deficit table in raft (deficits.go)
 
 	volumeClients volumeClients
 	masterClients masterClients // gRPC connections to the other masters
@@ -383,6 +384,10 @@ func (s *Server) leadershipLoop() {
 			if err := s.ensureAdminCredential(s.ctx); err != nil && s.ctx.Err() == nil {
 				s.log.Error("admin UI credential", "err", err)
 			}
+			s.refreshSettings()
+			// Before the first heal tick: until then this master's own
+			// view may take a copy that missed writes for good.
+			s.commitDeficits()
 		}
 		s.refreshSettings()
 		select {

@@ -66,8 +66,11 @@ type masterStatus struct {
 	} `json:"volumeServers"`
 	WritePolicy     map[string]string `json:"writePolicy"`
 	UnderReplicated []struct {
-		VolumeID uint32 `json:"volumeId"`
-		Cause    string `json:"cause"`
+		VolumeID uint32    `json:"volumeId"`
+		Cause    string    `json:"cause"`
+		Good     []string  `json:"good"`
+		Since    time.Time `json:"since"`
+		Grown    bool      `json:"grownShort"`
 	} `json:"underReplicated"`
 	Healed struct {
 		NeedlesCopied  uint64 `json:"needlesCopied"`
@@ -386,4 +389,89 @@ func TestLostServerReplacedByItself(t *testing.T) {
 		t.Fatalf("the volumes of the lost server did not get replacement copies: %s", why)
 	}
 	t.Logf("replaced %v after the writes", time.Since(t0).Round(10*time.Millisecond))
+}
+
+// TestDegradedCollectionGrowsWithADataCenterDown: a degraded collection
+// with replication 100 and no volume yet (or all of them full) grows while
+// dc2 is down: the new volumes get their dc1 copy, take writes and are
+// listed as under-replicated from the start; when dc2 returns each gets its
+// dc2 copy by itself (well before ReplaceAfter, which is the default 5
+// minutes here: the missing copies never existed) holding every file.
+// Under strict the same growth fails.
+func TestDegradedCollectionGrowsWithADataCenterDown(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Volumes: twoDataCenters(), PulseInterval: 500 * time.Millisecond})
+	m := c.Leader().Addr
+	configure(t, m,
+		url.Values{"collection": {"grow"}, "replication": {"100"}, "writePolicy": {"degraded"}},
+		url.Values{"collection": {"str"}, "replication": {"100"}, "writePolicy": {"strict"}})
+	dc2 := c.VolumesIn("dc2", "")
+	for _, n := range dc2 {
+		n.Stop()
+	}
+	waitServers(t, m, 2)
+	cl, err := client.New(client.Config{Masters: c.MasterAddrs(), MasterWait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, _, err := cl.PutBytes(ctx, client.AssignRequest{Collection: "str"}, []byte("x"), client.UploadOptions{}); err == nil {
+		t.Fatal("a strict replication-100 collection grew a volume without dc2")
+	}
+	files := map[fid.FileID][]byte{}
+	for i := range 10 {
+		body := []byte(fmt.Sprintf("written while dc2 is down %d", i))
+		id, _, err := cl.PutBytes(ctx, client.AssignRequest{Collection: "grow"}, body, client.UploadOptions{})
+		if err != nil {
+			t.Fatalf("write %d to the degraded collection without dc2: %v", i, err)
+		}
+		files[id] = body
+	}
+	short := map[uint32]bool{}
+	for _, d := range clusterStatus(t, m).UnderReplicated {
+		if d.Grown {
+			short[d.VolumeID] = true
+		}
+	}
+	for id := range files {
+		if !short[id.Volume] {
+			t.Fatalf("volume %d is not listed as created short: %s", id.Volume, dump(m))
+		}
+	}
+	for _, n := range dc2 {
+		n.Start(t)
+	}
+	dc2URL := map[string]bool{}
+	for _, n := range dc2 {
+		dc2URL[n.Addr] = true
+	}
+	var why string
+	ok := testutil.Eventually(60*time.Second, func() bool {
+		for _, d := range clusterStatus(t, m).UnderReplicated {
+			if short[d.VolumeID] {
+				why = fmt.Sprintf("volume %d still under-replicated: %s", d.VolumeID, dump(m))
+				return false
+			}
+		}
+		for id, body := range files {
+			cl.Invalidate(id.Volume)
+			locs, err := cl.Lookup(ctx, id.Volume)
+			if err != nil || len(locs) != 2 {
+				why = fmt.Sprintf("%s: %+v %v", id, locs, err)
+				return false
+			}
+			for _, l := range locs {
+				if !dc2URL[l.URL] {
+					continue
+				}
+				if status, got, err := readFrom(l.URL, id); err != nil || status != http.StatusOK || !bytes.Equal(got, body) {
+					why = fmt.Sprintf("%s on the dc2 copy %s: %d %v", id, l.URL, status, err)
+					return false
+				}
+			}
+		}
+		return true
+	})
+	if !ok {
+		t.Fatalf("the volumes grown while dc2 was down did not get their dc2 copies: %s", why)
+	}
 }

@@ -520,6 +520,9 @@ func (t *Topology) RegisterVolume(v Volume, copies []NewCopy) error {
 		}
 		n.pending[v.ID] = pendingVolume{v: v, after: c.HeartbeatSequence}
 	}
+	// A fresh volume: a copy whose heartbeat showed it before this
+	// registration made it look short, but no copy missed a write.
+	t.dropPresenceDeficit(v.ID)
 	for k := range affected {
 		t.refreshLayout(k)
 	}

@@ -269,3 +269,36 @@ func diagnose(cands []candidate, code replication.Code, wantDC string) error {
 	return fmt.Errorf("%w: replication %s: no data center has a rack with %d servers with free slots, %d other racks with free slots and %d other data centers with free slots",
 		ErrNoPlacement, code, z+1, y, x)
 }
+
+// PlanShortGrowth is PlanGrowth for a collection under the degraded write
+// policy when the full code cannot be placed (a data center is down): it
+// places fewer copies, at least minCopies, dropping copies in other data
+// centers first, then in other racks, then in the same rack, and returns
+// the reduced code the plans follow. The volumes keep their full code; the
+// master records them as under-replicated (NoteGrownShort) and places the
+// missing copies once the servers to hold them are back.
+func (t *Topology) PlanShortGrowth(code replication.Code, count, minCopies int, opts PlanOptions) ([]Plan, replication.Code, error) {
+	var reduced []replication.Code
+	for x := int(code.DiffDataCenter); x >= 0; x-- {
+		for y := int(code.DiffRack); y >= 0; y-- {
+			for z := int(code.SameRack); z >= 0; z-- {
+				c := replication.Code{DiffDataCenter: uint8(x), DiffRack: uint8(y), SameRack: uint8(z)}
+				if c != code && c.Copies() >= max(1, minCopies) {
+					reduced = append(reduced, c)
+				}
+			}
+		}
+	}
+	// Most copies first; among as many, the one that keeps the most data
+	// centers, then racks (the loop order above, kept by a stable sort).
+	slices.SortStableFunc(reduced, func(a, b replication.Code) int { return cmp.Compare(b.Copies(), a.Copies()) })
+	err := fmt.Errorf("%w: not even %d copies of code %s can be placed", ErrNoPlacement, max(1, minCopies), code)
+	for _, c := range reduced {
+		plans, perr := t.PlanGrowth(c, count, opts)
+		if perr == nil {
+			return plans, c, nil
+		}
+		err = perr
+	}
+	return nil, replication.Code{}, err
+}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kelpfs/kelp/internal/replication"
 )
@@ -208,5 +209,33 @@ func TestPlanGrowthErrors(t *testing.T) {
 		if !errors.Is(err, ErrNoPlacement) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("code %s: err = %v, want it to contain %q", tt.code, err, tt.want)
 		}
+	}
+}
+
+// TestPlanShortGrowth: with dc2 down, replication 100 is placed as one copy
+// in dc1 and 110 as two copies in dc1's two racks; minCopies above what can
+// be placed is refused.
+func TestPlanShortGrowth(t *testing.T) {
+	topo := New(Options{VolumeSizeLimit: 1 << 30})
+	now := time.Unix(1_700_000_000, 0)
+	for _, n := range []NodeInfo{
+		{URL: "10.0.0.1:8080", DataCenter: "dc1", Rack: "r1", Disks: []Disk{{MaxVolumes: 4}}},
+		{URL: "10.0.0.2:8080", DataCenter: "dc1", Rack: "r2", Disks: []Disk{{MaxVolumes: 4}}},
+	} {
+		topo.UpdateNode(n, now)
+	}
+	if _, err := topo.PlanGrowth(replication.Must("100"), 1, PlanOptions{}); !errors.Is(err, ErrNoPlacement) {
+		t.Fatalf("full plan of 100 in one data center: %v", err)
+	}
+	plans, code, err := topo.PlanShortGrowth(replication.Must("100"), 1, 1, PlanOptions{})
+	if err != nil || code.String() != "000" || len(plans) != 1 || len(plans[0].Locations) != 1 {
+		t.Fatalf("short plan of 100: %+v %v %v", plans, code, err)
+	}
+	plans, code, err = topo.PlanShortGrowth(replication.Must("110"), 1, 1, PlanOptions{})
+	if err != nil || code.String() != "010" || len(plans[0].Locations) != 2 {
+		t.Fatalf("short plan of 110: %+v %v %v", plans, code, err)
+	}
+	if _, _, err := topo.PlanShortGrowth(replication.Must("100"), 1, 2, PlanOptions{}); !errors.Is(err, ErrNoPlacement) {
+		t.Fatalf("short plan of 100 with minCopies 2: %v", err)
 	}
 }

@@ -116,11 +116,30 @@ func (t *Topology) policyLocked(collection string) WritePolicy {
 // back) present are behind: the master catches them up (the needles they
 // miss, not the whole volume) and adds them to good. A deficit ends when the
 // volume has all its copies and every one is good. Deficits live beside the
-// volume entries, like failure marks, and are the leader's alone.
+// volume entries, like failure marks; the leader keeps them in raft too
+// (DeficitRecords, AdoptDeficits).
 type deficit struct {
 	since time.Time
 	cause string
 	good  []string // sorted URLs
+	// waiting: none of the good copies is present (adopted from raft and
+	// none has reported since, see AdoptDeficits, or every good copy was
+	// lost); good is kept as it is until one returns, and the volume takes
+	// no writes meanwhile. waitingSince is when the wait began
+	// (AdoptPresentCopies ends a wait that lasts too long).
+	waiting      bool
+	waitingSince time.Time
+	// presence: made only because copies were absent when this master
+	// looked (writableDegraded), not because any copy is known to have
+	// missed a write; a fresh volume's registration ends it.
+	presence bool
+	// grown: the volume was created with fewer copies than its code asks
+	// for (PlanShortGrowth); the missing copies never existed, so they are
+	// placed as soon as servers for them are back, not after ReplaceAfter.
+	grown bool
+	// epoch counts the changes that made a copy miss writes; a catch-up
+	// pass that began in an older epoch makes no copy good (CaughtUpSince).
+	epoch uint64
 	// progress of the last catch-up, for status pages
 	lastSync time.Time
 	lastErr  string
@@ -144,6 +163,17 @@ type VolumeDeficit struct {
 	Missing int        `json:"missing"`
 	Copied  uint64     `json:"copied"`
 	LastErr string     `json:"lastError,omitempty"`
+	// GrownShort: created with fewer copies than the code asks for while
+	// servers were missing; the missing copies are placed as soon as they
+	// can be.
+	GrownShort bool `json:"grownShort,omitempty"`
+	// Epoch is passed back to CaughtUpSince by a catch-up started from
+	// this description.
+	Epoch uint64 `json:"-"`
+	// Waiting: no copy known to hold every write has reported to this
+	// master yet (it was elected or restarted moments ago); nothing is
+	// healed until one does.
+	Waiting bool `json:"waitingForGoodCopy,omitempty"`
 }
 
 // markDeficitLocked records that the copies of e for which drop is true may
@@ -152,11 +182,18 @@ type VolumeDeficit struct {
 // good ones. The caller holds mu for writing.
 func (t *Topology) markDeficitLocked(vid uint32, e *volumeEntry, drop func(c volumeCopy) bool, cause string, now time.Time) {
 	if d := t.deficits[vid]; d != nil {
+		d.cause = cause
+		d.epoch++
+		d.presence = false
+		if d.waiting {
+			// The good copies have not reported yet: what they are
+			// stays what the predecessor committed.
+			return
+		}
 		good := slices.DeleteFunc(slices.Clone(d.good), func(u string) bool {
 			i := slices.IndexFunc(e.copies, func(c volumeCopy) bool { return c.node.info.URL == u })
 			return i < 0 || drop(e.copies[i])
 		})
-		d.cause = cause
 		if len(good) == 0 {
 			// No present copy would be known to hold every write (a write
 			// reached only a copy that is gone since): keep the present good
@@ -188,6 +225,24 @@ func (t *Topology) CaughtUp(vid uint32, url string, copied uint64, syncErr error
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	d := t.deficits[vid]
+	if d == nil {
+		return false
+	}
+	return t.caughtUpLocked(vid, url, d.epoch, copied, syncErr, now)
+}
+
+// CaughtUpSince is CaughtUp for a pass that began when the deficit was in
+// epoch (VolumeDeficit.Epoch): if a copy was reported to have missed a
+// write since, the pass may have compared against a good copy that did not
+// hold that write yet, and the copy does not become good.
+func (t *Topology) CaughtUpSince(vid uint32, url string, epoch, copied uint64, syncErr error, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.caughtUpLocked(vid, url, epoch, copied, syncErr, now)
+}
+
+func (t *Topology) caughtUpLocked(vid uint32, url string, epoch, copied uint64, syncErr error, now time.Time) bool {
+	d := t.deficits[vid]
 	e := t.volumes[vid]
 	if d == nil || e == nil {
 		return false
@@ -199,7 +254,7 @@ func (t *Topology) CaughtUp(vid uint32, url string, copied uint64, syncErr error
 		return false
 	}
 	d.lastErr = ""
-	if copied > 0 || !slices.ContainsFunc(e.copies, func(c volumeCopy) bool { return c.node.info.URL == url }) {
+	if copied > 0 || d.epoch != epoch || d.waiting || !slices.ContainsFunc(e.copies, func(c volumeCopy) bool { return c.node.info.URL == url }) {
 		return false
 	}
 	if !slices.Contains(d.good, url) {
@@ -246,6 +301,7 @@ func (t *Topology) Deficits() []VolumeDeficit {
 		vd := VolumeDeficit{
 			VolumeID: vid, Collection: e.key.Collection, Since: d.since, Cause: d.cause,
 			Want: e.key.Replication.Copies(), Good: slices.Clone(d.good), Copied: d.copied, LastErr: d.lastErr,
+			Waiting: d.waiting, Epoch: d.epoch, GrownShort: d.grown,
 		}
 		for _, c := range e.copies {
 			if !slices.Contains(d.good, c.node.info.URL) && t.reachableLocked(c.node.info.URL) {
@@ -305,8 +361,21 @@ func (t *Topology) writableDegraded(e *volumeEntry, p WritePolicy) bool {
 			cause := fmt.Sprintf("%d of %d copies reachable (%s)", len(urls), want, strings.Join(urls, ", "))
 			t.markDeficitLocked(vid, e, func(volumeCopy) bool { return false }, cause, time.Now())
 			d = t.deficits[vid]
+			d.presence = true
 		}
+	} else if !t.hasGoodCopyLocked(e, d) {
+		// Every copy known to hold every acknowledged write is gone (or
+		// has not reported to this master yet): the present copies miss
+		// some of them. Taking one of those for good would serve reads
+		// without those writes and heal the good copies' return from it,
+		// so good stays as it is and the volume waits for one of them
+		// (AdoptPresentCopies gives up after a while).
+		if !d.waiting {
+			d.waiting, d.waitingSince = true, time.Now()
+		}
+		return false
 	} else {
+		d.waiting, d.waitingSince = false, time.Time{}
 		// A good copy that is gone stops being good (it may come back having
 		// missed writes). One that is only unreachable for a while stays
 		// good: it takes no writes meanwhile, and a write whose forward to
@@ -314,15 +383,6 @@ func (t *Topology) writableDegraded(e *volumeEntry, p WritePolicy) bool {
 		d.good = slices.DeleteFunc(d.good, func(u string) bool {
 			return !slices.ContainsFunc(e.copies, func(c volumeCopy) bool { return c.node.info.URL == u })
 		})
-		if len(d.good) == 0 {
-			// Every good copy is gone: the present copies are all there is.
-			// They become good, and the missing ones are replaced from them
-			// (ReplaceAfter) or caught up when they return.
-			for _, c := range e.copies {
-				d.good = append(d.good, c.node.info.URL)
-			}
-			d.cause += "; no copy known to hold every write is present: the present copies were adopted"
-		}
 		t.settleLocked(vid, e)
 		d = t.deficits[vid]
 	}
@@ -465,4 +525,25 @@ func (t *Topology) ReportDegradedWrite(volumeID uint32, written []string, now ti
 		t.refreshLayout(e.key)
 	}
 	return nil
+}
+
+// NoteGrownShort records that volume vid was just created with fewer copies
+// than its code asks for (PlanShortGrowth): it is under-replicated from the
+// start, its copies are all good, and the missing ones are to be placed as
+// soon as servers for them are back.
+func (t *Topology) NoteGrownShort(vid uint32, why string, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.volumes[vid]
+	if e == nil || !t.policyLocked(e.key.Collection).Degraded {
+		return
+	}
+	d := t.deficits[vid]
+	if d == nil {
+		t.markDeficitLocked(vid, e, func(volumeCopy) bool { return false }, "", now)
+		d = t.deficits[vid]
+	}
+	d.grown, d.presence = true, false
+	d.cause = fmt.Sprintf("created with %d of %d copies: %s", len(e.copies), e.key.Replication.Copies(), why)
+	t.refreshLayout(e.key)
 }
