@@ -31,8 +31,18 @@ var identityName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+=-]{0,63}$`)
 var keyActions = []string{"Read", "Write", "List", "Tagging", "Admin"}
 
 // loadKeys reads the shared identity file and its ETag ("" when there is
-// no file yet).
+// no file yet). A read cut short is read again: the filer may collect the
+// chunks of a version that another editor replaced while it streams them.
 func (u *UI) loadKeys(ctx context.Context) (s3.IdentityFile, string, error) {
+	for attempt := 1; ; attempt++ {
+		f, etag, err := u.loadKeysOnce(ctx)
+		if !errors.Is(err, io.ErrUnexpectedEOF) || attempt == 5 || ctx.Err() != nil {
+			return f, etag, err
+		}
+	}
+}
+
+func (u *UI) loadKeysOnce(ctx context.Context) (s3.IdentityFile, string, error) {
 	var f s3.IdentityFile
 	resp, err := u.filerDo(ctx, http.MethodGet, s3.SharedIdentitiesPath, "", nil, nil)
 	if errors.Is(err, errFilerNotFound) {
@@ -48,7 +58,7 @@ func (u *UI) loadKeys(ctx context.Context) (s3.IdentityFile, string, error) {
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
-		return f, "", err
+		return f, "", fmt.Errorf("read %s from the filer: %w", s3.SharedIdentitiesPath, err)
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return f, etag, nil
