@@ -162,7 +162,18 @@ func (u *UI) authed(h authedHandler) http.Handler {
 			return
 		case authNone:
 			if wantsHTML(r) {
-				http.Redirect(w, r, "/login?next="+urlQueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				if _, err := r.Cookie(formSeenCookie); err == nil {
+					http.Redirect(w, r, "/login?next="+urlQueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+					return
+				}
+				// A browser that has not seen the login form yet: a
+				// basic-auth challenge whose page is the form. A browser
+				// given http://user:password@host/ answers it with those
+				// (they are sent only after a challenge; a redirect to
+				// the form would never use them); any other shows the
+				// form, or first its own dialog (cancel: the form).
+				w.Header().Set("WWW-Authenticate", `Basic realm="kelp admin", charset="UTF-8"`)
+				u.showLogin(w, r, http.StatusUnauthorized, "", r.URL.RequestURI())
 				return
 			}
 			w.Header().Set("WWW-Authenticate", `Basic realm="kelp admin", charset="UTF-8"`)
@@ -232,15 +243,22 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, status int, name str
 }
 
 func (u *UI) loginForm(w http.ResponseWriter, r *http.Request) {
-	u.showLogin(w, r, http.StatusOK, "")
+	u.showLogin(w, r, http.StatusOK, "", r.FormValue("next"))
 }
 
-func (u *UI) showLogin(w http.ResponseWriter, r *http.Request, status int, msg string) {
+// formSeenCookie marks a browser that was shown the login form: later
+// visits without a session go to the form straight away, without the
+// basic-auth challenge of the first one (authed).
+const formSeenCookie = "kelp_admin_form"
+
+func (u *UI) showLogin(w http.ResponseWriter, r *http.Request, status int, msg, next string) {
 	tok := randomToken()
 	http.SetCookie(w, &http.Cookie{Name: loginCSRFName, Value: tok, Path: "/login", HttpOnly: true, Secure: isTLS(r),
 		SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: formSeenCookie, Value: "1", Path: "/", HttpOnly: true, Secure: isTLS(r),
+		SameSite: http.SameSiteStrictMode, MaxAge: 365 * 24 * 3600})
 	u.render(w, r, status, "login", identity{csrf: tok}, "Log in",
-		map[string]any{"Next": safeNext(r.FormValue("next")), "Error": msg})
+		map[string]any{"Next": safeNext(next), "Error": msg})
 }
 
 func (u *UI) login(w http.ResponseWriter, r *http.Request) {
@@ -256,7 +274,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	user := r.PostFormValue("user")
 	if !u.auth.check(user, r.PostFormValue("password")) {
 		u.log.Warn("admin login failed", "user", user, "remote", r.RemoteAddr)
-		u.showLogin(w, r, http.StatusUnauthorized, "Wrong user or password.")
+		u.showLogin(w, r, http.StatusUnauthorized, "Wrong user or password.", r.PostFormValue("next"))
 		return
 	}
 	u.auth.newSession(w, r, user)

@@ -17,7 +17,7 @@ func BenchmarkPages(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, page := range []string{"/", "/topology", "/topology.svg", "/volumes", "/volumes?sort=garbage&desc=1&collection=photos&page=20", "/maintenance"} {
+	for _, page := range []string{"/", "/topology", "/topology.svg", "/volumes", "/volumes?sort=garbage&desc=1&collection=photos&page=20", "/collections", "/maintenance"} {
 		b.Run(page, func(b *testing.B) {
 			req := httptest.NewRequest("GET", page, nil)
 			req.SetBasicAuth("admin", "s3cret")

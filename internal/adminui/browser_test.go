@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	s3sdk "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/chromedp"
 
 	"github.com/kelpfs/kelp/internal/adminui"
@@ -67,6 +68,37 @@ func browser(t *testing.T) context.Context {
 	ctx, cancel3 := context.WithTimeout(ctx, 4*time.Minute)
 	t.Cleanup(cancel3)
 	return ctx
+}
+
+// dismissSignIn makes the browser answer basic-auth challenges as a user
+// who closes its sign-in dialog: it shows the 401 page. Headless Chromium
+// driven over DevTools would fail the load instead
+// (ERR_INVALID_AUTH_CREDENTIALS).
+func dismissSignIn(t *testing.T, ctx context.Context) {
+	t.Helper()
+	paused := chromedp.Events(ctx, fetch.RequestPaused)
+	auths := chromedp.Events(ctx, fetch.AuthRequired)
+	go func() {
+		for ev, err := range paused {
+			if err != nil {
+				return
+			}
+			chromedp.Call(ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
+		}
+	}()
+	go func() {
+		for ev, err := range auths {
+			if err != nil {
+				return
+			}
+			chromedp.Call(ctx, fetch.ContinueWithAuth, fetch.ContinueWithAuthParams{RequestID: ev.RequestID,
+				AuthChallengeResponse: &fetch.AuthChallengeResponse{Response: fetch.AuthChallengeResponseResponseCancelAuth}})
+		}
+	}()
+	yes := true
+	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{HandleAuthRequests: &yes}); err != nil {
+		t.Fatalf("fetch.Enable: %v", err)
+	}
 }
 
 // text reads the visible text of the first element sel names.
@@ -145,11 +177,31 @@ func TestBrowserHACluster(t *testing.T) {
 	follower := c.Followers()[0]
 	base := "http://" + follower.Addr
 
-	// Not logged in: the login form.
+	// Credentials in the URL answer the first visit's challenge (another
+	// master: the browser keeps them for that origin only).
+	other := c.Followers()[1].Addr
+	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+testUser+":"+testPassword+"@"+other+"/"), chromedp.WaitVisible(`#masters`)); err != nil {
+		t.Fatalf("the masters page with credentials in the URL: %v", err)
+	}
+	if page := text(t, ctx, `#masters`); !strings.Contains(page, other) || !strings.Contains(page, "leader") {
+		t.Fatalf("the masters page with credentials in the URL shows:\n%s", page)
+	}
+	screenshot(t, ctx, dir, "00-url-credentials")
+
+	// Not logged in: the challenge's page is the login form (the user
+	// dismisses the browser's own sign-in dialog); once seen, a page
+	// without a session sends the browser to /login.
+	dismissSignIn(t, ctx)
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(`input[name=user]`)); err != nil {
 		t.Fatalf("the login form: %v", err)
 	}
 	screenshot(t, ctx, dir, "01-login")
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/masters"), chromedp.WaitVisible(`input[name=user]`)); err != nil {
+		t.Fatalf("the login form, second visit: %v", err)
+	}
+	if p, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.pathname + location.search`)); err != nil || p != "/login?next=%2Fmasters" {
+		t.Fatalf("a second visit without a session is at %q (%v), want /login?next=%%2Fmasters", p, err)
+	}
 	// A wrong password keeps us there.
 	if err := chromedp.Do(ctx,
 		chromedp.SendKeys(`input[name=user]`, testUser), chromedp.SendKeys(`input[name=password]`, "wrong"),

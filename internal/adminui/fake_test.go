@@ -16,6 +16,7 @@ import (
 // hand, three masters, and a shell that records its scripts.
 type fakeSource struct {
 	topo  *topology.Topology
+	infos []topology.NodeInfo // what each server last reported
 	now   time.Time
 	mu    sync.Mutex
 	shell []string
@@ -56,6 +57,7 @@ func newFakeSource(servers, volumes int) *fakeSource {
 			seen = now.Add(-time.Minute) // stopped heartbeating
 		}
 		f.topo.UpdateNode(info, seen)
+		f.infos = append(f.infos, info)
 	}
 	return f
 }

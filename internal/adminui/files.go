@@ -38,8 +38,12 @@ type filerListing struct {
 	More    bool         `json:"more"`
 }
 
-// errFilerNotFound is a 404 from the filer.
-var errFilerNotFound = errors.New("not found")
+// errFilerNotFound is a 404 from the filer, errFilerChanged a 412 (a
+// conditional write that another writer overtook).
+var (
+	errFilerNotFound = errors.New("not found")
+	errFilerChanged  = errors.New("changed meanwhile")
+)
 
 // filerHTTP is created on first use: the process's TLS settings are known
 // by then.
@@ -135,8 +139,11 @@ func (u *UI) filerDo(ctx context.Context, method, p, query string, body io.Reade
 		if json.Unmarshal(b, &e) == nil && e.Error != "" {
 			msg = e.Error
 		}
-		if resp.StatusCode == http.StatusNotFound {
+		switch resp.StatusCode {
+		case http.StatusNotFound:
 			return nil, fmt.Errorf("%w: %s", errFilerNotFound, msg)
+		case http.StatusPreconditionFailed:
+			return nil, fmt.Errorf("%w: %s", errFilerChanged, msg)
 		}
 		return nil, fmt.Errorf("filer answered %s: %s", resp.Status, msg)
 	}

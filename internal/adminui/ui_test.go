@@ -88,10 +88,32 @@ func TestRefusedWithoutCredentials(t *testing.T) {
 			t.Errorf("GET %s with a wrong user: %d, want 401", p, code)
 		}
 	}
-	// A browser is sent to the login form.
-	code, _, h := do(t, c, "GET", ts.URL+"/volumes?sort=size", nil, func(r *http.Request) { r.Header.Set("Accept", "text/html") })
+	// A browser's first visit is a basic-auth challenge whose page is the
+	// login form (http://user:pw@host/ URLs answer it); once it has seen
+	// the form, it is sent to the form.
+	html := func(r *http.Request) { r.Header.Set("Accept", "text/html") }
+	code, page, h := do(t, c, "GET", ts.URL+"/volumes?sort=size", nil, html)
+	if code != http.StatusUnauthorized || !strings.HasPrefix(h.Get("WWW-Authenticate"), "Basic ") ||
+		!strings.Contains(page, `name="user"`) || !strings.Contains(page, `name="next" value="/volumes?sort=size"`) {
+		t.Errorf("a browser's first visit without credentials: %d (WWW-Authenticate %q), want 401, a challenge and the login form:\n%s", code, h.Get("WWW-Authenticate"), page)
+	}
+	seen := false
+	for _, ck := range (&http.Response{Header: h}).Cookies() {
+		seen = seen || ck.Name == "kelp_admin_form"
+	}
+	if !seen {
+		t.Errorf("the first visit's login form set no kelp_admin_form cookie: %q", h.Values("Set-Cookie"))
+	}
+	code, _, h = do(t, c, "GET", ts.URL+"/volumes?sort=size", nil, func(r *http.Request) {
+		html(r)
+		r.AddCookie(&http.Cookie{Name: "kelp_admin_form", Value: "1"})
+	})
 	if code != http.StatusSeeOther || h.Get("Location") != "/login?next="+url.QueryEscape("/volumes?sort=size") {
-		t.Errorf("a browser without credentials: %d to %q, want 303 to the login form", code, h.Get("Location"))
+		t.Errorf("a browser that saw the form, without credentials: %d to %q, want 303 to the login form", code, h.Get("Location"))
+	}
+	// The challenge answered with the credentials: the page itself.
+	if code, page, _ := do(t, c, "GET", ts.URL+"/", nil, func(r *http.Request) { html(r); basic("admin", "s3cret")(r) }); code != 200 || !strings.Contains(page, `id="masters"`) {
+		t.Errorf("a browser answering the challenge: %d\n%s", code, page)
 	}
 	// A POST without credentials or with a wrong password changes nothing.
 	form := url.Values{"op": {"balance"}}

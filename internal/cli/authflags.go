@@ -94,19 +94,28 @@ func signerFromFlag(name, v string, expires time.Duration) (*auth.Signer, error)
 }
 
 // applyMaster sets the master's security; with authentication on, the
-// master's own shell (the automatic EC rebuild) gets a token of its own.
+// master's own shell (the automatic EC rebuild, the admin UI's
+// maintenance) shows the server token, else the master's --access.token,
+// else a token of its own that only this master takes (a follower passes
+// its shell's token on to the leader, which would refuse that one).
 func (a authSetup) applyMaster(cfg *master.Config) {
 	cfg.Signer, cfg.ReadSigner, cfg.Access, cfg.Audit = a.signer, a.readSigner, a.access, a.audit
+	cfg.AccessToken = a.token
 	if a.access == nil {
 		return
 	}
-	tok := auth.NewToken()
-	a.access.Add(tok, "master-ec-rebuild", auth.RoleWrite)
-	creds := auth.DialOption(auth.Static(tok))
-	if a.signer.Enabled() {
-		// The server token: volume servers in other processes, which
-		// do not know this master's tokens, take it too.
+	var creds grpc.DialOption
+	switch {
+	case a.signer.Enabled():
+		// The server token: volume servers and masters in other
+		// processes, which do not know this master's tokens, take it too.
 		creds = auth.DialOption(a.signer.ServerToken)
+	case a.token != "":
+		creds = auth.DialOption(auth.Static(a.token))
+	default:
+		tok := auth.NewToken()
+		a.access.Add(tok, "master-ec-rebuild", auth.RoleWrite)
+		creds = auth.DialOption(auth.Static(tok))
 	}
 	cfg.RunShell = func(ctx context.Context, addr, owner string, out io.Writer, script string) error {
 		sh, err := shell.New(shell.Config{Masters: []string{addr}, Out: out, Owner: owner,

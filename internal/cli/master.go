@@ -105,7 +105,7 @@ func newMasterCommand(g *globalFlags) *cobra.Command {
 	f.addr.addFlags(fl, "master")
 	fl.StringVar(&f.mdir, "mdir", "", "directory for the master's Raft log and snapshots (required)")
 	f.addFlags(fl, "")
-	af.addFlags(fl, true, false)
+	af.addFlags(fl, true, true)
 	mx.addFlags(fl, 0)
 	uf.addFlags(fl)
 	return cmd

@@ -202,7 +202,7 @@ func newServerCommand(g *globalFlags) *cobra.Command {
 	vf.addFlags(fl, "volume.")
 	ff.addFlags(fl, "filer.")
 	sf.addFlags(fl, "s3.")
-	af.addFlags(fl, true, false)
+	af.addFlags(fl, true, true)
 	fl.IntVar(&webdavPort, "webdav.port", 7333, "WebDAV port (0: no WebDAV server)")
 	mx.addFlags(fl, 9324)
 	fl.StringVar(&webdavUsers, "webdav.users", "", "WebDAV basic auth: a file of name:bcrypt-hash lines (htpasswd -nbB); empty: no auth")

@@ -21,6 +21,11 @@ type WriteOptions struct {
 	SizeHint int64             // length of r when known, to size buffers; <= 0 unknown
 	// Exclusive makes WriteFile fail with ErrExists when the path exists.
 	Exclusive bool
+	// IfMatch makes WriteFile replace the file only while it still has
+	// this ETag ("*": while some file is there), checked in the commit's
+	// transaction, else ErrChanged and nothing changes: a compare-and-swap
+	// for read-modify-write editors of one file.
+	IfMatch string
 }
 
 func (f *Filer) split(ctx context.Context, r io.Reader, base int64, hint int64) (chunk.SplitResult, error) {
@@ -86,6 +91,17 @@ func (f *Filer) WriteFile(ctx context.Context, p string, r io.Reader, opts Write
 	}
 	var final *Entry
 	err = f.update(ctx, func(t *txn) error {
+		if opts.IfMatch != "" {
+			old, err := t.get(p)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				return fmt.Errorf("%w: %s is gone (If-Match %q)", ErrChanged, p, opts.IfMatch)
+			case err != nil:
+				return err
+			case opts.IfMatch != "*" && old.ETag() != opts.IfMatch:
+				return fmt.Errorf("%w: %s has ETag %q, not %q (If-Match)", ErrChanged, p, old.ETag(), opts.IfMatch)
+			}
+		}
 		final = e.Clone()
 		final.Mtime = t.now
 		return t.create(final, CreateOptions{Exclusive: opts.Exclusive})

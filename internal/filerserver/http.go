@@ -2,6 +2,7 @@ package filerserver
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -249,8 +250,33 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, p string, appendO
 			opts.Meta[strings.ToLower(k[len(metaHeader):])] = v[0]
 		}
 	}
+	off := q.Get("offset")
+	ifNoneMatch := false
+	if im, inm := r.Header.Get("If-Match"), r.Header.Get("If-None-Match"); im != "" || inm != "" {
+		// Preconditions of a whole-file write: a compare-and-swap.
+		switch {
+		case appendOp || off != "":
+			s.writeError(w, r, fmt.Errorf("%w: If-Match and If-None-Match apply to whole-file writes, not appends or writes at an offset", errBadRequest))
+			return
+		case inm != "" && strings.TrimSpace(inm) != "*":
+			s.writeError(w, r, fmt.Errorf("%w: If-None-Match on a write takes only *", errBadRequest))
+			return
+		case im != "" && inm != "":
+			s.writeError(w, r, fmt.Errorf("%w: If-Match and If-None-Match together", errBadRequest))
+			return
+		case inm != "":
+			opts.Exclusive, ifNoneMatch = true, true
+		default:
+			tag, err := entityTag(im)
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			opts.IfMatch = tag
+		}
+	}
 	var e *filer.Entry
-	switch off := q.Get("offset"); {
+	switch {
 	case appendOp:
 		e, err = s.filer.Append(ctx, p, body, opts)
 	case off != "":
@@ -262,6 +288,9 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, p string, appendO
 		e, err = s.filer.WriteAt(ctx, p, n, body, opts)
 	default:
 		e, err = s.filer.WriteFile(ctx, p, body, opts)
+		if ifNoneMatch && errors.Is(err, filer.ErrExists) {
+			err = fmt.Errorf("%w: %s exists (If-None-Match: *)", filer.ErrChanged, p)
+		}
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -269,6 +298,29 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, p string, appendO
 	}
 	w.Header().Set("Etag", `"`+e.ETag()+`"`)
 	writeJSON(w, http.StatusCreated, entryJSON(e, false))
+}
+
+// entityTag reads the one entity tag of an If-Match header: "*" or a
+// quoted strong tag (an unquoted one is taken as is). A weak tag never
+// matches a write's strong comparison, so it is refused rather than
+// failing every time.
+func entityTag(h string) (string, error) {
+	h = strings.TrimSpace(h)
+	switch {
+	case h == "*":
+		return h, nil
+	case strings.HasPrefix(h, "W/"):
+		return "", fmt.Errorf("%w: If-Match %s: a weak entity tag cannot match a write", errBadRequest, h)
+	case strings.Contains(h, ","):
+		return "", fmt.Errorf("%w: If-Match %s: one entity tag only", errBadRequest, h)
+	}
+	if len(h) >= 2 && h[0] == '"' && h[len(h)-1] == '"' {
+		h = h[1 : len(h)-1]
+	}
+	if h == "" || strings.ContainsAny(h, "\"\x00") {
+		return "", fmt.Errorf("%w: If-Match %q is not an entity tag", errBadRequest, h)
+	}
+	return h, nil
 }
 
 func isMultipart(r *http.Request) bool {

@@ -33,9 +33,10 @@ type leaderAddrKey struct{}
 // reached (lookups answered from this master's own topology).
 type fallbackKey struct{}
 
-// newLeaderProxy builds the HTTP reverse proxy to the leader and the client
-// used to probe the other masters.
-func newLeaderProxy(s *Server) (*httputil.ReverseProxy, *http.Client) {
+// newLeaderProxy builds the HTTP reverse proxy to the leader, the client
+// used to probe the other masters, and the client of this master's own
+// requests to the leader (GrowVolumes; bounded by their contexts).
+func newLeaderProxy(s *Server) (*httputil.ReverseProxy, *http.Client, *http.Client) {
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
 		MaxIdleConnsPerHost: 64,
@@ -60,7 +61,7 @@ func newLeaderProxy(s *Server) (*httputil.ReverseProxy, *http.Client) {
 			writeError(w, fmt.Errorf("%w: forwarding to %s: %v", ErrLeaderUnreachable, leader, err))
 		},
 	}
-	return proxy, &http.Client{Transport: tr, Timeout: 2 * time.Second}
+	return proxy, &http.Client{Transport: tr, Timeout: 2 * time.Second}, &http.Client{Transport: tr}
 }
 
 // onLeader serves h on the leader and forwards the request to the leader on

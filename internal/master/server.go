@@ -84,7 +84,14 @@ type Config struct {
 	ReadSigner *auth.Signer
 	Access     *auth.Access
 	Audit      *auth.Audit
-	Logger     *slog.Logger
+	// AccessToken is this master's own access token (a read-write one the
+	// other masters' Access takes), shown to the leader for requests this
+	// master makes itself (the admin UI's volume growth on a follower)
+	// when it holds no signing key, whose server token it shows instead.
+	// "" none: under access tokens alone such requests are refused unless
+	// mutual TLS identifies the master.
+	AccessToken string
+	Logger      *slog.Logger
 	// Metrics is the registry the master reports to (request metrics, raft
 	// and topology gauges); nil gives it a registry of its own (Metrics).
 	Metrics *metrics.Registry
@@ -135,6 +142,7 @@ type Server struct {
 	streams       streamRegistry
 	proxy         *httputil.ReverseProxy // followers forward HTTP requests to the leader
 	peerHTTP      *http.Client           // status probes of the other masters
+	leaderHTTP    *http.Client           // this master's own requests to the leader
 
 	ctx       context.Context // cancelled by Close; parent of background work
 	cancel    context.CancelFunc
@@ -176,7 +184,7 @@ func New(cfg Config) (*Server, error) {
 		topo:      topology.New(topology.Options{VolumeSizeLimit: uint64(cfg.VolumeSizeLimit), FailureCooldown: cfg.FailureCooldown}),
 		growLocks: map[string]*sync.Mutex{},
 	}
-	s.proxy, s.peerHTTP = newLeaderProxy(s)
+	s.proxy, s.peerHTTP, s.leaderHTTP = newLeaderProxy(s)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.heal = newHealer()
 	if cfg.Signer.Enabled() {

@@ -75,6 +75,14 @@ type Options struct {
 	// Signer turns signed file ids on (masters and volume servers);
 	// ReadSigner signed reads (volume servers).
 	Signer, ReadSigner *auth.Signer
+	// Access makes each master's mutating API need an access token, as
+	// kelp master does with a signing key or a tokens file: an
+	// auth.NewAccess(AccessTokens, Signer) per master, as separate
+	// processes have. AccessTokens is a tokens file ("NAME ROLE TOKEN"
+	// lines) or ""; MasterAccessToken the masters' Config.AccessToken.
+	Access            bool
+	AccessTokens      string
+	MasterAccessToken string
 	// AdminUI is the masters' Config.AdminUI (tests of internal/adminui).
 	AdminUI func(*master.Server) http.Handler
 	// GenerateAdminCredential is the masters' Config.GenerateAdminCredential.
@@ -219,6 +227,7 @@ func (c *Cluster) masterNode(i, port int, peers []string) *Node {
 		ReplaceAfter:            c.opts.ReplaceAfter,
 		AdminUI:                 c.opts.AdminUI,
 		GenerateAdminCredential: c.opts.GenerateAdminCredential,
+		AccessToken:             c.opts.MasterAccessToken,
 		Logger:                  c.log.With("node", fmt.Sprintf("master%d", i)),
 	}
 	if rn := c.opts.RaftNetwork; rn != nil {
@@ -226,7 +235,17 @@ func (c *Cluster) masterNode(i, port int, peers []string) *Node {
 		rn.Add(raft, raft)
 		mcfg.RaftDial = rn.Dialer(raft)
 	}
-	return &Node{Addr: addr(port), start: func() (runner, error) { return master.New(mcfg) }}
+	return &Node{Addr: addr(port), start: func() (runner, error) {
+		cfg := mcfg
+		if c.opts.Access {
+			a, err := auth.NewAccess(c.opts.AccessTokens, c.opts.Signer)
+			if err != nil {
+				return nil, err
+			}
+			cfg.Access = a
+		}
+		return master.New(cfg)
+	}}
 }
 
 // MasterAddrs are the HTTP addresses of every master, in order.
