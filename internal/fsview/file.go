@@ -60,9 +60,6 @@ type file struct {
 	// (releaseLater); changes of attributes then join that commit.
 	queued  bool
 	lateErr error // a background commit failed: told to the next flush
-	// created: the create of the entry, on its way (Config.AsyncCreate);
-	// nil once it is done (or if the entry was there at open).
-	created *asyncCreate
 }
 
 // block is the dirty part of one chunk-sized, chunk-aligned block.
@@ -98,11 +95,6 @@ func (fs *FS) forgetGen() uint64 {
 	return fs.forgets
 }
 
-// genNew passed to acquireEntry says that e is a new entry made here, not
-// yet in the filer (Config.AsyncCreate): no commit of an older file can be
-// newer, and the filer may not have it yet to look it up.
-const genNew = ^uint64(0)
-
 // acquireEntry is acquire with the entry at cp when the caller has just
 // read or written it (nil: look it up), with forgetGen read before. If a
 // file was forgotten since (its commit done), e may be older than that
@@ -114,7 +106,7 @@ func (fs *FS) acquireEntry(ctx context.Context, cp string, e *filerpb.Entry, gen
 		fs.mu.Unlock()
 		return f, nil
 	}
-	if fs.forgets != gen && gen != genNew {
+	if fs.forgets != gen {
 		e = nil
 	}
 	fs.mu.Unlock()
@@ -218,7 +210,6 @@ func (fs *FS) Sync(ctx context.Context) error {
 			first = err
 		}
 	}
-	fs.settle() // a create whose file had nothing to commit
 	if err := fs.syncFiler(ctx); err != nil && first == nil {
 		first = err
 	}
@@ -299,7 +290,7 @@ func (f *file) write(ctx context.Context, p []byte, off int64) (int, error) {
 		in := pos - b.start
 		m := min(int64(len(p)-n), bs-in)
 		if need := in + m; int64(len(b.data)) < need {
-			b.data = growBlock(b.data, need, bs, m)
+			b.data = slices.Grow(b.data, int(need)-len(b.data))[:need]
 		}
 		copy(b.data[in:in+m], p[n:n+int(m)])
 		b.dirty = addIval(b.dirty, ival{in, in + m})
@@ -321,32 +312,11 @@ func (f *file) write(ctx context.Context, p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// growBlock makes data need bytes long for a write of m bytes into a block
-// of bs. A large write (a sequential writer: dd, cp) gets the whole block at
-// once; others double the capacity, so that a block filled by many writes
-// is copied a few times, not at every write.
-func growBlock(data []byte, need, bs, m int64) []byte {
-	if need <= int64(cap(data)) {
-		return data[:need]
-	}
-	c := max(need, 2*int64(cap(data)))
-	if m >= bs/8 {
-		c = bs
-	}
-	c = min(max(c, need), bs)
-	nd := make([]byte, need, c)
-	copy(nd, data)
-	return nd
-}
-
 // commitUploaded commits the uploads at the head of the queue that are
 // done (waiting for the first one only), so that a long write keeps its
 // other uploads in flight while its memory stays bounded. The committed
 // size covers the chunks committed; the rest stays buffered.
 func (f *file) commitUploaded(ctx context.Context) error {
-	if err := f.waitCreated(); err != nil {
-		return err
-	}
 	<-f.pending[0].done
 	k := 1
 	for k < len(f.pending) {
@@ -371,9 +341,7 @@ func (f *file) commitUploaded(ctx context.Context) error {
 	e.MtimeNs = f.mtime.UnixNano()
 	e.Md5 = nil
 	e.Etag = ""
-	// A commit in the middle of a write is no durability point: the filer
-	// need not sync it before answering (fsync asks it to, Handle.Fsync).
-	if err := f.fs.update(deferred(ctx), e); err != nil {
+	if err := f.fs.update(ctx, e); err != nil {
 		return err
 	}
 	f.entry = e
@@ -617,30 +585,7 @@ func (f *file) startFlush(ctx context.Context) error {
 	return f.uploadBlocks(ctx)
 }
 
-// waitCreated waits for the create of the file's entry, if it is on its
-// way; if the filer refused it, the buffered data is dropped (there is no
-// entry to commit it to) and the refusal returned, once.
-func (f *file) waitCreated() error {
-	c := f.created
-	if c == nil {
-		return nil
-	}
-	<-c.done
-	f.created = nil
-	if c.err == nil {
-		return nil
-	}
-	clear(f.blocks)
-	f.pending = nil
-	f.dirty = false
-	f.size = 0
-	return c.err
-}
-
 func (f *file) commitLocked(ctx context.Context) error {
-	if err := f.waitCreated(); err != nil {
-		return err
-	}
 	if err := f.uploadBlocks(ctx); err != nil {
 		return err
 	}
@@ -714,17 +659,10 @@ func (f *file) uploadBlocks(ctx context.Context) error {
 
 // modify commits the buffer and applies fn to the entry in the same
 // update; it returns the entry as changed.
-//
-// With lazy (attribute changes: chmod, chown, utimens) the change is not
-// sent on its own but joins the file's next commit, as the data written
-// does: this view shows it at once, the filer (and other mounts) at close,
-// and fsync makes it durable with the data. tar sets the times, owner and
-// mode of each file while it is still open: three round trips, and a wait
-// for the upload of the data, saved per file.
-func (f *file) modify(ctx context.Context, fn func(e *filerpb.Entry) error, lazy bool) (*filerpb.Entry, error) {
+func (f *file) modify(ctx context.Context, fn func(e *filerpb.Entry) error) (*filerpb.Entry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.queued || (lazy && !f.unlinked) {
+	if f.queued {
 		// Closed, its commit to come: the change joins it (tar sets the
 		// mode and times of each file it wrote after closing it).
 		e := cloneEntry(f.entry)

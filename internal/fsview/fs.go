@@ -51,15 +51,6 @@ type Config struct {
 	// fdatasync, Sync and Close then ask the filer to Sync. POSIX makes
 	// fsync the durability point; the FUSE mount sets it.
 	DeferDurability bool
-	// AsyncCreate lets a create of a name this view knows absent (its
-	// directory's listing is complete and kept fresh by the metadata events,
-	// see IsCachedAbsence) answer before the filer has made the entry: the
-	// CreateEntry is sent at once in the background, the file's first commit
-	// waits for it, and every other change of the namespace (and a listing)
-	// waits for the creates on their way. A create the filer refuses (another
-	// client made the name meanwhile, a quota) fails the file's commit: its
-	// data is lost and the next flush or fsync says so. The FUSE mount sets it.
-	AsyncCreate bool
 	// AccessToken is shown to the filer and the masters when they need
 	// authentication (docs/security.md); "" none.
 	AccessToken string
@@ -91,11 +82,6 @@ type FS struct {
 	followDone chan struct{}
 
 	calls atomic.Int64 // unary calls to the filer (Stats.FilerCalls)
-
-	// Creates on their way (Config.AsyncCreate), and the slots bounding them.
-	createMu    sync.Mutex
-	creating    map[*asyncCreate]struct{}
-	createSlots chan struct{}
 
 	locks      lockSession             // advisory locks (locks.go)
 	lastStatfs *filerpb.StatfsResponse // under mu
@@ -135,8 +121,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		opts = append(opts, auth.DialOption(auth.Static(cfg.AccessToken)))
 	}
 	fs := &FS{cfg: cfg, log: cfg.Logger,
-		uploads: make(chan struct{}, 8), commits: make(chan struct{}, maxBackgroundCommits), files: map[string]*file{}, cache: newMetaCache(),
-		creating: map[*asyncCreate]struct{}{}, createSlots: make(chan struct{}, maxAsyncCreates)}
+		uploads: make(chan struct{}, 8), commits: make(chan struct{}, maxBackgroundCommits), files: map[string]*file{}, cache: newMetaCache()}
 	opts = append(opts, grpc.WithChainUnaryInterceptor(fs.countCall))
 	conn, err := grpc.NewClient(cfg.Filer, opts...)
 	if err != nil {
@@ -231,7 +216,6 @@ func (fs *FS) Close() error {
 	for range cap(fs.commits) {
 		<-fs.commits
 	}
-	fs.settle()
 	if err := fs.syncFiler(context.Background()); err != nil && first == nil {
 		first = err
 	}
@@ -336,63 +320,6 @@ func (fs *FS) syncFiler(ctx context.Context) error {
 // until its event arrives: the names cached as absent are not trusted for
 // it meanwhile.
 
-// maxAsyncCreates bounds the creates on their way (Config.AsyncCreate).
-const maxAsyncCreates = 64
-
-// asyncCreate is one CreateEntry on its way (Config.AsyncCreate); err is
-// set before done is closed.
-type asyncCreate struct {
-	done chan struct{}
-	err  error
-}
-
-// createAsync sends the exclusive create of e in the background. The
-// caller has checked that the name is absent here (metaCache.absent).
-func (fs *FS) createAsync(e *filerpb.Entry) *asyncCreate {
-	fs.createSlots <- struct{}{}
-	c := &asyncCreate{done: make(chan struct{})}
-	fs.createMu.Lock()
-	fs.creating[c] = struct{}{}
-	fs.createMu.Unlock()
-	e = cloneEntry(e)
-	fs.cache.evict(e.Path)
-	fs.cache.beginOwn(e.Path)
-	go func() {
-		defer func() { <-fs.createSlots }()
-		_, err := fs.filer.CreateEntry(context.Background(), &filerpb.CreateEntryRequest{Entry: e, Exclusive: true, NoParents: true,
-			DeferredDurability: fs.cfg.DeferDurability})
-		fs.cache.endOwn(err, e.Path)
-		fs.cache.evict(e.Path)
-		if err != nil {
-			fs.log.Warn("fsview: a create answered early failed; the file's data will not be kept", "path", e.Path, "err", err)
-		}
-		c.err = err
-		fs.createMu.Lock()
-		delete(fs.creating, c)
-		fs.createMu.Unlock()
-		close(c.done)
-	}()
-	return c
-}
-
-// settle waits for the creates on their way (Config.AsyncCreate): every
-// other change of the namespace, and a listing, comes after them.
-func (fs *FS) settle() {
-	fs.createMu.Lock()
-	if len(fs.creating) == 0 {
-		fs.createMu.Unlock()
-		return
-	}
-	cs := make([]*asyncCreate, 0, len(fs.creating))
-	for c := range fs.creating {
-		cs = append(cs, c)
-	}
-	fs.createMu.Unlock()
-	for _, c := range cs {
-		<-c.done
-	}
-}
-
 func (fs *FS) update(ctx context.Context, e *filerpb.Entry) error {
 	fs.cache.evict(e.Path)
 	defer fs.cache.evict(e.Path)
@@ -403,7 +330,6 @@ func (fs *FS) update(ctx context.Context, e *filerpb.Entry) error {
 }
 
 func (fs *FS) create(ctx context.Context, e *filerpb.Entry, exclusive bool) error {
-	fs.settle()
 	fs.cache.evict(e.Path)
 	defer fs.cache.evict(e.Path)
 	fs.cache.beginOwn(e.Path)
@@ -413,7 +339,6 @@ func (fs *FS) create(ctx context.Context, e *filerpb.Entry, exclusive bool) erro
 }
 
 func (fs *FS) delete(ctx context.Context, full string, recursive bool) error {
-	fs.settle()
 	fs.cache.evict(full)
 	defer fs.cache.evict(full)
 	fs.cache.moving(full)
@@ -424,7 +349,6 @@ func (fs *FS) delete(ctx context.Context, full string, recursive bool) error {
 }
 
 func (fs *FS) rename(ctx context.Context, from, to string) error {
-	fs.settle()
 	fs.cache.evict(from, to)
 	defer fs.cache.evict(from, to)
 	fs.cache.moving(from, to)

@@ -57,21 +57,6 @@ func (fs *FS) Create(ctx context.Context, p string, flags int, perm os.FileMode,
 		Uid: uid, Gid: gid, MtimeNs: time.Now().UnixNano()}
 	e.CrtimeNs = e.MtimeNs // known here, so the inode number is too (inoOfEntry)
 	gen := fs.forgetGen()
-	if fs.cfg.AsyncCreate && fs.cache.absent(e.Path) {
-		// Known absent: answer now, the filer makes the entry meanwhile
-		// (Config.AsyncCreate). The file's first commit waits for it.
-		e.CtimeNs = e.MtimeNs
-		c := fs.createAsync(e)
-		h, err := fs.openNode(ctx, &node{name: e, content: e}, p, flags&^syscall.O_TRUNC, genNew)
-		if err != nil {
-			<-c.done
-			return nil, err
-		}
-		h.f.mu.Lock()
-		h.f.created = c
-		h.f.mu.Unlock()
-		return h, nil
-	}
 	if err := fs.create(deferred(ctx), e, true); err != nil {
 		if Errno(err) == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
 			return fs.Open(ctx, p, flags)

@@ -87,7 +87,6 @@ func (fs *FS) Lookup(ctx context.Context, p string) (Attr, error) {
 
 // ReadDir lists directory p in name order.
 func (fs *FS) ReadDir(ctx context.Context, p string) ([]DirEntry, error) {
-	fs.settle() // the names created here are in the filer
 	full := fs.full(p)
 	var out []DirEntry
 	after := ""
@@ -215,7 +214,6 @@ func (fs *FS) hideOpen(ctx context.Context, f *file) error {
 }
 
 func (fs *FS) mkdirAll(ctx context.Context, dir string) error {
-	fs.settle()
 	fs.cache.evict(dir)
 	fs.cache.beginOwn(dir)
 	_, err := fs.filer.CreateEntry(ctx, &filerpb.CreateEntryRequest{
@@ -412,17 +410,11 @@ func pointerEntry(full string, like *filerpb.Entry, id string) *filerpb.Entry {
 // resolved; nil: look it up). It returns the entry as changed, so that the
 // caller answers without asking the filer again.
 func (fs *FS) updateContent(ctx context.Context, cp string, known *filerpb.Entry, fn func(e *filerpb.Entry) error) (*filerpb.Entry, error) {
-	return fs.updateContentAs(ctx, cp, known, fn, false)
-}
-
-// updateContentAs is updateContent; with lazy, a change of a file open here
-// joins its next commit instead of being sent now (file.modify).
-func (fs *FS) updateContentAs(ctx context.Context, cp string, known *filerpb.Entry, fn func(e *filerpb.Entry) error, lazy bool) (*filerpb.Entry, error) {
 	// Attribute changes (chmod, chown, utimens, xattrs) are made durable by
 	// fsync, like the data: deferred, as creates.
 	ctx = deferred(ctx)
 	if f := fs.openFile(cp); f != nil {
-		return f.modify(ctx, fn, lazy)
+		return f.modify(ctx, fn)
 	}
 	e := known
 	if e == nil || e.Path != cp {
@@ -497,7 +489,7 @@ func (fs *FS) Setattr(ctx context.Context, p string, h *Handle, s SetAttr) (Attr
 		if n != nil {
 			known = n.content
 		}
-		e, err := fs.updateContentAs(ctx, cp, known, func(e *filerpb.Entry) error {
+		e, err := fs.updateContent(ctx, cp, known, func(e *filerpb.Entry) error {
 			if s.Mode != nil {
 				e.Mode = uint32(os.FileMode(e.Mode)&os.ModeType | *s.Mode&(os.ModePerm|os.ModeSetuid|os.ModeSetgid|os.ModeSticky))
 			}
@@ -514,7 +506,7 @@ func (fs *FS) Setattr(ctx context.Context, p string, h *Handle, s SetAttr) (Attr
 				setXattr(e, xattrAtime, []byte(strconv.FormatInt(s.Atime.UnixNano(), 10)))
 			}
 			return nil
-		}, true)
+		})
 		if err != nil {
 			return Attr{}, err
 		}

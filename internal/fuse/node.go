@@ -26,8 +26,6 @@ type node struct {
 	// negTTL is how long the kernel may keep a name the view knows to be
 	// absent (fsview.IsCachedAbsence).
 	negTTL time.Duration
-	// attrTTL is how long the kernel keeps attributes (Options.CacheTimeout).
-	attrTTL time.Duration
 	// linkID is set once the file has hard links: its content and
 	// attributes are then addressed by the link group, not by a path, since
 	// the kernel's one inode has several names and any may be renamed over.
@@ -106,7 +104,7 @@ func (n *node) newChild(ctx context.Context, a fsview.Attr, out *gofuse.EntryOut
 			return in
 		}
 	}
-	ch := &node{v: n.v, readOnly: n.readOnly, syncClose: n.syncClose, links: n.links, negTTL: n.negTTL, attrTTL: n.attrTTL}
+	ch := &node{v: n.v, readOnly: n.readOnly, syncClose: n.syncClose, links: n.links, negTTL: n.negTTL}
 	ch.setLink(a.LinkID)
 	in := n.NewInode(ctx, ch, gofs.StableAttr{Mode: unixMode(a.Mode) & syscall.S_IFMT, Ino: a.Ino})
 	if existing, ok := in.Operations().(*node); ok {
@@ -196,10 +194,6 @@ func (n *node) Setattr(ctx context.Context, f gofs.FileHandle, in *gofuse.SetAtt
 		return n.v.Errno(err)
 	}
 	fillAttr(&out.Attr, a)
-	// The answer is fresh: let the kernel keep it as a GETATTR's (go-fuse
-	// leaves a SETATTR's at 0, and the kernel would ask again right away:
-	// tar's fchown after its utimens, fchmod after that).
-	out.SetTimeout(n.attrTTL)
 	return 0
 }
 
@@ -325,7 +319,7 @@ func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	// The new name is the same inode to the kernel as the old one.
 	a.Ino = old.StableAttr().Ino
 	fillAttr(&out.Attr, a)
-	return n.NewInode(ctx, &node{v: n.v, readOnly: n.readOnly, syncClose: n.syncClose, links: n.links, negTTL: n.negTTL, attrTTL: n.attrTTL}, old.StableAttr()), 0
+	return n.NewInode(ctx, &node{v: n.v, readOnly: n.readOnly, syncClose: n.syncClose, links: n.links, negTTL: n.negTTL}, old.StableAttr()), 0
 }
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
