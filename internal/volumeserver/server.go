@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -163,6 +164,9 @@ func New(cfg Config) (*Server, error) {
 	s.metrics = metrics.OrNew(cfg.Metrics)
 	s.metrics.RegisterOnce("volume", func(r *metrics.Registry) { r.MustRegister(newVolumeCollector(s)) })
 	s.httpSrv = httpserve.New(s.metrics.HTTP("volume", httpOp, s.authorize(s.routes())), s.log)
+	if !s.cfg.ReadSigner.Enabled() && os.Getenv("KELP_NO_FAST_READ") == "" {
+		s.httpLn = newFastListener(s.httpLn, s) // see fastread.go
+	}
 	access, err := s.adminAccess()
 	if err != nil {
 		st.Close()
