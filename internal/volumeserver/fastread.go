@@ -22,6 +22,7 @@ package volumeserver
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"mime"
@@ -135,7 +136,7 @@ func (l *fastListener) acceptLoop() {
 			l.give(c)
 			continue
 		}
-		go l.serve(c)
+		go l.serve(&prefixConn{TCPConn: c.(*net.TCPConn)})
 	}
 }
 
@@ -169,7 +170,8 @@ func (l *fastListener) forget(c net.Conn) {
 // errNotFast: the request is for net/http.
 var errNotFast = errors.New("not a fast read")
 
-func (l *fastListener) serve(c net.Conn) {
+func (l *fastListener) serve(pc *prefixConn) {
+	c := pc.TCPConn
 	if !l.setBusy(c, false) {
 		c.Close()
 		return
@@ -184,7 +186,7 @@ func (l *fastListener) serve(c net.Conn) {
 			c.Close()
 		}
 	}()
-	br := bufio.NewReaderSize(c, fastReadBuf)
+	br := bufio.NewReaderSize(pc, fastReadBuf)
 	var out []byte
 	for {
 		if br.Buffered() == 0 {
@@ -225,7 +227,8 @@ func (l *fastListener) serve(c net.Conn) {
 			l.forget(c)
 			handed = true
 			c.SetReadDeadline(time.Time{})
-			l.give(&prefixConn{TCPConn: c.(*net.TCPConn), r: br})
+			b, _ := br.Peek(br.Buffered())
+			l.give(pc.rest(b))
 		}
 		return
 	}
@@ -427,22 +430,109 @@ type cachedDate struct {
 
 var dateCache atomic.Pointer[cachedDate]
 
-// prefixConn is a connection handed to net/http: the bytes the fast path
-// read but did not consume come first. CloseWrite and ReadFrom (sendfile)
-// pass through to the TCP connection.
+// prefixConn is a connection as the fast path and net/http read it: the
+// bytes an earlier reader took from the socket but did not consume come
+// first. CloseWrite and ReadFrom (sendfile) pass through to the TCP
+// connection.
 type prefixConn struct {
 	*net.TCPConn
-	r *bufio.Reader // nil once drained
+	pending []byte
 }
 
 func (c *prefixConn) Read(p []byte) (int, error) {
-	if c.r != nil {
-		if c.r.Buffered() > 0 {
-			return c.r.Read(p)
-		}
-		c.r = nil
+	if len(c.pending) > 0 {
+		n := copy(p, c.pending)
+		c.pending = c.pending[n:]
+		return n, nil
 	}
 	return c.TCPConn.Read(p)
+}
+
+// rest is what is still to be read from c after the buffered bytes b, as a
+// new prefixConn.
+func (c *prefixConn) rest(b []byte) *prefixConn {
+	return &prefixConn{TCPConn: c.TCPConn, pending: append(append([]byte(nil), b...), c.pending...)}
+}
+
+// connKey is the context key of the connection a request came on.
+type connKey struct{}
+
+// connContext remembers a request's connection (http.Server.ConnContext).
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// reclaim wraps the HTTP handler: a plain GET of a file id that net/http
+// answered on a connection the fast path handed over (after a write, say:
+// clients keep their connections for reads and writes alike) takes the
+// connection back to the fast path once its answer is complete, so that a
+// connection is not net/http's for good after one write.
+func (l *fastListener) reclaim(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		pc, _ := r.Context().Value(connKey{}).(*prefixConn)
+		if pc == nil || r.Method != http.MethodGet || r.ProtoMajor != 1 || r.ProtoMinor != 1 || r.Close ||
+			r.Body != http.NoBody || r.Header.Get("Connection") != "" || httpOp(r) != "read" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		cw := &countWriter{ResponseWriter: w}
+		next.ServeHTTP(cw, r)
+		if !cw.complete() {
+			return
+		}
+		rc := http.NewResponseController(w)
+		if rc.Flush() != nil {
+			return
+		}
+		conn, brw, err := rc.Hijack()
+		if err != nil {
+			return
+		}
+		if conn != net.Conn(pc) {
+			conn.Close() // cannot happen: pc is this request's connection
+			return
+		}
+		b, _ := brw.Reader.Peek(brw.Reader.Buffered())
+		go l.serve(pc.rest(b))
+	})
+}
+
+// countWriter records whether an answer was sent whole: a status, a
+// Content-Length and that many body bytes.
+type countWriter struct {
+	http.ResponseWriter
+	code int
+	n    int64
+}
+
+func (w *countWriter) WriteHeader(code int) {
+	if w.code == 0 && code >= 200 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *countWriter) Write(p []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.n += int64(n)
+	if err != nil {
+		w.code = -1
+	}
+	return n, err
+}
+
+func (w *countWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *countWriter) complete() bool {
+	h := w.Header()
+	if w.code < 200 || w.code == http.StatusNoContent || w.code == http.StatusNotModified || h.Get("Connection") != "" {
+		return false
+	}
+	cl, err := strconv.ParseInt(h.Get("Content-Length"), 10, 64)
+	return err == nil && cl == w.n
 }
 
 // WriteTo hides the TCP connection's own, which would skip the prefix.

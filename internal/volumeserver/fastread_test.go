@@ -116,6 +116,27 @@ func TestFastReadSameAsNetHTTP(t *testing.T) {
 		}
 	}
 
+	// A connection net/http took (a write) comes back to the fast path
+	// after a plain read and goes to net/http again for the next write.
+	var puts []string
+	for range 2 {
+		a, err := cl.Assign(context.Background(), client.AssignRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		puts = append(puts, "PUT /"+a.FID.String()+" HTTP/1.1\r\nHost: "+addr+"\r\nContent-Length: 5\r\n\r\nhello")
+	}
+	got = exchange(t, addr, puts[0]+get("GET", named)+get("GET", typed)+puts[1]+get("GET", mid)+get("GET", named),
+		"PUT", "GET", "GET", "PUT", "GET", "GET")
+	for i, w := range []struct {
+		status int
+		body   string
+	}{{201, ""}, {200, string(small)}, {200, string(small)}, {201, ""}, {200, strings.Repeat("m", 100<<10)}, {200, string(small)}} {
+		if got[i].status != w.status || (w.body != "" && string(got[i].body) != w.body) {
+			t.Errorf("mixed answer %d: %d %q, want %d %q", i+1, got[i].status, got[i].body, w.status, w.body)
+		}
+	}
+
 	// What the fast path does not answer itself still gets net/http's answer.
 	for _, tc := range []struct {
 		name, req string
