@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -163,13 +162,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics = metrics.OrNew(cfg.Metrics)
 	s.metrics.RegisterOnce("volume", func(r *metrics.Registry) { r.MustRegister(newVolumeCollector(s)) })
-	h := s.metrics.HTTP("volume", httpOp, s.authorize(s.routes()))
-	if !s.cfg.ReadSigner.Enabled() && os.Getenv("KELP_NO_FAST_READ") == "" {
-		fl := newFastListener(s.httpLn, s) // see fastread.go
-		s.httpLn, h = fl, fl.reclaim(h)
-	}
-	s.httpSrv = httpserve.New(h, s.log)
-	s.httpSrv.ConnContext = connContext
+	s.httpSrv = httpserve.New(s.metrics.HTTP("volume", httpOp, s.authorize(s.routes())), s.log)
 	access, err := s.adminAccess()
 	if err != nil {
 		st.Close()
