@@ -50,7 +50,7 @@ func (f *viewFlags) open(ctx context.Context, g *globalFlags) (*fsview.FS, error
 	}
 	return fsview.New(ctx, fsview.Config{Filer: addr, Root: f.filerPath, Collection: f.collection, AccessToken: tok,
 		Replication: f.replication, ConnectTimeout: 10 * time.Second, Logger: log,
-		CacheDir: f.cacheDir, CacheSize: int64(f.cacheSizeMB) << 20, DeferDurability: true})
+		CacheDir: f.cacheDir, CacheSize: int64(f.cacheSizeMB) << 20, DeferDurability: true, AsyncCreate: true})
 }
 
 // newMountCommand is `kelp mount`: the filer as a local file system, in

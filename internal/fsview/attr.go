@@ -46,6 +46,12 @@ type node struct {
 	name    *filerpb.Entry
 	content *filerpb.Entry
 	linkID  string
+	// forgets is FS.forgets before the node was resolved: if a file was
+	// forgotten since (its commit done), content may be older than that
+	// commit (updateContentAs).
+	forgets uint64
+	// cached: content came from the metadata cache, not from the filer.
+	cached bool
 }
 
 func (n *node) contentPath() string { return n.content.Path }

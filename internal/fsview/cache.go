@@ -143,6 +143,13 @@ func (c *metaCache) ownSeen(p string) {
 	}
 }
 
+// unlist forgets the complete listing of dir, if kept.
+func (c *metaCache) unlist(dir string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.dirs, dir)
+}
+
 // dropListed forgets the complete listings of p and of the directories
 // under it (p moved or removed: its subtree is not what was listed).
 func (c *metaCache) dropListed(p string) {
@@ -200,6 +207,27 @@ func (c *metaCache) get(p string) (*filerpb.Entry, bool) {
 		return nil, false
 	}
 	return cloneEntry(e), true
+}
+
+// xattr is the value of extended attribute k of the cached entry of p,
+// read in place (cached entries are never changed, only replaced): found
+// says whether the entry has it, cached whether the cache could answer (p
+// cached and not a hard link's name, whose xattrs are its content's).
+func (c *metaCache) xattr(p, k string) (v []byte, found, cached bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.live {
+		return nil, false, false
+	}
+	e, ok := c.entries[p]
+	if !ok || (!e.IsDir && len(e.Xattrs[xattrLink]) > 0) {
+		return nil, false, false
+	}
+	v, found = e.Xattrs[k]
+	if found {
+		v = append([]byte(nil), v...)
+	}
+	return v, found, true
 }
 
 // generation is read before asking the filer; put stores the answer only

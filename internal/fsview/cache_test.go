@@ -3,8 +3,10 @@ package fsview
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,5 +103,51 @@ func TestEvictReachesUncachedDirectories(t *testing.T) {
 	c.evict("/b/sub")
 	if _, ok := c.get("/b/sub/f"); ok {
 		t.Error("/b/sub/f still cached after /b/sub was evicted")
+	}
+}
+
+// TestXattrAfterListingFromCache: getxattr of the names just listed (ls -l
+// asks security.selinux of each) costs no lookup, and still sees this
+// view's own change of the attribute at once.
+func TestXattrAfterListingFromCache(t *testing.T) {
+	s := startFiler(t)
+	fs := newView(t, s)
+	ctx := context.Background()
+	if _, err := fs.Mkdir(ctx, "/d", 0o755, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, fs, "/d/f", []byte("x"))
+	if err := fs.SetXattr(ctx, "/d/f", "user.k", []byte("v"), 0); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		fs.cache.mu.Lock()
+		defer fs.cache.mu.Unlock()
+		return fs.cache.live
+	}, "the metadata stream did not connect")
+	var lookups int64
+	ok := testutil.Eventually(5*time.Second, func() bool {
+		if _, err := fs.ReadDir(ctx, "/d"); err != nil {
+			t.Fatal(err)
+		}
+		before := fs.cache.rpcs.Load()
+		v, err := fs.GetXattr(ctx, "/d/f", "user.k")
+		if err != nil || string(v) != "v" {
+			t.Fatalf("user.k = %q, %v; want v", v, err)
+		}
+		if _, err := fs.GetXattr(ctx, "/d/f", "security.selinux"); !errors.Is(err, syscall.ENODATA) {
+			t.Fatalf("security.selinux: %v, want ENODATA", err)
+		}
+		lookups = fs.cache.rpcs.Load() - before
+		return lookups == 0
+	})
+	if !ok {
+		t.Fatalf("getxattr after a listing made %d lookups, want 0", lookups)
+	}
+	if err := fs.SetXattr(ctx, "/d/f", "user.k", []byte("w"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := fs.GetXattr(ctx, "/d/f", "user.k"); err != nil || string(v) != "w" {
+		t.Fatalf("after setxattr: user.k = %q, %v; want w", v, err)
 	}
 }

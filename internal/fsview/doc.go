@@ -27,7 +27,10 @@
 // FUSE mount does): the uploads start, and after the last release the file
 // is committed in the background, at most 64 files at a time, while it stays
 // open in the view (reads, stat and a new open see the buffer; attribute
-// changes join the commit). Sync (FSYNCDIR, unmount), a handle's Flush, and
+// changes join the commit; so do chmod, chown and utimens of a file still
+// open here). With Config.AsyncCreate, a create of a name known absent
+// answers before the filer has made the entry, the create on its way in the
+// background (see Config.AsyncCreate). Sync (FSYNCDIR, unmount), a handle's Flush, and
 // a rename, unlink or link of the file commit it at once.
 //
 // # Chunk cache

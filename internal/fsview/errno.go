@@ -56,6 +56,10 @@ func Errno(err error) syscall.Errno {
 		return syscall.ENOSPC
 	case codes.DeadlineExceeded:
 		return syscall.ETIMEDOUT
+	case codes.Canceled:
+		// The call's context was cancelled (the gRPC error does not wrap
+		// context.Canceled): the caller gave up, the call was interrupted.
+		return syscall.EINTR
 	}
 	return syscall.EIO
 }

@@ -60,7 +60,23 @@ type file struct {
 	// (releaseLater); changes of attributes then join that commit.
 	queued  bool
 	lateErr error // a background commit failed: told to the next flush
+	// created: the create of the entry answered early (Config.AsyncCreate),
+	// set when the file is made and not changed after (read without mu);
+	// nil if the entry was there at open.
+	created *asyncCreate
+	// createErr: the filer refused that create. The file is then no longer
+	// open here under its name (fileAt), its buffer is dropped, and every
+	// write and commit through its handles fails with this.
+	createErr error
+	// forgotten: no longer open here (its last release or background
+	// commit done, or its create refused). A change of attributes that
+	// found the file just before goes to the filer's entry instead
+	// (errForgotten): joining a commit that will not come would lose it.
+	forgotten bool
 }
+
+// errForgotten: the file was forgotten while the caller waited for it.
+var errForgotten = errors.New("fsview: the open file was forgotten meanwhile")
 
 // block is the dirty part of one chunk-sized, chunk-aligned block.
 type block struct {
@@ -101,7 +117,7 @@ func (fs *FS) forgetGen() uint64 {
 // commit and is looked up again.
 func (fs *FS) acquireEntry(ctx context.Context, cp string, e *filerpb.Entry, gen uint64) (*file, error) {
 	fs.mu.Lock()
-	if f := fs.files[cp]; f != nil {
+	if f := fs.fileAt(cp); f != nil {
 		f.refs++
 		fs.mu.Unlock()
 		return f, nil
@@ -112,7 +128,7 @@ func (fs *FS) acquireEntry(ctx context.Context, cp string, e *filerpb.Entry, gen
 	fs.mu.Unlock()
 	if e == nil {
 		var err error
-		if e, err = fs.lookupRaw(ctx, cp); err != nil {
+		if e, err = fs.lookupFresh(ctx, cp); err != nil {
 			return nil, err
 		}
 	}
@@ -121,13 +137,41 @@ func (fs *FS) acquireEntry(ctx context.Context, cp string, e *filerpb.Entry, gen
 	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	if f := fs.files[cp]; f != nil { // opened meanwhile
+	if f := fs.fileAt(cp); f != nil { // opened meanwhile
 		f.refs++
 		return f, nil
 	}
 	f := &file{fs: fs, path: cp, entry: e, size: e.Size, mtime: timeOf(e.MtimeNs), blocks: map[int64]*block{}, refs: 1}
 	fs.files[cp] = f
 	return f, nil
+}
+
+// fileAt returns the file open here at content path cp, if any, with
+// fs.mu held. A file whose create answered early was refused is not open
+// under that name: it is dropped from fs.files here (its handles keep it).
+func (fs *FS) fileAt(cp string) *file {
+	f := fs.files[cp]
+	if f != nil && f.created.refused() {
+		delete(fs.files, cp)
+		fs.forgets++
+		return nil
+	}
+	return f
+}
+
+// acquireNew opens here the new entry e, whose create c is on its way
+// (Config.AsyncCreate): the file is registered with c, so that its first
+// commit, through any handle, waits for it. nil if a file is open at cp
+// already (the caller then creates as usual).
+func (fs *FS) acquireNew(e *filerpb.Entry, c *asyncCreate) *file {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.fileAt(e.Path) != nil {
+		return nil
+	}
+	f := &file{fs: fs, path: e.Path, entry: e, size: e.Size, mtime: timeOf(e.MtimeNs), blocks: map[int64]*block{}, refs: 1, created: c}
+	fs.files[e.Path] = f
+	return f
 }
 
 // releaseLater drops one user of f; after the last one, f is committed in
@@ -179,6 +223,7 @@ func (fs *FS) finish(f *file) {
 			continue
 		}
 		f.queued = false
+		f.forgotten = true
 		if fs.files[f.path] == f {
 			delete(fs.files, f.path)
 			fs.forgets++
@@ -210,6 +255,7 @@ func (fs *FS) Sync(ctx context.Context) error {
 			first = err
 		}
 	}
+	fs.settle() // a create whose file had nothing to commit
 	if err := fs.syncFiler(ctx); err != nil && first == nil {
 		first = err
 	}
@@ -222,12 +268,24 @@ func (fs *FS) release(ctx context.Context, f *file) error {
 	fs.mu.Lock()
 	f.refs--
 	last := f.refs == 0
-	if last && fs.files[f.path] == f {
-		delete(fs.files, f.path)
-		fs.forgets++
+	late := false
+	if last {
+		f.mu.Lock()
+		f.forgotten = true
+		// A change of attributes that joined the commit after the flush
+		// above (file.modify) is committed below: none can join after this.
+		late = f.dirty && err == nil
+		if fs.files[f.path] == f {
+			delete(fs.files, f.path)
+			fs.forgets++
+		}
+		f.mu.Unlock()
 	}
 	unlinked := f.unlinked
 	fs.mu.Unlock()
+	if late {
+		err = f.flush(ctx)
+	}
 	if last && unlinked {
 		if derr := fs.delete(ctx, f.currentPath(), false); derr != nil && !isNotFound(derr) && err == nil {
 			err = derr
@@ -273,6 +331,9 @@ func (f *file) entrySnapshot() *filerpb.Entry {
 func (f *file) write(ctx context.Context, p []byte, off int64) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.createFailure(); err != nil {
+		return 0, err
+	}
 	if err := f.err; err != nil {
 		f.err = nil
 		return 0, err
@@ -290,7 +351,7 @@ func (f *file) write(ctx context.Context, p []byte, off int64) (int, error) {
 		in := pos - b.start
 		m := min(int64(len(p)-n), bs-in)
 		if need := in + m; int64(len(b.data)) < need {
-			b.data = slices.Grow(b.data, int(need)-len(b.data))[:need]
+			b.data = growBlock(b.data, need, bs, m)
 		}
 		copy(b.data[in:in+m], p[n:n+int(m)])
 		b.dirty = addIval(b.dirty, ival{in, in + m})
@@ -312,11 +373,32 @@ func (f *file) write(ctx context.Context, p []byte, off int64) (int, error) {
 	return n, nil
 }
 
+// growBlock makes data need bytes long for a write of m bytes into a block
+// of bs. A large write (a sequential writer: dd, cp) gets the whole block at
+// once; others double the capacity, so that a block filled by many writes
+// is copied a few times, not at every write.
+func growBlock(data []byte, need, bs, m int64) []byte {
+	if need <= int64(cap(data)) {
+		return data[:need]
+	}
+	c := max(need, 2*int64(cap(data)))
+	if m >= bs/8 {
+		c = bs
+	}
+	c = min(max(c, need), bs)
+	nd := make([]byte, need, c)
+	copy(nd, data)
+	return nd
+}
+
 // commitUploaded commits the uploads at the head of the queue that are
 // done (waiting for the first one only), so that a long write keeps its
 // other uploads in flight while its memory stays bounded. The committed
 // size covers the chunks committed; the rest stays buffered.
 func (f *file) commitUploaded(ctx context.Context) error {
+	if err := f.waitCreated(); err != nil {
+		return err
+	}
 	<-f.pending[0].done
 	k := 1
 	for k < len(f.pending) {
@@ -341,7 +423,9 @@ func (f *file) commitUploaded(ctx context.Context) error {
 	e.MtimeNs = f.mtime.UnixNano()
 	e.Md5 = nil
 	e.Etag = ""
-	if err := f.fs.update(ctx, e); err != nil {
+	// A commit in the middle of a write is no durability point: the filer
+	// need not sync it before answering (fsync asks it to, Handle.Fsync).
+	if err := f.fs.update(deferred(ctx), e); err != nil {
 		return err
 	}
 	f.entry = e
@@ -582,10 +666,56 @@ func (f *file) flush(ctx context.Context) error {
 func (f *file) startFlush(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.createFailure(); err != nil {
+		return err
+	}
 	return f.uploadBlocks(ctx)
 }
 
+// waitCreated waits for the create of the file's entry, if it is on its
+// way, and returns createFailure.
+func (f *file) waitCreated() error {
+	if c := f.created; c != nil && f.createErr == nil {
+		<-c.done
+	}
+	return f.createFailure()
+}
+
+// createFailure returns the filer's refusal of the file's create answered
+// early (Config.AsyncCreate), if the create is done and was refused: ENOSPC
+// for a quota (as write(2) and close(2) report a full disk), EIO for the
+// rest (another client made the name meanwhile, the directory went, the
+// filer failed; the log says which), the errno of lost data. The buffered
+// data is dropped then: there is no entry to commit it to. It does not
+// wait: a write or a close tells the refusal if it has come, a commit
+// waits for it (waitCreated).
+func (f *file) createFailure() error {
+	if f.createErr != nil {
+		return f.createErr
+	}
+	c := f.created
+	if !c.refused() {
+		return nil
+	}
+	en := Errno(c.err)
+	if en != syscall.ENOSPC && en != syscall.EDQUOT {
+		en = syscall.EIO
+	}
+	f.createErr = errnof(en, "%s: the create answered early was refused: %v", f.path, c.err)
+	clear(f.blocks)
+	f.pending = nil
+	f.err = nil
+	f.dirty = false
+	f.size = f.entry.Size
+	f.ra, f.next = nil, nil
+	f.forgotten = true
+	return f.createErr
+}
+
 func (f *file) commitLocked(ctx context.Context) error {
+	if err := f.waitCreated(); err != nil {
+		return err
+	}
 	if err := f.uploadBlocks(ctx); err != nil {
 		return err
 	}
@@ -659,10 +789,20 @@ func (f *file) uploadBlocks(ctx context.Context) error {
 
 // modify commits the buffer and applies fn to the entry in the same
 // update; it returns the entry as changed.
-func (f *file) modify(ctx context.Context, fn func(e *filerpb.Entry) error) (*filerpb.Entry, error) {
+//
+// With lazy (attribute changes: chmod, chown, utimens) the change is not
+// sent on its own but joins the file's next commit, as the data written
+// does: this view shows it at once, the filer (and other mounts) at close,
+// and fsync makes it durable with the data. tar sets the times, owner and
+// mode of each file while it is still open: three round trips, and a wait
+// for the upload of the data, saved per file.
+func (f *file) modify(ctx context.Context, fn func(e *filerpb.Entry) error, lazy bool) (*filerpb.Entry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.queued {
+	if f.forgotten || f.created.refused() {
+		return nil, errForgotten
+	}
+	if f.queued || (lazy && !f.unlinked) {
 		// Closed, its commit to come: the change joins it (tar sets the
 		// mode and times of each file it wrote after closing it).
 		e := cloneEntry(f.entry)

@@ -51,6 +51,15 @@ type Config struct {
 	// fdatasync, Sync and Close then ask the filer to Sync. POSIX makes
 	// fsync the durability point; the FUSE mount sets it.
 	DeferDurability bool
+	// AsyncCreate lets a create of a name this view knows absent (its
+	// directory's listing is complete and kept fresh by the metadata events,
+	// see IsCachedAbsence) answer before the filer has made the entry: the
+	// CreateEntry is sent at once in the background, the file's first commit
+	// waits for it, and every other change of the namespace (and a listing)
+	// waits for the creates on their way. A create the filer refuses (another
+	// client made the name meanwhile, a quota) fails the file's commit: its
+	// data is lost and the next flush or fsync says so. The FUSE mount sets it.
+	AsyncCreate bool
 	// AccessToken is shown to the filer and the masters when they need
 	// authentication (docs/security.md); "" none.
 	AccessToken string
@@ -82,6 +91,11 @@ type FS struct {
 	followDone chan struct{}
 
 	calls atomic.Int64 // unary calls to the filer (Stats.FilerCalls)
+
+	// Creates on their way (Config.AsyncCreate), and the slots bounding them.
+	createMu    sync.Mutex
+	creating    map[*asyncCreate]struct{}
+	createSlots chan struct{}
 
 	locks      lockSession             // advisory locks (locks.go)
 	lastStatfs *filerpb.StatfsResponse // under mu
@@ -121,7 +135,8 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		opts = append(opts, auth.DialOption(auth.Static(cfg.AccessToken)))
 	}
 	fs := &FS{cfg: cfg, log: cfg.Logger,
-		uploads: make(chan struct{}, 8), commits: make(chan struct{}, maxBackgroundCommits), files: map[string]*file{}, cache: newMetaCache()}
+		uploads: make(chan struct{}, 8), commits: make(chan struct{}, maxBackgroundCommits), files: map[string]*file{}, cache: newMetaCache(),
+		creating: map[*asyncCreate]struct{}{}, createSlots: make(chan struct{}, maxAsyncCreates)}
 	opts = append(opts, grpc.WithChainUnaryInterceptor(fs.countCall))
 	conn, err := grpc.NewClient(cfg.Filer, opts...)
 	if err != nil {
@@ -216,6 +231,7 @@ func (fs *FS) Close() error {
 	for range cap(fs.commits) {
 		<-fs.commits
 	}
+	fs.settle()
 	if err := fs.syncFiler(context.Background()); err != nil && first == nil {
 		first = err
 	}
@@ -273,12 +289,27 @@ func inoOf(identity string) uint64 {
 // lookupRaw returns the entry at filer path full, from the cache when it
 // holds it.
 func (fs *FS) lookupRaw(ctx context.Context, full string) (*filerpb.Entry, error) {
+	e, _, err := fs.lookupCached(ctx, full)
+	return e, err
+}
+
+// lookupCached is lookupRaw that also says whether the entry came from the
+// metadata cache (and so may be older than a change another client made
+// whose event has not arrived yet).
+func (fs *FS) lookupCached(ctx context.Context, full string) (*filerpb.Entry, bool, error) {
 	if e, ok := fs.cache.get(full); ok {
-		return e, nil
+		return e, true, nil
 	}
 	if fs.cache.absent(full) {
-		return nil, &absentError{full}
+		return nil, true, &absentError{full}
 	}
+	e, err := fs.lookupFresh(ctx, full)
+	return e, false, err
+}
+
+// lookupFresh asks the filer for the entry at full, whatever the cache
+// holds, and caches the answer.
+func (fs *FS) lookupFresh(ctx context.Context, full string) (*filerpb.Entry, error) {
 	gen := fs.cache.generation()
 	fs.cache.rpcs.Add(1)
 	r, err := fs.filer.LookupEntry(ctx, &filerpb.LookupEntryRequest{Path: full})
@@ -320,6 +351,102 @@ func (fs *FS) syncFiler(ctx context.Context) error {
 // until its event arrives: the names cached as absent are not trusted for
 // it meanwhile.
 
+// maxAsyncCreates bounds the creates on their way (Config.AsyncCreate).
+const maxAsyncCreates = 64
+
+// asyncCreate is one CreateEntry on its way (Config.AsyncCreate); err is
+// set before done is closed.
+type asyncCreate struct {
+	done chan struct{}
+	err  error
+}
+
+// refused reports whether c is done and the filer refused it.
+func (c *asyncCreate) refused() bool {
+	if c == nil {
+		return false
+	}
+	select {
+	case <-c.done:
+		return c.err != nil
+	default:
+		return false
+	}
+}
+
+// createAsync sends the exclusive create of e, the entry of a file just
+// registered by acquireNew with c on its way, in the background. The
+// caller has checked that the name is absent here (metaCache.absent). If
+// the filer refuses, the file stops being the one open here under that
+// name once c is done (fileAt): whoever waited for c (waitCreate, settle)
+// then sees the filer's state of the name, and the file's handles the
+// refusal (file.createFailure). The goroutine takes no lock a waiter for
+// c may hold (hideOpen settles under fs.mu, a commit waits under f.mu).
+func (fs *FS) createAsync(c *asyncCreate, e *filerpb.Entry) {
+	fs.createSlots <- struct{}{}
+	fs.createMu.Lock()
+	fs.creating[c] = struct{}{}
+	fs.createMu.Unlock()
+	e = cloneEntry(e)
+	fs.cache.evict(e.Path)
+	fs.cache.beginOwn(e.Path)
+	go func() {
+		defer func() { <-fs.createSlots }()
+		// Not the caller's context: the create outlives the call that
+		// answered it.
+		_, err := fs.filer.CreateEntry(context.Background(), &filerpb.CreateEntryRequest{Entry: e, Exclusive: true, NoParents: true,
+			DeferredDurability: fs.cfg.DeferDurability})
+		fs.cache.endOwn(err, e.Path)
+		fs.cache.evict(e.Path)
+		if err != nil {
+			fs.log.Warn("fsview: a create answered early failed; the file's data will not be kept", "path", e.Path, "err", err)
+			// What the view knew of the directory was wrong (the name was
+			// made elsewhere) or does not tell enough (a quota): its next
+			// creates wait for the filer's answer.
+			fs.cache.unlist(path.Dir(e.Path))
+		}
+		c.err = err
+		fs.createMu.Lock()
+		delete(fs.creating, c)
+		fs.createMu.Unlock()
+		close(c.done)
+	}()
+}
+
+// waitCreate waits for the create answered early of the file open here at
+// full, if any (Config.AsyncCreate): a change of the name (unlink, rmdir,
+// rename, link) is then made to what the filer has.
+func (fs *FS) waitCreate(full string) {
+	f := fs.openFile(full)
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	c := f.created
+	f.mu.Unlock()
+	if c != nil {
+		<-c.done
+	}
+}
+
+// settle waits for the creates on their way (Config.AsyncCreate): every
+// other change of the namespace, and a listing, comes after them.
+func (fs *FS) settle() {
+	fs.createMu.Lock()
+	if len(fs.creating) == 0 {
+		fs.createMu.Unlock()
+		return
+	}
+	cs := make([]*asyncCreate, 0, len(fs.creating))
+	for c := range fs.creating {
+		cs = append(cs, c)
+	}
+	fs.createMu.Unlock()
+	for _, c := range cs {
+		<-c.done
+	}
+}
+
 func (fs *FS) update(ctx context.Context, e *filerpb.Entry) error {
 	fs.cache.evict(e.Path)
 	defer fs.cache.evict(e.Path)
@@ -330,6 +457,7 @@ func (fs *FS) update(ctx context.Context, e *filerpb.Entry) error {
 }
 
 func (fs *FS) create(ctx context.Context, e *filerpb.Entry, exclusive bool) error {
+	fs.settle()
 	fs.cache.evict(e.Path)
 	defer fs.cache.evict(e.Path)
 	fs.cache.beginOwn(e.Path)
@@ -339,6 +467,7 @@ func (fs *FS) create(ctx context.Context, e *filerpb.Entry, exclusive bool) erro
 }
 
 func (fs *FS) delete(ctx context.Context, full string, recursive bool) error {
+	fs.settle()
 	fs.cache.evict(full)
 	defer fs.cache.evict(full)
 	fs.cache.moving(full)
@@ -349,6 +478,7 @@ func (fs *FS) delete(ctx context.Context, full string, recursive bool) error {
 }
 
 func (fs *FS) rename(ctx context.Context, from, to string) error {
+	fs.settle()
 	fs.cache.evict(from, to)
 	defer fs.cache.evict(from, to)
 	fs.cache.moving(from, to)

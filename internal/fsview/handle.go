@@ -33,7 +33,15 @@ func (fs *FS) Open(ctx context.Context, p string, flags int) (*Handle, error) {
 
 // openNode opens n, resolved after forgetGen returned gen.
 func (fs *FS) openNode(ctx context.Context, n *node, p string, flags int, gen uint64) (*Handle, error) {
-	f, err := fs.acquireEntry(ctx, n.contentPath(), n.content, gen)
+	known := n.content
+	if n.cached {
+		// Close-to-open consistency, as NFS gives: a file not open here is
+		// opened as the filer has it now, not as the cache last saw it (a
+		// change made through another mount whose event is still on its
+		// way, its old chunks perhaps collected already).
+		known = nil
+	}
+	f, err := fs.acquireEntry(ctx, n.contentPath(), known, gen)
 	if err != nil {
 		return nil, err
 	}
@@ -57,6 +65,16 @@ func (fs *FS) Create(ctx context.Context, p string, flags int, perm os.FileMode,
 		Uid: uid, Gid: gid, MtimeNs: time.Now().UnixNano()}
 	e.CrtimeNs = e.MtimeNs // known here, so the inode number is too (inoOfEntry)
 	gen := fs.forgetGen()
+	if fs.cfg.AsyncCreate && fs.cache.absent(e.Path) {
+		// Known absent: answer now, the filer makes the entry meanwhile
+		// (Config.AsyncCreate). The file's first commit waits for it.
+		e.CtimeNs = e.MtimeNs
+		c := &asyncCreate{done: make(chan struct{})}
+		if f := fs.acquireNew(e, c); f != nil {
+			fs.createAsync(c, cloneEntry(e))
+			return &Handle{fs: fs, f: f, flags: flags, name: p, node: &node{name: e, content: e}}, nil
+		}
+	}
 	if err := fs.create(deferred(ctx), e, true); err != nil {
 		if Errno(err) == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
 			return fs.Open(ctx, p, flags)

@@ -19,6 +19,16 @@ import (
 
 // resolve looks up view path p and, for a hard link, its content.
 func (fs *FS) resolve(ctx context.Context, p string) (*node, error) {
+	gen := fs.forgetGen()
+	n, err := fs.resolveAt(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	n.forgets = gen
+	return n, nil
+}
+
+func (fs *FS) resolveAt(ctx context.Context, p string) (*node, error) {
 	if id, ok := strings.CutPrefix(p, linkRefPrefix); ok {
 		n, err := fs.resolveFull(ctx, linkPath(id))
 		if err != nil {
@@ -44,17 +54,17 @@ func (fs *FS) resolve(ctx context.Context, p string) (*node, error) {
 }
 
 func (fs *FS) resolveFull(ctx context.Context, full string) (*node, error) {
-	e, err := fs.lookupRaw(ctx, full)
+	e, cached, err := fs.lookupCached(ctx, full)
 	if err != nil {
 		return nil, err
 	}
-	n := &node{name: e, content: e}
+	n := &node{name: e, content: e, cached: cached}
 	if id := string(e.Xattrs[xattrLink]); id != "" && !e.IsDir {
-		c, err := fs.lookupRaw(ctx, linkPath(id))
+		c, cached, err := fs.lookupCached(ctx, linkPath(id))
 		if err != nil {
 			return nil, err
 		}
-		n.content, n.linkID = c, id
+		n.content, n.linkID, n.cached = c, id, cached
 	}
 	return n, nil
 }
@@ -69,11 +79,20 @@ const linkRefPrefix = "\x00link/"
 // Only content and attribute calls (Lookup, Open, Setattr, xattrs) take it.
 func LinkRef(id string) string { return linkRefPrefix + id }
 
+// waitCreateOf is waitCreate for view path p: the changes of a name are
+// made to what the filer has of it, after a create of it answered early
+// is done (or refused). Lookups answer from the open file meanwhile.
+func (fs *FS) waitCreateOf(p string) {
+	if !strings.HasPrefix(p, linkRefPrefix) && checkName(p) == nil {
+		fs.waitCreate(fs.full(p))
+	}
+}
+
 // openFile returns the open file of a content path, if any.
 func (fs *FS) openFile(contentPath string) *file {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	return fs.files[contentPath]
+	return fs.fileAt(contentPath)
 }
 
 // Lookup returns the attributes of p.
@@ -87,6 +106,7 @@ func (fs *FS) Lookup(ctx context.Context, p string) (Attr, error) {
 
 // ReadDir lists directory p in name order.
 func (fs *FS) ReadDir(ctx context.Context, p string) ([]DirEntry, error) {
+	fs.settle() // the names created here are in the filer
 	full := fs.full(p)
 	var out []DirEntry
 	after := ""
@@ -149,6 +169,7 @@ func (fs *FS) Mkdir(ctx context.Context, p string, perm os.FileMode, uid, gid ui
 
 // Rmdir removes the empty directory p.
 func (fs *FS) Rmdir(ctx context.Context, p string) error {
+	fs.waitCreateOf(p)
 	n, err := fs.resolve(ctx, p)
 	if err != nil {
 		return err
@@ -165,6 +186,7 @@ func (fs *FS) Rmdir(ctx context.Context, p string) error {
 // Unlink removes the name p. A file open here stays readable and writable
 // through its handles until the last one is released.
 func (fs *FS) Unlink(ctx context.Context, p string) error {
+	fs.waitCreateOf(p)
 	n, err := fs.resolve(ctx, p)
 	if err != nil {
 		return err
@@ -214,6 +236,7 @@ func (fs *FS) hideOpen(ctx context.Context, f *file) error {
 }
 
 func (fs *FS) mkdirAll(ctx context.Context, dir string) error {
+	fs.settle()
 	fs.cache.evict(dir)
 	fs.cache.beginOwn(dir)
 	_, err := fs.filer.CreateEntry(ctx, &filerpb.CreateEntryRequest{
@@ -251,6 +274,8 @@ func (fs *FS) Rename(ctx context.Context, from, to string, noReplace bool) error
 	if err := checkName(to); err != nil {
 		return err
 	}
+	fs.waitCreateOf(from)
+	fs.waitCreateOf(to)
 	src, err := fs.resolve(ctx, from)
 	if err != nil {
 		return err
@@ -342,6 +367,8 @@ func (fs *FS) Link(ctx context.Context, oldp, newp string) (Attr, error) {
 	if err := checkName(newp); err != nil {
 		return Attr{}, err
 	}
+	fs.waitCreateOf(oldp)
+	fs.waitCreateOf(newp)
 	n, err := fs.resolve(ctx, oldp)
 	if err != nil {
 		return Attr{}, err
@@ -409,14 +436,36 @@ func pointerEntry(full string, like *filerpb.Entry, id string) *filerpb.Entry {
 // with it), else read-modify-write of known (the entry at cp as just
 // resolved; nil: look it up). It returns the entry as changed, so that the
 // caller answers without asking the filer again.
-func (fs *FS) updateContent(ctx context.Context, cp string, known *filerpb.Entry, fn func(e *filerpb.Entry) error) (*filerpb.Entry, error) {
+func (fs *FS) updateContent(ctx context.Context, cp string, known *node, fn func(e *filerpb.Entry) error) (*filerpb.Entry, error) {
+	return fs.updateContentAs(ctx, cp, known, fn, false)
+}
+
+// updateContentAs is updateContent; with lazy, a change of a file open here
+// joins its next commit instead of being sent now (file.modify).
+func (fs *FS) updateContentAs(ctx context.Context, cp string, n *node, fn func(e *filerpb.Entry) error, lazy bool) (*filerpb.Entry, error) {
 	// Attribute changes (chmod, chown, utimens, xattrs) are made durable by
 	// fsync, like the data: deferred, as creates.
 	ctx = deferred(ctx)
-	if f := fs.openFile(cp); f != nil {
-		return f.modify(ctx, fn)
+	for {
+		f := fs.openFile(cp)
+		if f == nil {
+			break
+		}
+		e, err := f.modify(ctx, fn, lazy)
+		if err != errForgotten {
+			return e, err
+		}
+		// Forgotten while this waited for it (its background commit ended):
+		// no longer in fs.files, so the next round goes to the filer, for
+		// the entry as that commit left it.
+		n = nil
 	}
-	e := known
+	var e *filerpb.Entry
+	if n != nil && fs.forgetGen() == n.forgets {
+		// No file was forgotten since n was resolved: had one been open at
+		// cp then, it would still be (and found above).
+		e = n.content
+	}
 	if e == nil || e.Path != cp {
 		var err error
 		if e, err = fs.lookupRaw(ctx, cp); err != nil {
@@ -485,11 +534,7 @@ func (fs *FS) Setattr(ctx context.Context, p string, h *Handle, s SetAttr) (Attr
 		if n != nil && n.name.Path == fs.cfg.Root {
 			return fs.Lookup(ctx, p) // the filer keeps no attributes of the root
 		}
-		var known *filerpb.Entry
-		if n != nil {
-			known = n.content
-		}
-		e, err := fs.updateContent(ctx, cp, known, func(e *filerpb.Entry) error {
+		e, err := fs.updateContentAs(ctx, cp, n, func(e *filerpb.Entry) error {
 			if s.Mode != nil {
 				e.Mode = uint32(os.FileMode(e.Mode)&os.ModeType | *s.Mode&(os.ModePerm|os.ModeSetuid|os.ModeSetgid|os.ModeSticky))
 			}
@@ -506,7 +551,7 @@ func (fs *FS) Setattr(ctx context.Context, p string, h *Handle, s SetAttr) (Attr
 				setXattr(e, xattrAtime, []byte(strconv.FormatInt(s.Atime.UnixNano(), 10)))
 			}
 			return nil
-		})
+		}, true)
 		if err != nil {
 			return Attr{}, err
 		}
@@ -545,6 +590,19 @@ func visibleXattr(k string) bool {
 
 // GetXattr returns the value of extended attribute k of p (ENODATA if unset).
 func (fs *FS) GetXattr(ctx context.Context, p, k string) ([]byte, error) {
+	if !visibleXattr(k) {
+		// Never stored (system.posix_acl_access, which ls -l asks of every
+		// name): no need to resolve p.
+		return nil, syscall.ENODATA
+	}
+	if v, found, ok := fs.cachedXattr(p, k); ok {
+		// ls -l asks security.selinux of every name: answered from the
+		// metadata cache without copying the entry.
+		if !found {
+			return nil, syscall.ENODATA
+		}
+		return v, nil
+	}
 	n, err := fs.resolve(ctx, p)
 	if err != nil {
 		return nil, err
@@ -558,6 +616,38 @@ func (fs *FS) GetXattr(ctx context.Context, p, k string) ([]byte, error) {
 		return nil, syscall.ENODATA
 	}
 	return v, nil
+}
+
+// cachedXattr is GetXattr of an ordinary path (not a link group's, not
+// open here) answered from the metadata cache; ok false when it cannot be.
+func (fs *FS) cachedXattr(p, k string) (v []byte, found, ok bool) {
+	if strings.HasPrefix(p, linkRefPrefix) || checkName(p) != nil {
+		return nil, false, false
+	}
+	full := fs.full(p)
+	if fs.cfg.Root == "/" && fs.isHidden(full) {
+		return nil, false, false
+	}
+	if fs.openFile(full) != nil {
+		return nil, false, false
+	}
+	return fs.cache.xattr(full, k)
+}
+
+// CachedXattr is GetXattr of p answered from the metadata cache, with no
+// filer call (ok false when it cannot be answered so: then call GetXattr).
+func (fs *FS) CachedXattr(p, k string) (v []byte, ok bool, err error) {
+	if !visibleXattr(k) {
+		return nil, true, syscall.ENODATA
+	}
+	v, found, ok := fs.cachedXattr(p, k)
+	if !ok {
+		return nil, false, nil
+	}
+	if !found {
+		return nil, true, syscall.ENODATA
+	}
+	return v, true, nil
 }
 
 // ListXattr returns the names of p's extended attributes.
@@ -597,7 +687,7 @@ func (fs *FS) SetXattr(ctx context.Context, p, k string, v []byte, flags int) er
 	if n.name.Path == fs.cfg.Root {
 		return syscall.ENOTSUP
 	}
-	_, err = fs.updateContent(ctx, n.contentPath(), n.content, func(e *filerpb.Entry) error {
+	_, err = fs.updateContent(ctx, n.contentPath(), n, func(e *filerpb.Entry) error {
 		_, has := e.Xattrs[k]
 		if has && flags&XattrCreate != 0 {
 			return syscall.EEXIST
@@ -617,7 +707,7 @@ func (fs *FS) RemoveXattr(ctx context.Context, p, k string) error {
 	if err != nil {
 		return err
 	}
-	_, err = fs.updateContent(ctx, n.contentPath(), n.content, func(e *filerpb.Entry) error {
+	_, err = fs.updateContent(ctx, n.contentPath(), n, func(e *filerpb.Entry) error {
 		if _, ok := e.Xattrs[k]; !ok || !visibleXattr(k) {
 			return syscall.ENODATA
 		}

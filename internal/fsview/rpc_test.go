@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/chunk"
+	"github.com/kelpfs/kelp/internal/pb/filerpb"
 	"github.com/kelpfs/kelp/internal/testutil"
 )
 
@@ -217,4 +219,176 @@ func TestAbsentNamesOfAKnownDirectoryCostNoRoundTrip(t *testing.T) {
 		_, err := fs.Lookup(ctx, "/d/y")
 		return err == nil
 	}, "a file created elsewhere does not show")
+}
+
+// As tar extracts into a directory it made: the create of a name known
+// absent answers before the filer has it (Config.AsyncCreate), chmod,
+// chown and utimens of the open file join its commit (no filer call), and
+// after the release another view sees the file with all of it.
+func TestCreateInAKnownDirectoryAndSetattrWhileOpenWaitForNothing(t *testing.T) {
+	s := startFiler(t)
+	fs, err := New(context.Background(), Config{Filer: s.GRPCAddr(), Logger: slog.New(slog.DiscardHandler), DeferDurability: true, AsyncCreate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	other := newView(t, s)
+	ctx := context.Background()
+	writeFile(t, fs, "/x", []byte("x"))
+	waitCached(t, fs, "/x") // the event stream is live
+	if _, err := fs.Mkdir(ctx, "/d", 0o755, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The mkdir's listing is dropped if its own event overtakes it: list
+	// until the view knows the directory whole.
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		if _, err := fs.ReadDir(ctx, "/d"); err != nil {
+			t.Fatal(err)
+		}
+		return fs.cache.absent(fs.full("/d/f"))
+	}, "the view never knew /d whole")
+	h, err := fs.Create(ctx, "/d/f", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.f.mu.Lock()
+	c := h.f.created
+	h.f.mu.Unlock()
+	if c == nil {
+		t.Fatal("the create of a name known absent was a synchronous round trip")
+	}
+	<-c.done
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	if _, err := fs.Create(ctx, "/d/f", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600, 0, 0); Errno(err) != syscall.EEXIST {
+		t.Fatalf("a second O_EXCL create: %v, want EEXIST", err)
+	}
+	before := fs.calls.Load()
+	if _, err := h.WriteAt(ctx, []byte("data"), 0); err != nil {
+		t.Fatal(err)
+	}
+	mode, uid := os.FileMode(0o644), uint32(7)
+	mtime := time.Unix(1_000_000, 0)
+	a, err := fs.Setattr(ctx, "/d/f", h, SetAttr{Mode: &mode, UID: &uid, Mtime: &mtime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := fs.calls.Load() - before; calls != 0 {
+		t.Fatalf("write, chmod, chown and utimens of an open file made %d filer calls, want 0", calls)
+	}
+	if a.Mode.Perm() != 0o644 || a.UID != 7 || !a.Mtime.Equal(mtime) || a.Size != 4 {
+		t.Fatalf("setattr answered %+v", a)
+	}
+	if got, err := fs.Lookup(ctx, "/d/f"); err != nil || got.Mode.Perm() != 0o644 || got.UID != 7 || !got.Mtime.Equal(mtime) {
+		t.Fatalf("stat while open: %+v %v", got, err)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := other.Lookup(ctx, "/d/f")
+	if err != nil || got.Mode.Perm() != 0o644 || got.UID != 7 || !got.Mtime.Equal(mtime) || got.Size != 4 {
+		t.Fatalf("another view after the release: %+v %v", got, err)
+	}
+	ents, err := fs.ReadDir(ctx, "/d")
+	if err != nil || len(ents) != 1 || ents[0].Name != "f" {
+		t.Fatalf("listing: %v %v", ents, err)
+	}
+}
+
+// A create answered early that the filer refuses (here: a quota's limit of
+// entries) fails the file's writes, fsync and close after it, with the
+// errno of the refusal; the name is then what the filer has (nothing), and
+// a new create of it gets the filer's answer, not the refused file.
+func TestARefusedEarlyCreateFailsItsFileAndOnlyIt(t *testing.T) {
+	s := startFiler(t)
+	fs, err := New(context.Background(), Config{Filer: s.GRPCAddr(), Logger: slog.New(slog.DiscardHandler), DeferDurability: true, AsyncCreate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	ctx := context.Background()
+	writeFile(t, fs, "/x", []byte("x"))
+	waitCached(t, fs, "/x") // the event stream is live
+	if _, err := fs.Mkdir(ctx, "/d", 0o755, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.filer.Quota(ctx, &filerpb.QuotaRequest{Path: fs.full("/d"), Op: filerpb.QuotaRequest_SET, MaxFiles: 1}); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, fs, "/d/a", []byte("a")) // the one entry the quota allows
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		if _, err := fs.ReadDir(ctx, "/d"); err != nil {
+			t.Fatal(err)
+		}
+		return fs.cache.absent(fs.full("/d/b"))
+	}, "the view never knew /d whole")
+	h, err := fs.Create(ctx, "/d/b", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := h.f.created
+	if c == nil {
+		t.Fatal("the create of a name known absent was a synchronous round trip")
+	}
+	<-c.done
+	if Errno(c.err) != syscall.ENOSPC {
+		t.Fatalf("the filer answered the create with %v, want a quota refusal", c.err)
+	}
+	_, err = h.WriteAt(ctx, []byte("data"), 0)
+	wantErrno(t, err, syscall.ENOSPC)
+	wantErrno(t, h.StartFlush(ctx), syscall.ENOSPC) // close(2)
+	wantErrno(t, h.Fsync(ctx), syscall.ENOSPC)
+	_, err = fs.Lookup(ctx, "/d/b")
+	wantErrno(t, err, syscall.ENOENT)
+	_, err = fs.Create(ctx, "/d/b", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644, 0, 0)
+	wantErrno(t, err, syscall.ENOSPC)
+	wantErrno(t, h.Release(ctx), syscall.ENOSPC)
+	ents, err := fs.ReadDir(ctx, "/d")
+	if err != nil || len(ents) != 1 || ents[0].Name != "a" {
+		t.Fatalf("listing after the refusal: %v %v", ents, err)
+	}
+}
+
+// tar's chmod right after close races the file's background commit: the
+// change joins the commit if it comes in time, and goes to the filer if
+// the commit was done and the file forgotten while the chmod waited for
+// it. It is never lost (it was, when it joined a forgotten file).
+func TestChmodRightAfterCloseIsNeverLost(t *testing.T) {
+	s := startFiler(t)
+	fs, err := New(context.Background(), Config{Filer: s.GRPCAddr(), Logger: slog.New(slog.DiscardHandler), DeferDurability: true, AsyncCreate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	other := newView(t, s)
+	ctx := context.Background()
+	const n = 150
+	for i := range n {
+		p := "/f" + strconv.Itoa(i)
+		h, err := fs.Create(ctx, p, os.O_RDWR|os.O_CREATE, 0o644, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.WriteAt(ctx, []byte("data"), 0); err != nil {
+			t.Fatal(err)
+		}
+		h.ReleaseLater()
+		mode := os.FileMode(0o600)
+		if _, err := fs.Setattr(ctx, p, nil, SetAttr{Mode: &mode}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fs.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		p := "/f" + strconv.Itoa(i)
+		if a, err := other.Lookup(ctx, p); err != nil || a.Mode.Perm() != 0o600 || a.Size != 4 {
+			t.Fatalf("%s in another view: %v %v, want mode 0600 and 4 bytes", p, a, err)
+		}
+		if a, err := fs.Lookup(ctx, p); err != nil || a.Mode.Perm() != 0o600 {
+			t.Fatalf("%s here: %v %v, want mode 0600", p, a, err)
+		}
+	}
 }

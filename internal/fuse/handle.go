@@ -30,6 +30,8 @@ var (
 )
 
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (gofuse.ReadResult, syscall.Errno) {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	n, err := h.h.ReadAt(ctx, dest, off)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, h.v.Errno(err)
@@ -38,6 +40,8 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (gofuse.ReadR
 }
 
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	n, err := h.h.WriteAt(ctx, data, off)
 	if err != nil {
 		return uint32(n), h.v.Errno(err)
@@ -50,6 +54,8 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 // what is buffered and returns; the file is committed after its last
 // release, in the background, while this mount reads it as written.
 func (h *handle) Flush(ctx context.Context) syscall.Errno {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	if h.syncClose {
 		return h.v.Errno(h.h.Flush(ctx))
 	}
@@ -57,12 +63,16 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 }
 
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	return h.v.Errno(h.h.Fsync(ctx))
 }
 
 func (h *handle) Release(ctx context.Context) syscall.Errno {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	if h.syncClose {
-		return h.v.Errno(h.h.Release(context.WithoutCancel(ctx)))
+		return h.v.Errno(h.h.Release(ctx))
 	}
 	h.h.ReleaseLater()
 	return 0

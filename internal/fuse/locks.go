@@ -30,6 +30,8 @@ func viewLock(owner uint64, lk *gofuse.FileLock, flags uint32) fsview.Lock {
 }
 
 func (n *node) Getlk(ctx context.Context, f gofs.FileHandle, owner uint64, lk *gofuse.FileLock, flags uint32, out *gofuse.FileLock) syscall.Errno {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	l, err := n.v.GetLock(ctx, n.self(), viewLock(owner, lk, flags))
 	if err != nil {
 		return n.v.Errno(err)
@@ -52,10 +54,16 @@ func (n *node) Setlkw(ctx context.Context, f gofs.FileHandle, owner uint64, lk *
 
 func (n *node) setlk(ctx context.Context, f gofs.FileHandle, owner uint64, lk *gofuse.FileLock, flags uint32, wait bool) syscall.Errno {
 	l := viewLock(owner, lk, flags)
-	if l.Type == fsview.LockUnlock {
+	switch {
+	case l.Type == fsview.LockUnlock:
 		// Unlocks come at close(2), also after the caller was interrupted:
 		// they must reach the filer.
 		ctx = context.WithoutCancel(ctx)
+	case !wait:
+		// Only a wait for a lock honours an interrupt (interrupt.go).
+		var done context.CancelFunc
+		ctx, done = uninterrupted(ctx)
+		defer done()
 	}
 	err := n.v.SetLock(ctx, n.self(), l, wait)
 	if err == syscall.EAGAIN && l.Flock {

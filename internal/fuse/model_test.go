@@ -7,9 +7,12 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestMountMatchesALocalDirectory runs one seeded random sequence of file
@@ -19,9 +22,44 @@ import (
 // the seed (default 1) for longer or other runs.
 func TestMountMatchesALocalDirectory(t *testing.T) {
 	needFUSE(t)
+	runModel(t, 1500)
+}
+
+// As TestMountMatchesALocalDirectory, with the thread making the calls
+// sent signals all along (SIGURG, as the Go runtime's preemption does under
+// load): the kernel then interrupts the requests on their way (FUSE
+// INTERRUPT), and each call must still give what it gives undisturbed.
+func TestMountMatchesALocalDirectoryWhenInterrupted(t *testing.T) {
+	needFUSE(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pid, tid := syscall.Getpid(), syscall.Gettid()
+	stop := make(chan struct{})
+	var sent atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			syscall.Tgkill(pid, tid, syscall.SIGURG)
+			sent.Add(1)
+			time.Sleep(20 * time.Microsecond) // a signal rate, not a wait
+		}
+	}()
+	defer func() { close(stop); <-done; t.Logf("%d signals sent", sent.Load()) }()
+	runModel(t, 600)
+}
+
+// runModel runs the model sequence of ops calls (see
+// TestMountMatchesALocalDirectory) on a new mount and a local directory.
+func runModel(t *testing.T, ops int) {
+	t.Helper()
 	mnt := mount(t, startFiler(t))
 	local := t.TempDir()
-	ops := 1500
 	if v := os.Getenv("KELP_FUSE_MODEL_OPS"); v != "" {
 		fmt.Sscan(v, &ops)
 	}

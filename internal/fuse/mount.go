@@ -71,7 +71,7 @@ func New(v *fsview.FS, opts Options) (*Mount, error) {
 	if opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
 	}
-	root := &node{v: v, readOnly: opts.ReadOnly, syncClose: opts.SyncClose, links: &linkTable{m: map[string]*gofs.Inode{}}, negTTL: opts.CacheTimeout}
+	root := &node{v: v, readOnly: opts.ReadOnly, syncClose: opts.SyncClose, links: &linkTable{m: map[string]*gofs.Inode{}}, negTTL: opts.CacheTimeout, attrTTL: opts.CacheTimeout}
 	// gofs.Mount, with the lock additions of lockRawFS around the bridge.
 	raw := newLockRawFS(gofs.NewNodeFS(root, &gofs.Options{
 		MountOptions:    mo,

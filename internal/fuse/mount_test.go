@@ -58,7 +58,7 @@ func mount(t *testing.T, s *filerserver.Server) string {
 			t.Logf("mount's warnings:\n%s", logs.String())
 		}
 	})
-	v, err := fsview.New(context.Background(), fsview.Config{Filer: s.GRPCAddr(), Logger: log, DeferDurability: true})
+	v, err := fsview.New(context.Background(), fsview.Config{Filer: s.GRPCAddr(), Logger: log, DeferDurability: true, AsyncCreate: true})
 	if err != nil {
 		t.Fatal(err)
 	}

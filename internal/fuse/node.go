@@ -26,6 +26,8 @@ type node struct {
 	// negTTL is how long the kernel may keep a name the view knows to be
 	// absent (fsview.IsCachedAbsence).
 	negTTL time.Duration
+	// attrTTL is how long the kernel keeps attributes (Options.CacheTimeout).
+	attrTTL time.Duration
 	// linkID is set once the file has hard links: its content and
 	// attributes are then addressed by the link group, not by a path, since
 	// the kernel's one inode has several names and any may be renamed over.
@@ -104,7 +106,7 @@ func (n *node) newChild(ctx context.Context, a fsview.Attr, out *gofuse.EntryOut
 			return in
 		}
 	}
-	ch := &node{v: n.v, readOnly: n.readOnly, syncClose: n.syncClose, links: n.links, negTTL: n.negTTL}
+	ch := &node{v: n.v, readOnly: n.readOnly, syncClose: n.syncClose, links: n.links, negTTL: n.negTTL, attrTTL: n.attrTTL}
 	ch.setLink(a.LinkID)
 	in := n.NewInode(ctx, ch, gofs.StableAttr{Mode: unixMode(a.Mode) & syscall.S_IFMT, Ino: a.Ino})
 	if existing, ok := in.Operations().(*node); ok {
@@ -132,6 +134,8 @@ func (n *node) ro() syscall.Errno {
 }
 
 func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	a, err := n.v.Lookup(ctx, n.child(name))
 	if err != nil {
 		if fsview.IsCachedAbsence(err) && n.negTTL > 0 {
@@ -143,6 +147,8 @@ func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*
 }
 
 func (n *node) Getattr(ctx context.Context, f gofs.FileHandle, out *gofuse.AttrOut) syscall.Errno {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	var a fsview.Attr
 	var err error
 	if h, ok := f.(*handle); ok {
@@ -161,6 +167,8 @@ func (n *node) Getattr(ctx context.Context, f gofs.FileHandle, out *gofuse.AttrO
 }
 
 func (n *node) Setattr(ctx context.Context, f gofs.FileHandle, in *gofuse.SetAttrIn, out *gofuse.AttrOut) syscall.Errno {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	if e := n.ro(); e != 0 {
 		return e
 	}
@@ -194,10 +202,16 @@ func (n *node) Setattr(ctx context.Context, f gofs.FileHandle, in *gofuse.SetAtt
 		return n.v.Errno(err)
 	}
 	fillAttr(&out.Attr, a)
+	// The answer is fresh: let the kernel keep it as a GETATTR's (go-fuse
+	// leaves a SETATTR's at 0, and the kernel would ask again right away:
+	// tar's fchown after its utimens, fchmod after that).
+	out.SetTimeout(n.attrTTL)
 	return 0
 }
 
 func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	ents, err := n.v.ReadDir(ctx, n.path())
 	if err != nil {
 		return nil, n.v.Errno(err)
@@ -210,6 +224,8 @@ func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	if e := n.ro(); e != 0 {
 		return nil, e
 	}
@@ -222,6 +238,8 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 }
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	if e := n.ro(); e != 0 {
 		return e
 	}
@@ -229,6 +247,8 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	if e := n.ro(); e != 0 {
 		return e
 	}
@@ -236,6 +256,8 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 }
 
 func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	if e := n.ro(); e != 0 {
 		return e
 	}
@@ -248,6 +270,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *gofuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	if e := n.ro(); e != 0 {
 		return nil, nil, 0, e
 	}
@@ -266,6 +290,8 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
 		if e := n.ro(); e != 0 {
 			return nil, 0, e
@@ -279,6 +305,8 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	if e := n.ro(); e != 0 {
 		return nil, e
 	}
@@ -291,6 +319,8 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.Ent
 }
 
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	t, err := n.v.Readlink(ctx, n.path())
 	if err != nil {
 		return nil, n.v.Errno(err)
@@ -299,6 +329,8 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 }
 
 func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string, out *gofuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	if e := n.ro(); e != 0 {
 		return nil, e
 	}
@@ -319,11 +351,20 @@ func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	// The new name is the same inode to the kernel as the old one.
 	a.Ino = old.StableAttr().Ino
 	fillAttr(&out.Attr, a)
-	return n.NewInode(ctx, &node{v: n.v, readOnly: n.readOnly, syncClose: n.syncClose, links: n.links, negTTL: n.negTTL}, old.StableAttr()), 0
+	return n.NewInode(ctx, &node{v: n.v, readOnly: n.readOnly, syncClose: n.syncClose, links: n.links, negTTL: n.negTTL, attrTTL: n.attrTTL}, old.StableAttr()), 0
 }
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	v, err := n.v.GetXattr(ctx, n.self(), attr)
+	// ls -l asks security.selinux and system.posix_acl_access of every
+	// name: answered from the view's metadata cache (or never stored),
+	// with no filer call and so no need for the uninterruptible context.
+	v, ok, err := n.v.CachedXattr(n.self(), attr)
+	if !ok {
+		var done context.CancelFunc
+		ctx, done = uninterrupted(ctx)
+		defer done()
+		v, err = n.v.GetXattr(ctx, n.self(), attr)
+	}
 	if err != nil {
 		return 0, n.v.Errno(err)
 	}
@@ -334,6 +375,8 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 }
 
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	if e := n.ro(); e != 0 {
 		return e
 	}
@@ -341,6 +384,8 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 }
 
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	if e := n.ro(); e != 0 {
 		return e
 	}
@@ -348,6 +393,8 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	names, err := n.v.ListXattr(ctx, n.self())
 	if err != nil {
 		return 0, n.v.Errno(err)
@@ -363,6 +410,8 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 }
 
 func (n *node) Statfs(ctx context.Context, out *gofuse.StatfsOut) syscall.Errno {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	s := n.v.StatFS(ctx)
 	out.Blocks, out.Bfree, out.Bavail = s.Blocks, s.Bfree, s.Bavail
 	out.Files, out.Ffree = s.Files, s.Ffree
@@ -437,6 +486,8 @@ func goMode(u uint32) os.FileMode {
 // local disk. A
 // file's FSYNC goes to its handle (handle.Fsync).
 func (n *node) Fsync(ctx context.Context, f gofs.FileHandle, flags uint32) syscall.Errno {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	if h, ok := f.(*handle); ok {
 		return h.Fsync(ctx, flags)
 	}
@@ -445,6 +496,8 @@ func (n *node) Fsync(ctx context.Context, f gofs.FileHandle, flags uint32) sysca
 
 // Mknod makes FIFOs (the kernel runs the pipe itself) and regular files.
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *gofuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ctx, done := uninterrupted(ctx)
+	defer done()
 	if e := n.ro(); e != 0 {
 		return nil, e
 	}
