@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -73,6 +74,8 @@ func (f *volumeFlags) config(log *slog.Logger) (volumeserver.Config, error) {
 		Disks:      disks,
 		Fsync:      f.fsync,
 		Logger:     log,
+		// For A/B measurements of the fast read path (docs/benchmark.md).
+		NoFastRead: os.Getenv("KELP_NO_FAST_READ") != "",
 	}, nil
 }
 

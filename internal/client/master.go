@@ -46,6 +46,9 @@ type Location struct {
 	// EcShards, for an erasure-coded volume: bit i set, shard i is there.
 	// Any holder answers reads of any needle of the volume.
 	EcShards uint32 `json:"ecShards,omitempty"`
+	// Unreachable: the master cannot reach this copy's server now (its
+	// probes fail or its heartbeat stream broke); such copies come last.
+	Unreachable bool `json:"unreachable,omitempty"`
 }
 
 type cacheEntry struct {

@@ -38,6 +38,7 @@ var errorTable = []struct {
 	{topology.ErrNoPlacement, http.StatusServiceUnavailable, codes.Unavailable},
 	{topology.ErrNoWritableVolume, http.StatusServiceUnavailable, codes.Unavailable},
 	{ErrGrowthFailed, http.StatusServiceUnavailable, codes.Unavailable},
+	{topology.ErrBehindCopy, http.StatusConflict, codes.FailedPrecondition},
 	{consensus.ErrNotLeader, http.StatusServiceUnavailable, codes.Unavailable},
 	{ErrLeaderUnreachable, http.StatusServiceUnavailable, codes.Unavailable},
 	{consensus.ErrLocked, http.StatusConflict, codes.FailedPrecondition},

@@ -23,10 +23,15 @@ import (
 // within moments of its election.
 //
 // A clean end of the stream (the volume server shutting down) drops the node
-// at once; a broken stream leaves it to the dead timeout, since the node may
-// only have lost the connection or moved to another master. On a follower,
-// the mirror (mirror.go) replaces what the node last said here with the
-// leader's fresher view as soon as the stream is gone.
+// at once. A broken one (a killed process: its kernel closes the connection,
+// so the break is seen at once; a cut connection; the node moving to another
+// master) marks it unreachable at once (topology.HeartbeatLost): no assign
+// names it and its copies count as missing, so that writes stop going to a
+// server that is probably gone, while the node itself stays until the dead
+// timeout, since it may only have lost the connection. Its next heartbeat,
+// here or (on a follower) through the mirror, clears the mark. On a
+// follower, the mirror (mirror.go) replaces what the node last said here with
+// the leader's fresher view as soon as the stream is gone.
 func (g *grpcService) Heartbeat(stream grpc.BidiStreamingServer[masterpb.HeartbeatRequest, masterpb.HeartbeatResponse]) error {
 	s := g.s
 	ctx := stream.Context()
@@ -50,9 +55,10 @@ func (g *grpcService) Heartbeat(stream grpc.BidiStreamingServer[masterpb.Heartbe
 	}()
 	var url string
 	var streamID uint64
+	var ended error // why the stream ended; io.EOF: cleanly
 	defer func() {
 		if url != "" {
-			s.streams.release(url, streamID)
+			s.streamEnded(url, streamID, ended)
 		}
 	}()
 	told := "" // the leader named in the last answer
@@ -62,12 +68,18 @@ func (g *grpcService) Heartbeat(stream grpc.BidiStreamingServer[masterpb.Heartbe
 	for {
 		select {
 		case <-ctx.Done():
+			// A volume server that shuts down ends the stream and then
+			// cancels it at once: both may be ready here, and an end
+			// received before the cancel is a clean one.
+			ended = ctx.Err()
+			select {
+			case err := <-recvErr:
+				ended = err
+			case <-time.After(streamEndGrace):
+			}
 			return ctx.Err()
 		case err := <-recvErr:
-			if url != "" && errors.Is(err, io.EOF) && s.streams.release(url, streamID) {
-				s.topo.RemoveNode(url)
-				s.log.Info("volume server left", "node", url)
-			}
+			ended = err
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
@@ -86,6 +98,7 @@ func (g *grpcService) Heartbeat(stream grpc.BidiStreamingServer[masterpb.Heartbe
 			s.noteVolumeIDs(ctx, maxVID)
 			told = s.leader()
 			if err := stream.Send(&masterpb.HeartbeatResponse{VolumeSizeLimit: s.currentSettings().VolumeSizeLimit, Leader: told}); err != nil {
+				ended = err
 				return err
 			}
 		case <-leaderChanged:
@@ -99,9 +112,43 @@ func (g *grpcService) Heartbeat(stream grpc.BidiStreamingServer[masterpb.Heartbe
 			}
 			told = leader
 			if err := stream.Send(&masterpb.HeartbeatResponse{VolumeSizeLimit: s.currentSettings().VolumeSizeLimit, Leader: leader}); err != nil {
+				ended = err
 				return err
 			}
 		}
+	}
+}
+
+// streamEndGrace is how long a cancelled heartbeat stream waits for its
+// receiver to say whether the stream had ended cleanly first.
+const streamEndGrace = 100 * time.Millisecond
+
+// streamEnded handles the end of a node's heartbeat stream (see Heartbeat):
+// nothing if the node opened a newer one meanwhile or this master is
+// shutting down; the node dropped if the stream ended cleanly; marked
+// unreachable at once if it broke.
+func (s *Server) streamEnded(url string, streamID uint64, why error) {
+	if !s.streams.release(url, streamID) || s.ctx.Err() != nil {
+		return
+	}
+	if errors.Is(why, io.EOF) {
+		if s.topo.RemoveNode(url) {
+			s.log.Info("volume server left", "node", url)
+		}
+		return
+	}
+	cause := ""
+	if why != nil {
+		cause = why.Error()
+	}
+	if s.topo.HeartbeatLost(url, cause, time.Now()) {
+		s.log.Warn("volume server's heartbeat stream broke; no assign names it until it is heard from again", "node", url, "err", why)
+	}
+	if s.streams.has(url) {
+		// It reconnected between the release and the mark, and its
+		// first heartbeat may have come before the mark: that stream's
+		// next heartbeat clears it too, but there is no need to wait.
+		s.topo.ClearHeartbeatLost(url)
 	}
 }
 

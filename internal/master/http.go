@@ -140,6 +140,10 @@ type lookupLocation struct {
 	Rack       string `json:"rack"`
 	// EcShards, for an erasure-coded volume: bit i set, shard i is there.
 	EcShards uint32 `json:"ecShards,omitempty"`
+	// Unreachable: this master cannot reach the copy's server now (its
+	// probes fail or its heartbeat stream broke). Such copies come last; a
+	// write under the degraded policy does not wait for them.
+	Unreachable bool `json:"unreachable,omitempty"`
 }
 
 type lookupResponse struct {
@@ -191,7 +195,7 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 	}
 	resp.MinCopies = s.topo.VolumeMinCopies(vid)
 	for _, l := range locs {
-		resp.Locations = append(resp.Locations, lookupLocation{l.URL, l.PublicURL, l.DataCenter, l.Rack, l.EcShards})
+		resp.Locations = append(resp.Locations, lookupLocation{l.URL, l.PublicURL, l.DataCenter, l.Rack, l.EcShards, l.Unreachable})
 		if l.EcShards != 0 && resp.EcScheme == "" {
 			if ec, ok := s.topo.LookupEC(vid); ok {
 				resp.EcScheme = ec.Scheme

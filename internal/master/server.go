@@ -179,9 +179,13 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Server{
-		cfg:       cfg,
-		log:       cfg.Logger.With("service", "master"),
-		topo:      topology.New(topology.Options{VolumeSizeLimit: uint64(cfg.VolumeSizeLimit), FailureCooldown: cfg.FailureCooldown}),
+		cfg: cfg,
+		log: cfg.Logger.With("service", "master"),
+		topo: topology.New(topology.Options{
+			VolumeSizeLimit: uint64(cfg.VolumeSizeLimit), FailureCooldown: cfg.FailureCooldown,
+			// A healthy server is heard from every pulse.
+			StaleAfter: 2 * cfg.PulseInterval,
+		}),
 		growLocks: map[string]*sync.Mutex{},
 	}
 	s.proxy, s.peerHTTP, s.leaderHTTP = newLeaderProxy(s)

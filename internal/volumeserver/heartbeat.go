@@ -47,6 +47,10 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 	}
 }
 
+// closeWait bounds how long a volume server shutting down waits for the
+// master to acknowledge the end of its heartbeat stream.
+const closeWait = time.Second
+
 // heartbeatTo streams state to one master until the stream fails or the master
 // says another one leads (returned as leader).
 func (s *Server) heartbeatTo(ctx context.Context, master string) (leader string, err error) {
@@ -63,8 +67,14 @@ func (s *Server) heartbeatTo(ctx context.Context, master string) (leader string,
 		return "", err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithCancel(ctx)
+	// The stream outlives ctx by a moment: a server that stops ends it
+	// first (CloseSend, below), and a cancelled stream is what the master
+	// sees of a killed server. Should the end not get through, the stream
+	// is cancelled all the same.
+	parent := ctx
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	defer cancel()
+	defer context.AfterFunc(parent, func() { time.AfterFunc(2*closeWait, cancel) })()
 	stream, err := masterpb.NewMasterClient(conn).Heartbeat(ctx)
 	if err != nil {
 		return "", err
@@ -106,9 +116,29 @@ func (s *Server) heartbeatTo(ctx context.Context, master string) (leader string,
 	wait:
 		for {
 			select {
-			case <-ctx.Done():
-				stream.CloseSend()
-				return "", ctx.Err()
+			case <-parent.Done():
+				if !s.crashed.Load() {
+					// A clean end: the master drops this server at
+					// once. It must see the end before the cancel that
+					// follows (the deferred one), which it would take
+					// for a break (a killed server's): so wait for it
+					// to close its side, briefly. A crash leaves the
+					// stream to break.
+					if stream.CloseSend() == nil {
+						timeout := time.After(closeWait)
+					closing:
+						for {
+							select {
+							case <-recvErr:
+								break closing
+							case <-replies: // keep the receiver going
+							case <-timeout:
+								break closing
+							}
+						}
+					}
+				}
+				return "", parent.Err()
 			case err := <-recvErr:
 				return "", err
 			case resp := <-replies:

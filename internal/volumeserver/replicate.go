@@ -90,7 +90,11 @@ type replicaSet struct {
 // write. The master's lookup answer carries the volume's write policy: under
 // the degraded policy (minCopies N > 0) a write goes to the copies the master
 // knows and is acknowledged once N of them have it; the master catches the
-// others up later (docs/master.md, "Write policies").
+// others up later (docs/master.md, "Write policies"). Under that policy a
+// copy the master marks unreachable (its probes fail, or its heartbeat
+// stream broke: the server was probably killed) gets no forward: the write
+// would only wait out a dial or an answer that does not come, and is
+// recorded short of that copy all the same.
 func (s *Server) replicas(ctx context.Context, r *http.Request, v *volume.Volume, vid uint32) (replicaSet, error) {
 	copies := v.Stats().Replication.Copies()
 	if copies <= 1 || isReplicaRequest(r) {
@@ -100,7 +104,7 @@ func (s *Server) replicas(ctx context.Context, r *http.Request, v *volume.Volume
 	if err != nil {
 		return replicaSet{}, fmt.Errorf("volumeserver: locating copies of volume %d: %w", vid, err)
 	}
-	others := otherCopies(locs, s.URL())
+	others := otherCopies(locs, s.URL(), need > 0)
 	if need > 0 && len(others)+1 < copies {
 		// Short of copies under the degraded policy: ask afresh rather than
 		// trust the cache, so that a copy that came back gets the write.
@@ -108,7 +112,7 @@ func (s *Server) replicas(ctx context.Context, r *http.Request, v *volume.Volume
 		if locs, need, err = s.client.LookupWrite(ctx, vid); err != nil {
 			return replicaSet{}, fmt.Errorf("volumeserver: locating copies of volume %d: %w", vid, err)
 		}
-		others = otherCopies(locs, s.URL())
+		others = otherCopies(locs, s.URL(), need > 0)
 	}
 	enough := copies
 	if need > 0 {
@@ -122,10 +126,12 @@ func (s *Server) replicas(ctx context.Context, r *http.Request, v *volume.Volume
 	return replicaSet{urls: others, need: need, copies: copies}, nil
 }
 
-func otherCopies(locs []client.Location, self string) []string {
+// otherCopies are the URLs of locs but self, without the ones the master
+// marks unreachable if skipUnreachable.
+func otherCopies(locs []client.Location, self string, skipUnreachable bool) []string {
 	var others []string
 	for _, l := range locs {
-		if l.URL != self {
+		if l.URL != self && !(skipUnreachable && l.Unreachable) {
 			others = append(others, l.URL)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -127,5 +128,17 @@ func TestReplicaTimeoutDropsStaleConnections(t *testing.T) {
 	}
 	if err := forward(5 * time.Second); err != nil {
 		t.Fatalf("the write after a silent replica took another stale connection: %v", err)
+	}
+}
+
+// Under the degraded policy a write is not forwarded to a copy the master
+// marks unreachable; under the strict one it is (and fails there).
+func TestOtherCopiesSkipsUnreachableWhenDegraded(t *testing.T) {
+	locs := []client.Location{{URL: "self:1"}, {URL: "b:1"}, {URL: "c:1", Unreachable: true}}
+	if got := otherCopies(locs, "self:1", true); !slices.Equal(got, []string{"b:1"}) {
+		t.Errorf("degraded: %v, want [b:1]", got)
+	}
+	if got := otherCopies(locs, "self:1", false); !slices.Equal(got, []string{"b:1", "c:1"}) {
+		t.Errorf("strict: %v, want [b:1 c:1]", got)
 	}
 }

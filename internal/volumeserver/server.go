@@ -22,6 +22,7 @@ import (
 	"github.com/kelpfs/kelp/internal/metrics"
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/volumepb"
+	"github.com/kelpfs/kelp/internal/security"
 	"github.com/kelpfs/kelp/internal/store"
 	"github.com/kelpfs/kelp/internal/vfs"
 )
@@ -57,7 +58,15 @@ type Config struct {
 	// token of Access (grpcNeed in auth.go). Nil with no Signer: open.
 	Access *auth.Access
 	Audit  *auth.Audit // refused writes and admin calls; nil: none
-	Logger *slog.Logger
+	// NoFastRead turns off the fast read path (fastread.go), which is also
+	// off by itself when reads need a token (ReadSigner) or TLS is on.
+	NoFastRead bool
+	// PeerDial, when set, connects to other volume servers (forwarded
+	// writes and deletes, catch-up) instead of a TCP dial with
+	// replicaDialTimeout: tests cut the links between volume servers with
+	// it (testutil/netcut).
+	PeerDial func(ctx context.Context, network, addr string) (net.Conn, error)
+	Logger   *slog.Logger
 	// Metrics is the registry the server reports to (request metrics, disk
 	// and volume gauges); nil gives it a registry of its own (Metrics).
 	Metrics *metrics.Registry
@@ -70,6 +79,7 @@ type Server struct {
 	store *store.Store
 
 	httpLn  net.Listener
+	fast    *fastListener // nil: the fast read path is off
 	grpcLn  net.Listener
 	httpSrv *httpserve.Server
 	grpcSrv *grpc.Server
@@ -92,14 +102,29 @@ type Server struct {
 	hbLost atomic.Bool
 	// lastHeartbeat: unix nanos of the master's last answer (or the start).
 	lastHeartbeat atomic.Int64
-	metrics       *metrics.Registry
+	// crashed: Crash was called; the heartbeat stream is dropped, not
+	// closed.
+	crashed atomic.Bool
+	metrics *metrics.Registry
 
-	mu        sync.Mutex
-	master    string // master currently holding the heartbeat stream
+	mu     sync.Mutex
+	master string // master currently holding the heartbeat stream
+	// hbCancel ends Run's context, hbDone is closed when its heartbeat
+	// loop has returned (for Crash).
+	hbCancel  context.CancelFunc
+	hbDone    chan struct{}
 	closeOnce sync.Once
 }
 
 const defaultVolumeSizeLimit = 30 << 30
+
+// replicaDialTimeout bounds connecting to another volume server (forwarded
+// writes, catch-up, EC shards).
+const replicaDialTimeout = 2 * time.Second
+
+// masterWait bounds how long a lookup (a write's copies, an EC volume's
+// shards) retries while no master answers; an election takes 0.5-2 s.
+const masterWait = 4 * time.Second
 
 // New opens the disks, loads every volume and binds the listeners; Run serves.
 func New(cfg Config) (*Server, error) {
@@ -126,14 +151,27 @@ func New(cfg Config) (*Server, error) {
 	s.lastHeartbeat.Store(time.Now().UnixNano())
 	if len(cfg.Masters) > 0 {
 		// Copies move rarely, but when they do a stale location fails the write
-		// (and the client retries), so the cache is kept short.
-		c, err := client.New(client.Config{Masters: cfg.Masters, LookupTTL: 10 * time.Second, Logger: s.log})
+		// (and the client retries), so the cache is kept short. A write that
+		// must look its copies up waits for a master at most masterWait:
+		// longer than an election, shorter than the writer's own patience
+		// (10 s in our client), so that the writer hears a 503 naming the
+		// missing master instead of timing out.
+		c, err := client.New(client.Config{Masters: cfg.Masters, LookupTTL: 10 * time.Second, MasterWait: masterWait, Logger: s.log})
 		if err != nil {
 			return nil, fmt.Errorf("volumeserver: %w", err)
 		}
 		s.client = c
 	}
 	s.http = client.NewHTTPClient()
+	if tr, ok := s.http.Transport.(*http.Transport); ok {
+		// A copy in another data center accepts a connection within a
+		// second even over a slow link (one lost SYN included); one behind a
+		// partition never does, and a write waits for its forward.
+		tr.DialContext = (&net.Dialer{Timeout: replicaDialTimeout, KeepAlive: 30 * time.Second}).DialContext
+		if cfg.PeerDial != nil {
+			tr.DialContext = cfg.PeerDial
+		}
+	}
 	if cfg.Signer.Enabled() {
 		// Every request to a peer (replica writes, catch-up, EC shards)
 		// carries the server token.
@@ -162,7 +200,20 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics = metrics.OrNew(cfg.Metrics)
 	s.metrics.RegisterOnce("volume", func(r *metrics.Registry) { r.MustRegister(newVolumeCollector(s)) })
-	s.httpSrv = httpserve.New(s.metrics.HTTP("volume", httpOp, s.authorize(s.routes())), s.log)
+	h := s.metrics.HTTP("volume", httpOp, s.authorize(s.routes()))
+	if s.fastReadOn() {
+		s.fast = newFastListener(s.httpLn, s) // see fastread.go
+		s.httpLn, h = s.fast, s.fast.reclaim(h)
+	}
+	s.httpSrv = httpserve.New(h, s.log)
+	if s.fast != nil {
+		// Keep httpserve's own connection context (TLS record gathering,
+		// large ReadFrom copies) under the fast path's.
+		base := s.httpSrv.ConnContext
+		s.httpSrv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+			return connContext(base(ctx, c), c)
+		}
+	}
 	access, err := s.adminAccess()
 	if err != nil {
 		st.Close()
@@ -171,6 +222,18 @@ func New(cfg Config) (*Server, error) {
 	s.grpcSrv = grpc.NewServer(slices.Concat(pb.ServerOptions(s.log), s.metrics.GRPCOptions("volume"), access.GRPC("volume", grpcNeed, cfg.Audit))...)
 	volumepb.RegisterVolumeServerServer(s.grpcSrv, &adminServer{s: s})
 	return s, nil
+}
+
+// fastReadOn reports whether plain reads are answered outside net/http
+// (fastread.go). Not with read tokens: checking them is authorize's job.
+// Not with TLS: the listener's connections are then *tls.Conn, which the
+// fast path would hand over anyway; leaving the listener alone keeps the
+// TLS path exactly net/http's (HTTP/2 included). The fast path skips the
+// handler chain New builds (metrics are counted by it; authorize is a
+// no-op for reads without ReadSigner): a middleware added there that acts
+// on plain reads must be mirrored in fastread.go or turn it off here.
+func (s *Server) fastReadOn() bool {
+	return !s.cfg.NoFastRead && !s.cfg.ReadSigner.Enabled() && security.Process() == nil
 }
 
 func (s *Server) listen() error {
@@ -209,6 +272,9 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { errc <- s.httpSrv.Serve(s.httpLn) }()
 	go func() { errc <- s.grpcSrv.Serve(s.grpcLn) }()
 	hbDone := make(chan struct{})
+	s.mu.Lock()
+	s.hbCancel, s.hbDone = cancel, hbDone
+	s.mu.Unlock()
 	go func() { defer close(hbDone); s.heartbeatLoop(ctx) }()
 	go s.ecCatchUpLoop(ctx)
 	s.log.Info("volume server listening", "http", s.URL(), "grpc", s.GRPCAddr(), "masters", s.cfg.Masters)
@@ -236,6 +302,29 @@ func (s *Server) Close() error {
 		err = s.store.Close()
 	})
 	return err
+}
+
+// Crash stops the server as a killed process stops, for fault tests: every
+// connection is cut with no request finished, and the heartbeat stream breaks
+// instead of ending cleanly (the master sees what it sees of a kill -9).
+// Volumes are closed (acknowledged writes are durable anyway), so that the
+// server can start again on the same disks. Close afterwards does nothing
+// more; Run returns.
+func (s *Server) Crash() {
+	s.crashed.Store(true)
+	s.closeOnce.Do(func() {
+		s.httpSrv.Server.Close()
+		s.grpcSrv.Stop()
+		s.conns.Close()
+		s.mu.Lock()
+		cancel, done := s.hbCancel, s.hbDone
+		s.mu.Unlock()
+		if cancel != nil {
+			cancel()
+			<-done
+		}
+		s.store.Close()
+	})
 }
 
 func (s *Server) notifyChange() {

@@ -1,0 +1,618 @@
+package volumeserver
+
+// The fast read path. Most requests a volume server answers are a plain
+// "GET /<fid>" of a small needle, and for those net/http's machinery cost
+// more CPU than the read itself: a header map, a request and a response
+// object, a background read goroutine per request (an extra read syscall
+// and two goroutine wake-ups) and the deadlines around it. fastListener sits
+// between the TCP listener and the http.Server: it reads each connection's
+// requests itself and answers the plain reads of small needles directly,
+// with one positioned read and one write. At the first request it does not
+// take (another method, a query, a Range or conditional header, an
+// Authorization header, any header it does not know, a head that is not
+// strict CRLF lines of printable bytes, a large needle, an error to report,
+// a request that does not fit its buffer or that broke off), it hands the
+// connection, with the bytes it read still unconsumed, to net/http, which
+// then serves it, that request included, until it has answered a plain GET
+// whole (reclaim). So every answer but the plain small read is net/http's
+// own, and that one is the same bytes net/http would send
+// (TestFastReadDifferential, FuzzFastReadHead). The rule for what it takes
+// is a subset on which every HTTP/1.1 reader agrees where the request ends:
+// a second parser must never split a byte stream differently from net/http
+// or from a proxy in front (request smuggling).
+//
+// It is off when reads need a token (Config.ReadSigner) and under TLS
+// (Server.fastReadOn); a TLS connection would be handed over as accepted.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/fid"
+	"github.com/kelpfs/kelp/internal/metrics"
+)
+
+const (
+	// fastReadBuf is the per-connection read buffer: a request whose
+	// headers do not fit is handed to net/http.
+	fastReadBuf = 4096
+	// fastIdle is how long a connection may sit between requests (net/http's
+	// IdleTimeout in httpserve), and fastHeader how long one request's
+	// headers may take to arrive (its ReadHeaderTimeout).
+	fastIdle   = 2 * time.Minute
+	fastHeader = 30 * time.Second
+	// fastCopyMax: bodies up to this size are copied after the headers into
+	// one buffer; larger ones are sent with writev, uncopied.
+	fastCopyMax = 16 << 10
+	// fastCloseGrace bounds the write of an answer under way when the
+	// listener closes.
+	fastCloseGrace = 5 * time.Second
+)
+
+type fastListener struct {
+	net.Listener
+	s       *Server
+	rec     *metrics.OpRecorder
+	handoff chan net.Conn
+	done    chan struct{}
+	once    sync.Once
+	started sync.Once // the accept loop, from the first Accept on
+
+	mu     sync.Mutex
+	closed bool
+	live   map[net.Conn]bool // the connections served here; true while answering
+
+	served atomic.Int64 // requests answered here (for tests)
+}
+
+func newFastListener(ln net.Listener, s *Server) *fastListener {
+	l := &fastListener{
+		Listener: ln, s: s, rec: s.metrics.HTTPOp("volume", "read", http.StatusOK),
+		handoff: make(chan net.Conn), done: make(chan struct{}), live: map[net.Conn]bool{},
+	}
+	return l
+}
+
+// Accept returns the next connection for net/http: a new TLS one, or one
+// the fast path handed over.
+func (l *fastListener) Accept() (net.Conn, error) {
+	l.started.Do(func() { go l.acceptLoop() })
+	select {
+	case c := <-l.handoff:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops accepting and closes the idle fast connections; one being
+// answered closes once its answer is written.
+func (l *fastListener) Close() error {
+	var err error
+	l.once.Do(func() {
+		close(l.done)
+		err = l.Listener.Close()
+		l.mu.Lock()
+		l.closed = true
+		for c, busy := range l.live {
+			if busy {
+				// Its answer is being written: give it the grace a
+				// request in net/http's hands gets (httpserve's Stop), not
+				// forever, since a client that stopped reading would
+				// otherwise hold it open past the server's end.
+				c.SetWriteDeadline(time.Now().Add(fastCloseGrace))
+			} else {
+				c.Close()
+			}
+		}
+		l.mu.Unlock()
+	})
+	return err
+}
+
+func (l *fastListener) acceptLoop() {
+	backoff := 5 * time.Millisecond
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			select {
+			case <-l.done:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				l.Close()
+				return
+			}
+			// EMFILE and the like: retry, as net/http does.
+			l.s.log.Debug("volumeserver: accept", "err", err)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-l.done:
+				t.Stop()
+				return
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		if _, ok := c.(*net.TCPConn); !ok {
+			l.give(c)
+			continue
+		}
+		go l.serve(&prefixConn{TCPConn: c.(*net.TCPConn)})
+	}
+}
+
+// give hands c to net/http.
+func (l *fastListener) give(c net.Conn) {
+	select {
+	case l.handoff <- c:
+	case <-l.done:
+		c.Close()
+	}
+}
+
+// setBusy marks c answering (busy) or idle; false means the listener closed
+// and c must be closed.
+func (l *fastListener) setBusy(c net.Conn, busy bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.live[c] = busy
+	return true
+}
+
+func (l *fastListener) forget(c net.Conn) {
+	l.mu.Lock()
+	delete(l.live, c)
+	l.mu.Unlock()
+}
+
+// errNotFast: the request is for net/http.
+var errNotFast = errors.New("not a fast read")
+
+func (l *fastListener) serve(pc *prefixConn) {
+	c := pc.TCPConn
+	if !l.setBusy(c, false) {
+		c.Close()
+		return
+	}
+	handed := false
+	defer func() {
+		if v := recover(); v != nil {
+			l.s.log.Error("volumeserver: fast read panicked", "panic", v)
+		}
+		if !handed {
+			l.forget(c)
+			c.Close()
+		}
+	}()
+	br := bufio.NewReaderSize(pc, fastReadBuf)
+	var out []byte
+	for {
+		if br.Buffered() == 0 {
+			c.SetReadDeadline(time.Now().Add(fastIdle))
+			if _, err := br.Peek(1); err != nil {
+				return // closed, idle too long, or the listener closed it
+			}
+		}
+		// Each request's head gets fastHeader from its first byte, also
+		// when it was already buffered (pipelined) behind the last one.
+		c.SetReadDeadline(time.Now().Add(fastHeader))
+		head, err := peekHead(br)
+		if err == nil {
+			start := time.Now()
+			var body []byte
+			var n int64
+			if out, body, n, err = l.s.fastRead(head, out); err == nil {
+				if !l.setBusy(c, true) {
+					return
+				}
+				l.rec.Start()
+				br.Discard(len(head))
+				if body != nil {
+					bufs := net.Buffers{out, body}
+					_, err = bufs.WriteTo(c)
+				} else {
+					_, err = c.Write(out)
+				}
+				l.rec.Done(time.Since(start), n)
+				l.served.Add(1)
+				if err != nil || !l.setBusy(c, false) {
+					return
+				}
+				if cap(out) > 2*fastCopyMax {
+					out = nil
+				}
+				continue
+			}
+		}
+		// A request that is not a fast read, and one whose head broke off
+		// (EOF, a reset), go to net/http with what arrived: its answer to a
+		// truncated head is a 400, not silence. A head that took longer than
+		// fastHeader is closed, as net/http closes it.
+		if errors.Is(err, errNotFast) || !errors.Is(err, os.ErrDeadlineExceeded) && br.Buffered() > 0 {
+			l.forget(c)
+			handed = true
+			c.SetReadDeadline(time.Time{})
+			b, _ := br.Peek(br.Buffered())
+			l.give(pc.rest(b))
+		}
+		return
+	}
+}
+
+// peekHead returns the request's head (request line and headers, through the
+// blank line) from br without consuming it. errNotFast: it is not a GET or
+// HEAD, its head does not fit the buffer, or it has a byte net/http might
+// read differently (see headEnd).
+func peekHead(br *bufio.Reader) ([]byte, error) {
+	scanned := 0
+	for {
+		b, _ := br.Peek(br.Buffered())
+		if !fastMethod(b) {
+			return nil, errNotFast
+		}
+		end, next, ok := headEnd(b, scanned)
+		if !ok {
+			return nil, errNotFast
+		}
+		if end > 0 {
+			return b[:end], nil
+		}
+		scanned = next
+		if len(b) >= br.Size() {
+			return nil, errNotFast
+		}
+		if _, err := br.Peek(len(b) + 1); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// fastMethod reports whether b, the first bytes of a request, may begin
+// "GET " or "HEAD ".
+func fastMethod(b []byte) bool {
+	get, head := len(b), len(b)
+	if get > 4 {
+		get = 4
+	}
+	if head > 5 {
+		head = 5
+	}
+	return string(b[:get]) == "GET "[:get] || string(b[:head]) == "HEAD "[:head]
+}
+
+// headEnd scans b from from on for the end of a request head, "\r\n\r\n":
+// end is the length of the head, 0 if it has not all arrived (next is then
+// where to go on scanning). ok is false, and the request is net/http's, at
+// the first byte where a lenient reader and a strict one could disagree on
+// where a line or the head ends: a CR not followed by LF, an LF not after
+// a CR (net/http takes a bare LF as a line end, so "\n\n" would end its
+// head early: a request hidden inside a header value), or any other control
+// character but HTAB (net/http answers 400 for those). A head of CRLF lines
+// of printable bytes, HTAB and obs-text is read the same by every reader.
+func headEnd(b []byte, from int) (end, next int, ok bool) {
+	for i := from; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '\r':
+			if i+1 == len(b) {
+				return 0, i, true // its LF is still to come
+			}
+			if b[i+1] != '\n' {
+				return 0, 0, false
+			}
+		case c == '\n':
+			if i == 0 || b[i-1] != '\r' {
+				return 0, 0, false
+			}
+			if i >= 3 && b[i-2] == '\n' && b[i-3] == '\r' {
+				return i + 1, 0, true
+			}
+		case c < ' ' && c != '\t', c == 0x7f:
+			return 0, 0, false
+		}
+	}
+	return 0, len(b), true
+}
+
+// parseFastGet parses a head peekHead returned. ok only for "GET /path
+// HTTP/1.1" or HEAD with a plain path (no query, no escapes) and headers
+// among Host (required), User-Agent, Accept, Accept-Encoding and
+// Connection: keep-alive.
+func parseFastGet(head []byte) (path []byte, isHead, ok bool) {
+	line, rest, _ := bytes.Cut(head, []byte("\r\n"))
+	switch {
+	case bytes.HasPrefix(line, []byte("GET ")):
+		line = line[4:]
+	case bytes.HasPrefix(line, []byte("HEAD ")):
+		line, isHead = line[5:], true
+	default:
+		return nil, false, false
+	}
+	path, proto, found := bytes.Cut(line, []byte(" "))
+	if !found || string(proto) != "HTTP/1.1" || len(path) < 2 || path[0] != '/' {
+		return nil, false, false
+	}
+	for _, ch := range path[1:] {
+		if !isFidChar(ch) {
+			return nil, false, false
+		}
+	}
+	host := false
+	for len(rest) > 0 {
+		var h []byte
+		h, rest, _ = bytes.Cut(rest, []byte("\r\n"))
+		if len(h) == 0 {
+			break
+		}
+		name, value, found := bytes.Cut(h, []byte(":"))
+		if !found {
+			return nil, false, false
+		}
+		value = bytes.TrimLeft(bytes.TrimRight(value, " \t"), " \t")
+		switch {
+		case asciiEqualFold(name, "host"):
+			if host || len(value) == 0 {
+				return nil, false, false
+			}
+			for _, ch := range value {
+				if !isHostChar(ch) {
+					return nil, false, false
+				}
+			}
+			host = true
+		case asciiEqualFold(name, "user-agent"), asciiEqualFold(name, "accept"), asciiEqualFold(name, "accept-encoding"):
+		case asciiEqualFold(name, "connection"):
+			if !asciiEqualFold(value, "keep-alive") {
+				return nil, false, false
+			}
+		default:
+			return nil, false, false
+		}
+	}
+	return path, isHead, host
+}
+
+func isFidChar(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == ',' || c == '_' || c == '-' || c == '.'
+}
+
+func isHostChar(c byte) bool {
+	return isFidChar(c) && c != ',' || c == ':' || c == '[' || c == ']'
+}
+
+func asciiEqualFold(b []byte, lower string) bool {
+	if len(b) != len(lower) {
+		return false
+	}
+	for i := range b {
+		c := b[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// fastRead answers head into out (reset first) when it is a plain read of a
+// small needle of a normal volume on this server; errNotFast otherwise. A
+// body of at most fastCopyMax is appended to out, a larger one returned
+// apart (to be sent with writev, uncopied); n is the body bytes to send. The
+// headers are handleRead's for the same request.
+func (s *Server) fastRead(head, out []byte) (_ []byte, body []byte, n int64, err error) {
+	path, isHead, ok := parseFastGet(head)
+	if !ok {
+		return out, nil, 0, errNotFast
+	}
+	id, err := fid.Parse(string(path[1:]))
+	if err != nil {
+		return out, nil, 0, errNotFast
+	}
+	v, ok := s.store.Volume(id.Volume)
+	if !ok {
+		return out, nil, 0, errNotFast
+	}
+	obj, err := v.Read(id.Key, id.Cookie)
+	if err != nil {
+		return out, nil, 0, errNotFast // net/http reads again and reports it
+	}
+	defer obj.Close()
+	data := obj.Bytes()
+	if data == nil {
+		return out, nil, 0, errNotFast
+	}
+	ctype := obj.Meta.Mime
+	if ctype == "" {
+		ctype = mime.TypeByExtension(filepath.Ext(obj.Meta.Name))
+	}
+	if ctype == "" {
+		ctype = "application/octet-stream"
+	}
+	var disposition string
+	if obj.Meta.Name != "" {
+		disposition = mime.FormatMediaType("inline", map[string]string{"filename": obj.Meta.Name})
+		if disposition == "" || !headerSafe(disposition) { // "": handleRead sends it empty
+			return out, nil, 0, errNotFast
+		}
+	}
+	if !headerSafe(ctype) {
+		return out, nil, 0, errNotFast
+	}
+	out = append(out[:0], "HTTP/1.1 200 OK\r\nAccept-Ranges: bytes\r\n"...)
+	if disposition != "" {
+		out = append(append(append(out, "Content-Disposition: "...), disposition...), "\r\n"...)
+	}
+	out = append(out, "Content-Length: "...)
+	out = strconv.AppendInt(out, int64(len(data)), 10)
+	out = append(append(append(out, "\r\nContent-Type: "...), ctype...), "\r\nEtag: \""...)
+	out = append(append(out, obj.ETag...), "\"\r\nLast-Modified: "...)
+	out = obj.ModTime.UTC().AppendFormat(out, http.TimeFormat)
+	// net/http sends the handler's headers sorted, then its Date.
+	out = append(append(append(out, "\r\nDate: "...), httpDate()...), "\r\n\r\n"...)
+	switch {
+	case isHead:
+		return out, nil, 0, nil
+	case len(data) > fastCopyMax:
+		return out, data, int64(len(data)), nil
+	}
+	return append(out, data...), nil, int64(len(data)), nil
+}
+
+// headerSafe: no control characters (net/http would rewrite them).
+func headerSafe(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] < ' ' || v[i] == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// httpDate is the Date header's value, formatted once a second.
+func httpDate() []byte {
+	now := time.Now()
+	sec := now.Unix()
+	if d := dateCache.Load(); d != nil && d.sec == sec {
+		return d.b
+	}
+	d := &cachedDate{sec: sec, b: now.UTC().AppendFormat(nil, http.TimeFormat)}
+	dateCache.Store(d)
+	return d.b
+}
+
+type cachedDate struct {
+	sec int64
+	b   []byte
+}
+
+var dateCache atomic.Pointer[cachedDate]
+
+// prefixConn is a connection as the fast path and net/http read it: the
+// bytes an earlier reader took from the socket but did not consume come
+// first. CloseWrite and ReadFrom (sendfile) pass through to the TCP
+// connection.
+type prefixConn struct {
+	*net.TCPConn
+	pending []byte
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if len(c.pending) > 0 {
+		n := copy(p, c.pending)
+		c.pending = c.pending[n:]
+		return n, nil
+	}
+	return c.TCPConn.Read(p)
+}
+
+// rest is what is still to be read from c after the buffered bytes b, as a
+// new prefixConn.
+func (c *prefixConn) rest(b []byte) *prefixConn {
+	return &prefixConn{TCPConn: c.TCPConn, pending: append(append([]byte(nil), b...), c.pending...)}
+}
+
+// connKey is the context key of the connection a request came on.
+type connKey struct{}
+
+// connContext remembers a request's connection (http.Server.ConnContext).
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// reclaim wraps the HTTP handler: a plain GET of a file id that net/http
+// answered on a connection the fast path handed over (after a write, say:
+// clients keep their connections for reads and writes alike) takes the
+// connection back to the fast path once its answer is complete, so that a
+// connection is not net/http's for good after one write.
+func (l *fastListener) reclaim(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		pc, _ := r.Context().Value(connKey{}).(*prefixConn)
+		if pc == nil || r.Method != http.MethodGet || r.ProtoMajor != 1 || r.ProtoMinor != 1 || r.Close ||
+			r.Body != http.NoBody || r.Header.Get("Connection") != "" || httpOp(r) != "read" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		cw := &countWriter{ResponseWriter: w}
+		next.ServeHTTP(cw, r)
+		if !cw.complete() {
+			return
+		}
+		rc := http.NewResponseController(w)
+		if rc.Flush() != nil {
+			return
+		}
+		conn, brw, err := rc.Hijack()
+		if err != nil {
+			return
+		}
+		if conn != net.Conn(pc) {
+			conn.Close() // cannot happen: pc is this request's connection
+			return
+		}
+		b, _ := brw.Reader.Peek(brw.Reader.Buffered())
+		go l.serve(pc.rest(b))
+	})
+}
+
+// countWriter records whether an answer was sent whole: a status, a
+// Content-Length and that many body bytes.
+type countWriter struct {
+	http.ResponseWriter
+	code int
+	n    int64
+}
+
+func (w *countWriter) WriteHeader(code int) {
+	if w.code == 0 && code >= 200 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *countWriter) Write(p []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.n += int64(n)
+	if err != nil {
+		w.code = -1
+	}
+	return n, err
+}
+
+func (w *countWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *countWriter) complete() bool {
+	h := w.Header()
+	if w.code < 200 || w.code == http.StatusNoContent || w.code == http.StatusNotModified || h.Get("Connection") != "" {
+		return false
+	}
+	cl, err := strconv.ParseInt(h.Get("Content-Length"), 10, 64)
+	return err == nil && cl == w.n
+}
+
+// WriteTo hides the TCP connection's own, which would skip the prefix.
+func (c *prefixConn) WriteTo(w io.Writer) (int64, error) {
+	return io.Copy(w, struct{ io.Reader }{c})
+}
