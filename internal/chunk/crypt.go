@@ -200,58 +200,79 @@ func (r *openReader) Read(p []byte) (int, error) {
 	if r.left == 0 {
 		return 0, io.EOF
 	}
+	if r.bp == nil {
+		return 0, errors.New("chunk: read after close")
+	}
+	// While p has room for whole segments that are wanted whole, they are
+	// read and opened in p, with no copy: the S3 gateway reads in large
+	// buffers.
+	n := 0
+	for len(r.plain) == 0 && r.err == nil && r.skip == 0 && len(p)-n >= sealedSegment &&
+		(r.left < 0 || r.left-int64(n) >= SegmentSize) {
+		n += len(r.next(p[n : n+sealedSegment]))
+	}
+	if n > 0 {
+		if r.left > 0 {
+			r.left -= int64(n)
+		}
+		return n, nil
+	}
 	for len(r.plain) == 0 {
 		if r.err != nil {
 			return 0, r.err
 		}
-		if r.bp == nil {
-			return 0, errors.New("chunk: read after close")
-		}
-		buf := *r.bp
-		n, err := io.ReadFull(r.rc, buf)
-		switch {
-		case err == io.EOF:
-			if r.left > 0 {
-				r.err = fmt.Errorf("chunk: sealed blob ended early: %w", io.ErrUnexpectedEOF)
-			} else {
-				r.err = io.EOF
-			}
-			continue
-		case err == io.ErrUnexpectedEOF:
-			r.err = io.EOF // a short segment is the blob's last
-		case err != nil:
-			return 0, err
-		}
-		if n <= tagSize {
-			r.err = fmt.Errorf("%w: segment %d of %d bytes", ErrDecrypt, r.seg, n)
-			continue
-		}
-		plain, oerr := r.aead.Open(buf[:0], segNonce(&r.nonce, r.seg), buf[:n], nil)
-		if oerr != nil {
-			r.err = fmt.Errorf("%w: segment %d", ErrDecrypt, r.seg)
-			continue
-		}
-		r.seg++
-		if r.skip > 0 {
-			s := min(r.skip, int64(len(plain)))
-			plain = plain[s:]
-			r.skip -= s
-		}
-		r.plain = plain
-		if r.err == io.EOF && len(plain) == 0 && r.left > 0 {
-			r.err = fmt.Errorf("chunk: sealed blob ended early: %w", io.ErrUnexpectedEOF)
-		}
+		r.plain = r.next(*r.bp)
 	}
 	want := len(p)
 	if r.left >= 0 {
 		want = int(min(int64(want), r.left))
 	}
-	n := copy(p[:want], r.plain)
+	n = copy(p[:want], r.plain)
 	r.plain = r.plain[n:]
 	if r.left > 0 {
 		r.left -= int64(n)
 	}
 	return n, nil
+}
+
+// next reads the next sealed segment into buf (sealedSegment bytes) and
+// opens it there; it returns its plaintext past the bytes to skip, empty
+// with r.err set when there is none.
+func (r *openReader) next(buf []byte) []byte {
+	n, err := io.ReadFull(r.rc, buf)
+	switch {
+	case err == io.EOF:
+		if r.left > 0 {
+			r.err = fmt.Errorf("chunk: sealed blob ended early: %w", io.ErrUnexpectedEOF)
+		} else {
+			r.err = io.EOF
+		}
+		return nil
+	case err == io.ErrUnexpectedEOF:
+		r.err = io.EOF // a short segment is the blob's last
+	case err != nil:
+		r.err = err
+		return nil
+	}
+	if n <= tagSize {
+		r.err = fmt.Errorf("%w: segment %d of %d bytes", ErrDecrypt, r.seg, n)
+		return nil
+	}
+	plain, oerr := r.aead.Open(buf[:0], segNonce(&r.nonce, r.seg), buf[:n], nil)
+	if oerr != nil {
+		r.err = fmt.Errorf("%w: segment %d", ErrDecrypt, r.seg)
+		return nil
+	}
+	r.seg++
+	if r.skip > 0 {
+		s := min(r.skip, int64(len(plain)))
+		plain = plain[s:]
+		r.skip -= s
+	}
+	if r.err == io.EOF && len(plain) == 0 && r.left > 0 {
+		r.err = fmt.Errorf("chunk: sealed blob ended early: %w", io.ErrUnexpectedEOF)
+	}
+	return plain
 }
 
 func (r *openReader) Close() error {

@@ -1,11 +1,15 @@
 package httpserve
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -62,5 +66,99 @@ func TestShutdownSkipsFreshConnections(t *testing.T) {
 	}
 	if got := <-answer; got != "done" {
 		t.Fatalf("request in progress got %q", got)
+	}
+}
+
+// writeCounter counts the writes of the connections a listener accepts.
+type writeCounter struct {
+	net.Listener
+	writes atomic.Int64
+}
+
+func (l *writeCounter) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countedConn{c, l}, nil
+}
+
+type countedConn struct {
+	net.Conn
+	l *writeCounter
+}
+
+func (c *countedConn) Write(p []byte) (int, error) {
+	c.l.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// A handler's io.Copy from a reader that is not a file (a volume server's
+// needle) leaves in 256 KiB writes, not net/http's 32 KiB.
+func TestReadFromCopiesInLargeWrites(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc := &writeCounter{Listener: ln}
+	body := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
+	s := New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		io.Copy(w, struct{ io.Reader }{bytes.NewReader(body)})
+	}), slog.New(slog.DiscardHandler))
+	go s.Serve(wc)
+	defer s.Close()
+	resp, err := http.Get("http://" + ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("%d bytes, err %v", len(got), err)
+	}
+	if n := wc.writes.Load(); n > 8 {
+		t.Fatalf("1 MiB sent in %d writes", n)
+	}
+}
+
+// readFromRecorder is a ResponseWriter with a ReadFrom of its own, as
+// client.Loopback's pipe has.
+type readFromRecorder struct {
+	http.ResponseWriter
+	readFrom bool
+	n        int64
+}
+
+func (w *readFromRecorder) ReadFrom(r io.Reader) (int64, error) {
+	w.readFrom = true
+	n, err := io.Copy(io.Discard, r)
+	w.n += n
+	return n, err
+}
+
+type countGatherer struct{ gathers int }
+
+func (g *countGatherer) Gather()        { g.gathers++ }
+func (g *countGatherer) Release() error { return nil }
+
+// A request handed to a server's handler in process carries the context
+// of another server's request (its connection, its Gatherer): the handler's
+// ReadFrom reaches the given ResponseWriter's, and nothing is gathered on
+// the other server's connection.
+func TestInProcessRequestKeepsReadFrom(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	other := New(http.NotFoundHandler(), log)
+	g := &countGatherer{}
+	s := New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(w, struct{ io.Reader }{bytes.NewReader(make([]byte, 1<<20))})
+		w.Write(make([]byte, 100<<10))
+	}), log)
+	ctx := context.WithValue(context.Background(), connKey{}, &connInfo{srv: other, g: g})
+	req, _ := http.NewRequestWithContext(ctx, "GET", "/", nil)
+	rec := &readFromRecorder{ResponseWriter: httptest.NewRecorder()}
+	s.Handler.ServeHTTP(rec, req)
+	if !rec.readFrom || rec.n != 1<<20 || g.gathers != 0 {
+		t.Fatalf("ReadFrom reached: %v (%d bytes), gathers on the other connection: %d", rec.readFrom, rec.n, g.gathers)
 	}
 }

@@ -226,3 +226,48 @@ func (w *responseWriter) Flush() {
 }
 
 func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// OpRecorder counts the requests of one (api, op) that a server answers
+// outside net/http (the volume server's fast read path, see
+// volumeserver/fastread.go), into the same series as Registry.HTTP's.
+type OpRecorder struct {
+	inFl     prometheus.Gauge
+	requests prometheus.Counter
+	latency  prometheus.Observer
+	bytesOut prometheus.Counter
+}
+
+// HTTPOp returns the recorder of api's op answered with code. A nil
+// registry returns nil, whose methods do nothing.
+func (r *Registry) HTTPOp(api, op string, code int) *OpRecorder {
+	if r == nil {
+		return nil
+	}
+	v := r.httpVecs()
+	return &OpRecorder{
+		inFl:     v.inFlight.WithLabelValues(api),
+		requests: v.requests.WithLabelValues(api, op, strconv.Itoa(code)),
+		latency:  v.latency.WithLabelValues(api, op),
+		bytesOut: v.bytesOut.WithLabelValues(api, op),
+	}
+}
+
+// Start counts a request in flight.
+func (o *OpRecorder) Start() {
+	if o != nil {
+		o.inFl.Inc()
+	}
+}
+
+// Done counts a request answered d after its headers, with out body bytes.
+func (o *OpRecorder) Done(d time.Duration, out int64) {
+	if o == nil {
+		return
+	}
+	o.inFl.Dec()
+	o.requests.Inc()
+	o.latency.Observe(d.Seconds())
+	if out > 0 {
+		o.bytesOut.Add(float64(out))
+	}
+}

@@ -111,7 +111,7 @@ func (l *Layer) CopyObject(ctx context.Context, srcBucket, srcKey, bucket, key s
 	if _, err := l.bucketEntry(ctx, bucket); err != nil {
 		return ObjectInfo{}, err
 	}
-	body, err := l.openPlain(ctx, src, si, func(*sse.Meta) ([]byte, error) { return srcDEK, nil }, 0, si.Size)
+	body, err := l.openPlain(ctx, src, si, func(*sse.Meta) ([]byte, error) { return srcDEK, nil }, 0, si.Size, true)
 	if err != nil {
 		return ObjectInfo{}, err
 	}

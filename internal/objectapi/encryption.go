@@ -100,8 +100,12 @@ func encodePart(p sse.Part) []byte {
 }
 
 // openPlain returns a reader of n plaintext bytes of an object from off,
-// decrypting when it is encrypted (key from f).
-func (l *Layer) openPlain(ctx context.Context, e *filer.Entry, oi ObjectInfo, f KeyFunc, off, n int64) (io.ReadCloser, error) {
+// decrypting when it is encrypted (key from f). With ahead, a large
+// encrypted object is decrypted in a goroutine ahead of the reader
+// (sse.ReadAhead): for callers that do not read ahead themselves. GET
+// does, in buffers the decrypter opens segments in (sse.PieceSize), so
+// it asks for none: the read-ahead's copy of every byte is saved.
+func (l *Layer) openPlain(ctx context.Context, e *filer.Entry, oi ObjectInfo, f KeyFunc, off, n int64, ahead bool) (io.ReadCloser, error) {
 	key, err := dataKey(f, oi.SSE)
 	if err != nil {
 		return nil, err
@@ -109,7 +113,11 @@ func (l *Layer) openPlain(ctx context.Context, e *filer.Entry, oi ObjectInfo, f 
 	if oi.SSE == nil {
 		return l.open(ctx, e, off, n)
 	}
-	return sse.NewDecrypter(oi.SSE, key, off, n, func(coff, cn int64) (io.ReadCloser, error) {
+	d, err := sse.NewDecrypter(oi.SSE, key, off, n, func(coff, cn int64) (io.ReadCloser, error) {
 		return l.open(ctx, e, coff, cn)
 	})
+	if err != nil || !ahead {
+		return d, err
+	}
+	return sse.ReadAhead(d, n), nil
 }

@@ -21,7 +21,7 @@ func newTestLayer(t testing.TB) (*Layer, *chunktest.Mem) {
 		t.Fatal(err)
 	}
 	blobs := chunktest.New()
-	f, err := filer.New(filer.Config{Store: st, Blobs: blobs, ChunkSize: 1024})
+	f, err := filer.New(filer.Config{Store: st, Blobs: blobs, ChunkSize: 1024, GCDelay: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

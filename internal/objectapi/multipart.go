@@ -279,7 +279,7 @@ func (l *Layer) UploadPartCopy(ctx context.Context, bucket, key, id string, n in
 	if err != nil {
 		return PartInfo{}, err
 	}
-	body, err := l.openPlain(ctx, src, si, keys.Source, off, length)
+	body, err := l.openPlain(ctx, src, si, keys.Source, off, length, true)
 	if err != nil {
 		return PartInfo{}, err
 	}

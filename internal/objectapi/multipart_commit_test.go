@@ -93,7 +93,7 @@ func newLostAckLayer(t testing.TB) (*Layer, *lostAckStore) {
 	}
 	st := &lostAckStore{Store: pst}
 	blobs := chunktest.New()
-	f, err := filer.New(filer.Config{Store: st, Blobs: blobs, ChunkSize: 256})
+	f, err := filer.New(filer.Config{Store: st, Blobs: blobs, ChunkSize: 256, GCDelay: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

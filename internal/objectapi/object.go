@@ -512,7 +512,7 @@ func (l *Layer) GetObject(ctx context.Context, bucket, key string, opts GetOptio
 	if opts.NoBody {
 		return o, nil
 	}
-	o.Body, err = l.openPlain(ctx, e, oi, func(*sse.Meta) ([]byte, error) { return dek, nil }, o.Start, o.Length)
+	o.Body, err = l.openPlain(ctx, e, oi, func(*sse.Meta) ([]byte, error) { return dek, nil }, o.Start, o.Length, false)
 	return o, err
 }
 

@@ -35,7 +35,7 @@ func TestWriteRefusedInTransactionLeavesNoBlobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	blobs := chunktest.New()
-	f, err := filer.New(filer.Config{Store: pst, Blobs: blobs, ChunkSize: 256})
+	f, err := filer.New(filer.Config{Store: pst, Blobs: blobs, ChunkSize: 256, GCDelay: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func (w *slowWriter) Write(p []byte) (int, error) {
 
 func newCopyServer() *Server {
 	s := &Server{}
-	s.bufs.New = func() any { b := make([]byte, 256<<10); return &b }
+	s.bufs.New = func() any { b := make([]byte, copyBufSize); return &b }
 	return s
 }
 
@@ -96,7 +96,7 @@ func TestCopyBodyErrors(t *testing.T) {
 		t.Fatalf("a failing body: copied %d, err %v", n, err)
 	}
 	n, err = s.copyBody(&failingWriter{}, bytes.NewReader(make([]byte, 2<<20)), 2<<20)
-	if err == nil || n != 256<<10 {
+	if err == nil || n != copyBufSize {
 		t.Fatalf("a failing writer: copied %d, err %v", n, err)
 	}
 }

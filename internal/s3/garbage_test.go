@@ -121,6 +121,20 @@ var shapes = []shape{
 	{method: "GET", target: "bucket", query: "ownershipControls"},
 	{method: "GET", target: "bucket", query: "publicAccessBlock"},
 	{method: "GET", target: "bucket", query: "policyStatus"},
+	{method: "GET", target: "bucket", query: "logging"},
+	{method: "GET", target: "bucket", query: "requestPayment"},
+	{method: "GET", target: "bucket", query: "accelerate"},
+	{method: "GET", target: "bucket", query: "notification"},
+	{method: "GET", target: "bucket", query: "analytics"},
+	{method: "GET", target: "bucket", query: "inventory&id=x"},
+	{method: "GET", target: "bucket", query: "abac"},
+	{method: "PUT", target: "bucket", query: "requestPayment", bodies: []string{
+		"<RequestPaymentConfiguration><Payer>BucketOwner</Payer></RequestPaymentConfiguration>",
+		"<RequestPaymentConfiguration><Payer>Requester</Payer></RequestPaymentConfiguration>", "<Payer>"}},
+	{method: "PUT", target: "bucket", query: "notification", bodies: []string{"<NotificationConfiguration/>",
+		"<NotificationConfiguration><QueueConfiguration><Queue>q</Queue></QueueConfiguration></NotificationConfiguration>"}},
+	{method: "DELETE", target: "bucket", query: "website"},
+	{method: "DELETE", target: "bucket", query: "metrics&id=x"},
 	{method: "PUT", target: "bucket", query: "ownershipControls", bodies: []string{ownershipDoc,
 		`<OwnershipControls><Rule><ObjectOwnership>ObjectWriter</ObjectOwnership></Rule></OwnershipControls>`}},
 	{method: "PUT", target: "bucket", query: "publicAccessBlock", bodies: []string{pabDoc, `<PublicAccessBlockConfiguration/>`}},
@@ -611,6 +625,8 @@ func notImplemented(op *operation, routeErr error) bool {
 	case "GetBucketConfiguration", "PutBucketConfiguration", "DeleteBucketConfiguration", "GetObjectConfiguration",
 		"PutObjectConfiguration":
 		return true
+	case "PutBucketLogging", "PutBucketRequestPayment", "PutBucketNotificationConfiguration", "PutBucketAccelerateConfiguration":
+		return true // a document that turns the feature on (bucket_absent.go)
 	}
 	return false
 }
@@ -700,6 +716,10 @@ var allOperations = []string{"ListBuckets",
 	"ListObjectVersions", "GetBucketPolicy", "GetBucketLifecycle", "GetBucketEncryption", "PutBucketEncryption", "DeleteBucketEncryption", "GetObjectLockConfiguration",
 	"GetBucketWebsite", "GetBucketConfiguration", "ListObjectsV2", "ListObjects", "HeadBucket",
 	"GetBucketOwnershipControls", "GetPublicAccessBlock", "GetBucketPolicyStatus", "PutBucketOwnershipControls",
+	"GetBucketLogging", "GetBucketRequestPayment", "GetBucketAccelerateConfiguration", "GetBucketNotificationConfiguration",
+	"GetBucketReplication", "ListBucketAnalyticsConfigurations", "GetBucketInventoryConfiguration", "PutBucketLogging",
+	"PutBucketRequestPayment", "PutBucketNotificationConfiguration", "DeleteBucketReplication", "DeleteBucketWebsite",
+	"DeleteBucketMetricsConfiguration",
 	"PutPublicAccessBlock", "DeleteBucketOwnershipControls", "DeletePublicAccessBlock",
 	"PutBucketVersioning", "PutBucketTagging", "PutBucketCors", "PutBucketAcl", "PutBucketPolicy", "PutBucketLifecycle",
 	"PutBucketConfiguration", "CreateBucket", "PutObjectLockConfiguration",

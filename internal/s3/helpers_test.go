@@ -46,9 +46,20 @@ func startEnv(t testing.TB, mod func(*Config)) *env {
 // startEnvChunks is startEnv with the filer's chunk size given.
 func startEnvChunks(t testing.TB, chunks int, mod func(*Config)) *env {
 	t.Helper()
+	return startEnvFiler(t, chunks, nil, mod)
+}
+
+// startEnvFiler is startEnvChunks with the filer's configuration changed
+// by fmod too.
+func startEnvFiler(t testing.TB, chunks int, fmod func(*filerserver.Config), mod func(*Config)) *env {
+	t.Helper()
 	c := testcluster.Start(t, testcluster.Options{Volumes: []testcluster.VolumeSpec{{}}})
-	fs, err := filerserver.New(filerserver.Config{Masters: c.MasterAddrs(), Dir: t.TempDir(), ChunkSize: chunks,
-		Logger: slog.New(slog.DiscardHandler)})
+	fcfg := filerserver.Config{Masters: c.MasterAddrs(), Dir: t.TempDir(), ChunkSize: chunks,
+		GCDelay: -1, Logger: slog.New(slog.DiscardHandler)}
+	if fmod != nil {
+		fmod(&fcfg)
+	}
+	fs, err := filerserver.New(fcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/objectapi"
+	"github.com/kelpfs/kelp/internal/sse"
 )
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
@@ -129,6 +130,13 @@ func (s *Server) readObject(rq *request, head bool) error {
 // buffers is read in a goroutine into one buffer while the other is
 // written: the chunk fetch (and decryption) overlaps the socket write, with
 // no more copies than a plain io.CopyBuffer.
+//
+// The buffers hold sse.PieceSize bytes and a piece is sent once it has
+// pieceMin: an encrypted object's decrypter then opens four whole segments
+// in place in the buffer and returns, and the next piece starts on a
+// segment boundary again (io.ReadFull would ask for the buffer's last 64
+// bytes, which cost a segment opened aside and copied, and every later
+// piece a copy).
 func (s *Server) copyBody(w io.Writer, body io.Reader, length int64) (int64, error) {
 	bp := s.bufs.Get().(*[]byte)
 	defer s.bufs.Put(bp)
@@ -157,7 +165,7 @@ func (s *Server) copyBody(w io.Writer, body io.Reader, length int64) (int64, err
 			case <-stop:
 				return
 			}
-			n, err := io.ReadFull(body, *b)
+			n, err := io.ReadAtLeast(body, *b, pieceMin)
 			if err == io.ErrUnexpectedEOF {
 				err = io.EOF // a short last piece
 			}
@@ -189,6 +197,13 @@ func (s *Server) copyBody(w io.Writer, body io.Reader, length int64) (int64, err
 		free <- p.b
 	}
 }
+
+// copyBufSize is the size of copyBody's buffers, and pieceMin what a
+// piece holds at least unless the body ends first.
+const (
+	copyBufSize = sse.PieceSize
+	pieceMin    = sse.PieceSize - sse.SegmentSize - sse.TagSize
+)
 
 // onlyWriter hides ReadFrom, so that CopyBuffer uses our large buffer.
 type onlyWriter struct{ w io.Writer }

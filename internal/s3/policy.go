@@ -87,6 +87,25 @@ var policyActions = map[string]string{
 	"DeleteBucketOwnershipControls": "s3:PutBucketOwnershipControls",
 	"GetObjectLockConfiguration":    "s3:GetBucketObjectLockConfiguration",
 	"PutObjectLockConfiguration":    "s3:PutBucketObjectLockConfiguration",
+	// Configurations Kelp does not have (bucket_absent.go).
+	"GetBucketAccelerateConfiguration":            "s3:GetAccelerateConfiguration",
+	"PutBucketAccelerateConfiguration":            "s3:PutAccelerateConfiguration",
+	"GetBucketNotificationConfiguration":          "s3:GetBucketNotification",
+	"PutBucketNotificationConfiguration":          "s3:PutBucketNotification",
+	"GetBucketReplication":                        "s3:GetReplicationConfiguration",
+	"DeleteBucketReplication":                     "s3:PutReplicationConfiguration",
+	"GetBucketAnalyticsConfiguration":             "s3:GetAnalyticsConfiguration",
+	"ListBucketAnalyticsConfigurations":           "s3:GetAnalyticsConfiguration",
+	"DeleteBucketAnalyticsConfiguration":          "s3:PutAnalyticsConfiguration",
+	"GetBucketInventoryConfiguration":             "s3:GetInventoryConfiguration",
+	"ListBucketInventoryConfigurations":           "s3:GetInventoryConfiguration",
+	"DeleteBucketInventoryConfiguration":          "s3:PutInventoryConfiguration",
+	"GetBucketMetricsConfiguration":               "s3:GetMetricsConfiguration",
+	"ListBucketMetricsConfigurations":             "s3:GetMetricsConfiguration",
+	"DeleteBucketMetricsConfiguration":            "s3:PutMetricsConfiguration",
+	"GetBucketIntelligentTieringConfiguration":    "s3:GetIntelligentTieringConfiguration",
+	"ListBucketIntelligentTieringConfigurations":  "s3:GetIntelligentTieringConfiguration",
+	"DeleteBucketIntelligentTieringConfiguration": "s3:PutIntelligentTieringConfiguration",
 }
 
 // policyAction is the IAM action an operation is evaluated as; reads and

@@ -212,6 +212,9 @@ func route(rq *request) (*operation, error) {
 }
 
 func routeBucket(rq *request, m string, q url.Values) (*operation, error) {
+	if op := routeAbsent(m, q); op != nil {
+		return op, nil // configurations Kelp does not have (bucket_absent.go)
+	}
 	switch m {
 	case http.MethodGet:
 		switch {
@@ -245,10 +248,7 @@ func routeBucket(rq *request, m string, q url.Values) (*operation, error) {
 			return &operation{name: "GetPublicAccessBlock", action: ActionList, fn: (*Server).getPublicAccessBlock}, nil
 		case has(q, "policyStatus"):
 			return &operation{name: "GetBucketPolicyStatus", action: ActionList, fn: (*Server).getPolicyStatus}, nil
-		case has(q, "replication"), has(q, "logging"), has(q, "notification"),
-			has(q, "requestPayment"), has(q, "accelerate"), has(q, "analytics"),
-			has(q, "inventory"), has(q, "metrics"), has(q, "intelligent-tiering"),
-			has(q, "session"), has(q, "metadataTable"), has(q, "metadataConfiguration"), has(q, "abac"):
+		case has(q, "session"), has(q, "metadataTable"), has(q, "metadataConfiguration"), has(q, "abac"):
 			return &operation{name: "GetBucketConfiguration", action: ActionList, fn: fail(errNotImplemented)}, nil
 		case q.Get("list-type") == "2":
 			return &operation{name: "ListObjectsV2", action: ActionList, fn: (*Server).listObjectsV2}, nil

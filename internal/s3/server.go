@@ -141,7 +141,7 @@ func New(cfg Config) (*Server, error) {
 	var b [6]byte
 	rand.Read(b[:])
 	s.reqPrefix = hex.EncodeToString(b[:])
-	s.bufs.New = func() any { b := make([]byte, 256<<10); return &b }
+	s.bufs.New = func() any { b := make([]byte, copyBufSize); return &b }
 	s.ln, err = net.Listen("tcp", net.JoinHostPort(cmp.Or(cfg.BindIP, cfg.IP), strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return nil, fmt.Errorf("s3: listen: %w", err)

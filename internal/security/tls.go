@@ -178,7 +178,9 @@ func (t *TLS) Listen(ln net.Listener, m Mode) net.Listener {
 	if t == nil {
 		return ln
 	}
-	return tls.NewListener(ln, t.ServerConfig(m))
+	// The records of one large response write leave in few large writes
+	// (gather.go).
+	return tls.NewListener(gatherListener{ln}, t.ServerConfig(m))
 }
 
 // Dial connects to addr over TCP, then TLS when t is not nil.

@@ -14,7 +14,7 @@ type aheadPiece struct {
 
 // aheadSize holds four whole segments with their tags, so that each
 // decrypter Read opens them in place.
-const aheadSize = 4 * (SegmentSize + TagSize)
+const aheadSize = PieceSize
 
 var aheadBufs = sync.Pool{New: func() any { b := make([]byte, aheadSize); return &b }}
 
@@ -33,6 +33,19 @@ type aheadReader struct {
 	off  int
 	err  error
 	once sync.Once
+}
+
+// ReadAhead returns a reader of src that reads the next piece of at most
+// PieceSize bytes in a goroutine of its own while the caller consumes the
+// previous one. For a reader from NewDecrypter that is larger than a piece
+// and a caller that does not read ahead itself (S3's GET does: it reads
+// straight from the decrypter); it costs a copy of every byte, so a small
+// src is returned as it is.
+func ReadAhead(src io.ReadCloser, size int64) io.ReadCloser {
+	if size <= aheadSize {
+		return src
+	}
+	return newAheadReader(src)
 }
 
 func newAheadReader(src io.ReadCloser) *aheadReader {

@@ -347,7 +347,10 @@ type Opener func(off, n int64) (io.ReadCloser, error)
 
 // NewDecrypter returns a reader of plaintext bytes [off, off+n) of the
 // object described by m, reading only the segments that hold them. The
-// caller has checked the range against PlainSize.
+// caller has checked the range against PlainSize. It reads and decrypts
+// in the caller's goroutine, in place in the caller's buffer when that
+// holds whole segments (see PieceSize); ReadAhead moves the work to a
+// goroutine of its own for a caller that does not read ahead itself.
 func NewDecrypter(m *Meta, dek []byte, off, n int64, open Opener) (io.ReadCloser, error) {
 	g, err := newGCM(dek)
 	if err != nil {
@@ -379,12 +382,16 @@ func NewDecrypter(m *Meta, dek []byte, off, n int64, open Opener) (io.ReadCloser
 	if err != nil {
 		return nil, err
 	}
-	if n > aheadSize {
-		// Enough for a second piece: decrypt it while the first is sent.
-		return newAheadReader(d), nil
-	}
 	return d, nil
 }
+
+// PieceSize is the size of a buffer that a decrypter fills with whole
+// segments opened in place, with no copy: four segments with their tags.
+// A caller that reads in buffers of this size, and is content with a
+// Read that returns less than a full buffer (io.ReadAtLeast with
+// PieceSize-SegmentSize-TagSize or less), gets every whole segment of a
+// read without an intermediate buffer.
+const PieceSize = 4 * (SegmentSize + TagSize)
 
 // cipherEnd is the stored offset where the segment holding plaintext byte
 // at-1 ends.
@@ -421,15 +428,18 @@ type decrypter struct {
 }
 
 func (d *decrypter) Read(p []byte) (int, error) {
-	// While whole segments are wanted and p has room for them, open them
-	// in p, with no copy, as many as fit: the gateway reads in large
-	// buffers and writes each to the client, and fewer, larger writes
-	// cost less.
+	// While whole segments are wanted and p has room for them, read as
+	// many as fit with one read of the body and open them in p, with no
+	// intermediate buffer: the gateway reads in large buffers and writes
+	// each to the client, and fewer, larger reads and writes cost less (a
+	// read of the body is a fetch from a volume server, or a hand-off to
+	// one in process).
 	n := 0
-	for len(d.out) == 0 && d.err == nil && d.skip == 0 && d.left >= int64(d.m.Segment) && len(p)-n >= d.m.Segment+TagSize {
-		var pt []byte
-		pt, d.err = d.next(p[n:])
-		n += len(pt)
+	stride := d.m.Segment + TagSize
+	for len(d.out) == 0 && d.err == nil && d.skip == 0 && d.left >= int64(d.m.Segment) && len(p)-n >= stride {
+		var m int
+		m, d.err = d.openRun(p[n:], (len(p)-n)/stride)
+		n += m
 	}
 	if n > 0 {
 		return n, nil
@@ -444,55 +454,72 @@ func (d *decrypter) Read(p []byte) (int, error) {
 		if d.buf == nil {
 			d.buf = make([]byte, min(int64(d.m.Segment), d.m.maxPart())+TagSize)
 		}
-		d.out, d.err = d.next(d.buf)
+		var m int
+		m, d.err = d.openRun(d.buf, 1)
+		d.out = d.buf[:m]
 	}
 	n = copy(p, d.out)
 	d.out = d.out[n:]
 	return n, nil
 }
 
-// next reads the current segment into buf (at least Segment+TagSize
-// bytes), opens it there and moves to the next one; it returns the
-// plaintext wanted from it.
-func (d *decrypter) next(buf []byte) ([]byte, error) {
+// openRun reads up to max consecutive segments of the current part into
+// buf (room for max whole segments with their tags) with one read, opens
+// them there and packs the plaintext wanted from them at buf's start; it
+// returns that plaintext's length. Segments after the first are taken only
+// when the range wants them whole, so that a run never reads past it.
+func (d *decrypter) openRun(buf []byte, max int) (int, error) {
 	for d.pi < len(d.m.Parts) && int64(d.si) >= segments(d.m.Parts[d.pi].Size, d.m.Segment) {
 		d.pi, d.si = d.pi+1, 0
 	}
 	if d.pi >= len(d.m.Parts) {
-		return nil, io.ErrUnexpectedEOF
+		return 0, io.ErrUnexpectedEOF
 	}
 	part := d.m.Parts[d.pi]
-	nseg := segments(part.Size, d.m.Segment)
-	plen := int64(d.m.Segment)
-	final := int64(d.si) == nseg-1
-	if final {
-		plen = part.Size - (nseg-1)*int64(d.m.Segment)
+	if len(part.Nonce) != nonceSize {
+		return 0, ErrAuth
 	}
-	ct := buf[:plen+TagSize]
-	if _, err := io.ReadFull(d.body, ct); err != nil {
+	seg := int64(d.m.Segment)
+	nseg := segments(part.Size, d.m.Segment)
+	k := min(int64(max), nseg-int64(d.si), max1(d.left/seg))
+	// The run's stored bytes: k whole segments, the part's last one
+	// possibly shorter.
+	last := int64(d.si) + k - 1
+	ctLen := k * (seg + TagSize)
+	if last == nseg-1 {
+		ctLen -= nseg*seg - part.Size
+	}
+	if _, err := io.ReadFull(d.body, buf[:ctLen]); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, err
+		return 0, err
 	}
-	if len(part.Nonce) != nonceSize {
-		return nil, ErrAuth
+	out := 0
+	for at := int64(0); at < ctLen; {
+		final := int64(d.si) == nseg-1
+		ct := buf[at:min(at+seg+TagSize, ctLen)]
+		at += int64(len(ct))
+		d.nonce = segNonce(d.nonce, part.Nonce, d.si)
+		d.aad = segAAD(d.aad, part.Number, d.si, final)
+		pt, err := d.g.Open(ct[:0], d.nonce, ct, d.aad)
+		if err != nil {
+			return out, fmt.Errorf("sse: part %d segment %d: %w", part.Number, d.si, ErrAuth)
+		}
+		d.si++
+		pt = pt[d.skip:]
+		d.skip = 0
+		if int64(len(pt)) > d.left {
+			pt = pt[:d.left]
+		}
+		d.left -= int64(len(pt))
+		out += copy(buf[out:], pt) // packs: a no-op for the first segment
 	}
-	d.nonce = segNonce(d.nonce, part.Nonce, d.si)
-	d.aad = segAAD(d.aad, part.Number, d.si, final)
-	pt, err := d.g.Open(ct[:0], d.nonce, ct, d.aad)
-	if err != nil {
-		return nil, fmt.Errorf("sse: part %d segment %d: %w", part.Number, d.si, ErrAuth)
-	}
-	d.si++
-	pt = pt[d.skip:]
-	d.skip = 0
-	if int64(len(pt)) > d.left {
-		pt = pt[:d.left]
-	}
-	d.left -= int64(len(pt))
-	return pt, nil
+	return out, nil
 }
+
+// max1 is n, or 1 when n is smaller: a run always opens one segment.
+func max1(n int64) int64 { return max(n, 1) }
 
 func (d *decrypter) Close() error {
 	if d.body == nil {

@@ -285,3 +285,59 @@ func TestReadSizes(t *testing.T) {
 		}
 	}
 }
+
+// countingReader counts the reads of a stored body.
+type countingReader struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) { c.reads++; return c.r.Read(p) }
+func (c *countingReader) Close() error               { return nil }
+
+// TestRunsOfSegmentsReadOnce checks that a buffer with room for several
+// whole segments gets them with one read of the stored body (a fetch, or
+// a hand-off to a volume server in process), over parts of every shape
+// and with buffers of every size around a segment's multiples.
+func TestRunsOfSegmentsReadOnce(t *testing.T) {
+	const seg = 64
+	dek := NewKey()
+	parts := [][]byte{randomBytes(8 * seg), randomBytes(3*seg + 5), randomBytes(seg), randomBytes(7)}
+	plain := bytes.Join(parts, nil)
+	stored, m := encryptParts(t, dek, seg, parts...)
+	for size := 1; size <= 5*(seg+TagSize)+3; size++ {
+		for _, off := range []int64{0, 3, seg, 8*seg + 1} {
+			var body *countingReader
+			d, err := NewDecrypter(m, dek, off, int64(len(plain))-off, func(o, n int64) (io.ReadCloser, error) {
+				body = &countingReader{r: bytes.NewReader(stored[o : o+n])}
+				return body, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []byte
+			buf := make([]byte, size)
+			for {
+				n, err := d.Read(buf)
+				got = append(got, buf[:n]...)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatalf("buffer %d, offset %d: %v", size, off, err)
+				}
+			}
+			if !bytes.Equal(got, plain[off:]) {
+				t.Fatalf("buffer %d, offset %d: plaintext differs", size, off)
+			}
+			if size == 4*(seg+TagSize) && off == 0 {
+				// 8 + 4 + 1 + 1 segments: 2 runs in part 1, one each in
+				// parts 2, 3 (in the same Read as part 2's) and 4 (short:
+				// opened aside).
+				if body.reads != 5 {
+					t.Fatalf("%d reads of the stored body, want 5", body.reads)
+				}
+			}
+		}
+	}
+}
