@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
@@ -87,7 +88,23 @@ func startDriver(t *testing.T, cfg Config) (string, *Driver) {
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx, l) }()
 	t.Cleanup(func() { cancel(); <-done; d.Close() })
+	waitServing(t, sock)
 	return sock, d
+}
+
+// waitServing returns once the driver at sock answers a Probe. The socket
+// accepts connections before Run serves them; csi-sanity's own connect
+// waits for a gRPC connection state it can miss, and once failed a whole
+// spec after a minute (CI, under load), so the suite starts only when the
+// driver answers.
+func waitServing(t *testing.T, sock string) {
+	t.Helper()
+	conn := dial(t, sock)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := csipb.NewIdentityClient(conn).Probe(ctx, &csipb.ProbeRequest{}, grpc.WaitForReady(true)); err != nil {
+		t.Fatalf("the driver at %s does not answer: %v", sock, err)
+	}
 }
 
 // TestSanity runs the upstream csi-sanity suite against the driver, with

@@ -23,7 +23,8 @@
 //	"s"                          -> 8-byte big-endian last event sequence (store.NextSeq)
 //	"e" + seq (8 bytes BE)       -> event
 //	"t"                          -> 8-byte BE highest event sequence deleted by retention (retention.go)
-//	"g" + fid                    -> GC record: 1 flag byte (bit 0: manifest) + 8-byte BE unix ns
+//	"G" + unix ns (8 bytes BE) + fid -> GC record: 1 flag byte (bit 0: manifest) + a sealed manifest's key
+//	"g" + fid                    -> GC record of older filers: flags + 8-byte BE unix ns + key (drained, never written)
 //
 // The children of directory D are the keys with prefix "d"+D+0x00, in name
 // order (names hold no 0x00); D's deeper descendants are the keys with
@@ -60,9 +61,10 @@
 // # Garbage collection
 //
 // Chunks that no entry references any more (replaced, shadowed by an
-// overwrite, deleted) are queued under "g" in the transaction that drops
-// them, so a crash cannot leak them; a background worker deletes the blobs
-// and then the records. A manifest is expanded first: its chunks are queued,
+// overwrite, deleted) are queued under "G", by the time they were dropped,
+// in the transaction that drops them, so a crash cannot leak them; a
+// background worker deletes the blobs and then the records once
+// Config.GCDelay has passed, so that reads that opened the old entry finish. A manifest is expanded first: its chunks are queued,
 // then its own blob deleted. Several filers may drain one queue; a second
 // delete of a blob finds it missing, which counts as done. Chunks uploaded
 // for a write whose transaction failed are queued too; only a crash between

@@ -149,7 +149,7 @@ func newStalledFiler(t *testing.T) (*Filer, *updateCounter, *pebbletest.StallFS,
 		t.Fatal(err)
 	}
 	st := &updateCounter{Store: pst}
-	f, err := New(Config{Store: st, Blobs: chunktest.New(), GCInterval: time.Hour})
+	f, err := New(Config{Store: st, Blobs: chunktest.New(), GCInterval: time.Hour, GCDelay: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func reopenFiler(t *testing.T, fsys vfs.FS) *Filer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := New(Config{Store: st, Blobs: chunktest.New(), GCInterval: time.Hour})
+	f, err := New(Config{Store: st, Blobs: chunktest.New(), GCInterval: time.Hour, GCDelay: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

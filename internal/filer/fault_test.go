@@ -48,7 +48,7 @@ func TestStoreFailureLeavesNoHalfRenamedTree(t *testing.T) {
 	}
 	before := snapshot(t, e.st)
 	fs := &faultStore{Store: e.st}
-	f, err := New(Config{Store: fs, Blobs: e.blobs, GCInterval: 1 << 62})
+	f, err := New(Config{Store: fs, Blobs: e.blobs, GCInterval: 1 << 62, GCDelay: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

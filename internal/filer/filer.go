@@ -34,6 +34,11 @@ type Config struct {
 	// GCInterval is how often the garbage worker looks at the queue when
 	// nothing woke it; 0 means 10s.
 	GCInterval time.Duration
+	// GCDelay is how long the chunks of a replaced or deleted file stay
+	// on the volume servers: a read that opened the old entry (an S3 GET
+	// streaming a large object while it is overwritten) finishes with the
+	// bytes it started on. 0 means one minute; negative means none.
+	GCDelay time.Duration
 	// EventRetention is how long events stay in the metadata log; older
 	// ones are deleted in the background. 0 keeps them forever.
 	EventRetention time.Duration
@@ -83,6 +88,12 @@ func New(cfg Config) (*Filer, error) {
 	}
 	if cfg.GCInterval <= 0 {
 		cfg.GCInterval = 10 * time.Second
+	}
+	switch {
+	case cfg.GCDelay == 0:
+		cfg.GCDelay = time.Minute
+	case cfg.GCDelay < 0:
+		cfg.GCDelay = 0
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

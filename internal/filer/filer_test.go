@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/md5"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/kelpfs/kelp/internal/chunk"
 	"github.com/kelpfs/kelp/internal/filer/store"
@@ -570,4 +572,84 @@ func FuzzDecodeEntry(f *testing.F) {
 		}
 		_, _ = decodeEvent(1, b)
 	})
+}
+
+// TestReplacedChunksOutliveOpenReads: a reader that opened a file just
+// before it was overwritten reads the old bytes to the end, although the
+// garbage collector runs in between; the old chunks go once GCDelay is over.
+func TestReplacedChunksOutliveOpenReads(t *testing.T) {
+	var skew atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	e := newEnv(t, Config{ChunkSize: 4, GCDelay: time.Minute, Now: now})
+	ctx := context.Background()
+	old := []byte("0123456789abcdef")
+	e.write(t, "/f", old)
+	ent, err := e.f.FindEntry(ctx, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.f.Open(ctx, ent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	head := make([]byte, 4)
+	if _, err := io.ReadFull(r, head); err != nil {
+		t.Fatal(err)
+	}
+	e.write(t, "/f", []byte("the new content, longer"))
+	if n, err := e.f.CollectGarbage(ctx); err != nil || n != 0 {
+		t.Fatalf("collected %d (%v) inside the grace period", n, err)
+	}
+	rest, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("old reader after the overwrite: %v", err)
+	}
+	if got := append(head, rest...); !bytes.Equal(got, old) {
+		t.Fatalf("old reader got %q", got)
+	}
+	skew.Store(int64(time.Minute + time.Second))
+	if n, err := e.f.CollectGarbage(ctx); err != nil || n != 4 {
+		t.Fatalf("collected %d (%v) after the grace period, want the 4 old chunks", n, err)
+	}
+	e.checkNoLeak(t)
+}
+
+// TestFailedWriteChunksAreDueAtOnce: chunks of a write that never
+// committed were given to no reader; they do not wait for GCDelay.
+func TestFailedWriteChunksAreDueAtOnce(t *testing.T) {
+	e := newEnv(t, Config{ChunkSize: 4, GCDelay: time.Hour})
+	e.blobs.FailPut = func(n int64) error {
+		if n == 3 {
+			return errors.New("boom")
+		}
+		return nil
+	}
+	if _, err := e.f.WriteFile(context.Background(), "/x", strings.NewReader("0123456789abcdef"), WriteOptions{}); err == nil {
+		t.Fatal("write succeeded")
+	}
+	e.checkNoLeak(t)
+	if len(e.blobs.Live()) != 0 {
+		t.Fatalf("live %v", e.blobs.Live())
+	}
+}
+
+// TestLegacyGCRecordsAreDrained: records of the queue as filers before
+// GCDelay wrote it ("g" + fid, flags and time in the value) are still
+// collected.
+func TestLegacyGCRecordsAreDrained(t *testing.T) {
+	e := newEnv(t, Config{GCDelay: time.Hour})
+	ctx := context.Background()
+	fid, err := e.blobs.Put(ctx, []byte("left by an older filer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := binary.BigEndian.AppendUint64([]byte{0}, uint64(time.Now().UnixNano()))
+	if err := e.st.Update(ctx, func(tx store.Tx) error { return tx.Put(append([]byte{'g'}, fid...), rec) }); err != nil {
+		t.Fatal(err)
+	}
+	e.checkNoLeak(t)
+	if e.blobs.Has(fid) {
+		t.Fatal("the legacy record's blob is still there")
+	}
 }

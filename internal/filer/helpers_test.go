@@ -37,6 +37,9 @@ func newEnv(t testing.TB, cfg Config) *env {
 	if cfg.GCInterval == 0 {
 		cfg.GCInterval = 1 << 62 // tests drain explicitly
 	}
+	if cfg.GCDelay == 0 {
+		cfg.GCDelay = -1 // and at once
+	}
 	f, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +61,9 @@ func (e *env) restart(t testing.TB, cfg Config) {
 	cfg.Store, cfg.Blobs = e.st, e.blobs
 	if cfg.GCInterval == 0 {
 		cfg.GCInterval = 1 << 62
+	}
+	if cfg.GCDelay == 0 {
+		cfg.GCDelay = -1
 	}
 	f, err := New(cfg)
 	if err != nil {

@@ -79,7 +79,10 @@ func IsAncestor(a, p string) bool {
 const (
 	prefixEntry = 'd'
 	prefixEvent = 'e'
-	prefixGC    = 'g'
+	// prefixGCLegacy is the garbage queue of filers before GCDelay, keyed
+	// by fid alone; it is drained, never written.
+	prefixGCLegacy = 'g'
+	prefixGCQueue  = 'G'
 )
 
 var seqKey = []byte{'s'}

@@ -56,7 +56,7 @@ func startOn(t testing.TB, c *testcluster.Cluster, cfg Config) *Server {
 func TestClusterFilesAndGarbageCollection(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{Volumes: []testcluster.VolumeSpec{{}, {}}})
 	const cs = 64 << 10
-	s := startOn(t, c, Config{ChunkSize: cs})
+	s := startOn(t, c, Config{ChunkSize: cs, GCDelay: -1})
 	base := "http://" + s.Addr()
 	sizes := []int{0, 1, cs - 1, cs, cs + 1, 5*cs + 77}
 	datas := map[int][]byte{}

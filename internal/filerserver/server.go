@@ -55,6 +55,9 @@ type Config struct {
 	Replication string
 	// EventRetention is how long metadata events are kept (0: forever).
 	EventRetention time.Duration
+	// GCDelay is how long replaced chunks stay readable (filer.Config;
+	// 0 means one minute, negative none).
+	GCDelay time.Duration
 	// EncryptData seals every chunk under a key of its own (filer.Config);
 	// GetConfiguration tells the gateways that store chunks themselves.
 	EncryptData bool
@@ -149,7 +152,7 @@ func New(cfg Config) (*Server, error) {
 	if sm != nil { // one filer per registry is measured; a second keeps its store as is
 		s.st = newTimedStore(s.st, cmp.Or(s.cfg.Store, StoreEmbedded), sm)
 	}
-	f, err := filer.New(filer.Config{Store: s.st, Blobs: blobs, ChunkSize: cfg.ChunkSize, EventRetention: cfg.EventRetention, EncryptData: cfg.EncryptData, Logger: s.log})
+	f, err := filer.New(filer.Config{Store: s.st, Blobs: blobs, ChunkSize: cfg.ChunkSize, EventRetention: cfg.EventRetention, GCDelay: cfg.GCDelay, EncryptData: cfg.EncryptData, Logger: s.log})
 	if err != nil {
 		s.closeStore()
 		return nil, fmt.Errorf("filerserver: %w", err)

@@ -351,7 +351,10 @@ func TestECDeleteWithHolderDown(t *testing.T) {
 	if gone.Volume == 0 {
 		t.Fatal("the victim holds no shard")
 	}
-	victim.Kill()
+	// Killed, not stopped: a stopped server ends its heartbeat stream and
+	// is dropped at once; a killed one stays listed (marked unreachable)
+	// until the dead timeout.
+	victim.Crash()
 	locs, err := cl.Lookup(ctx, gone.Volume)
 	if err != nil {
 		t.Fatal(err)

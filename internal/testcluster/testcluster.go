@@ -71,6 +71,10 @@ type Options struct {
 	// RaftNetwork, when set, carries the masters' Raft traffic, so a test
 	// can partition them (PartitionMaster); plain TCP, not under TLS.
 	RaftNetwork *netcut.Network
+	// PeerNetwork, when set, carries the traffic between volume servers
+	// (forwarded writes, catch-up), so a test can cut one off from the
+	// others (PartitionVolume) while clients and masters still reach it.
+	PeerNetwork *netcut.Network
 	Logger      *slog.Logger
 	// Signer turns signed file ids on (masters and volume servers);
 	// ReadSigner signed reads (volume servers).
@@ -400,6 +404,19 @@ func (c *Cluster) StartRack(dataCenter, rack string) {
 	c.WaitForVolumeServers(c.runningVolumes())
 }
 
+// CrashDataCenter crashes every volume server of a data center at once (see
+// Node.Crash) and returns them.
+func (c *Cluster) CrashDataCenter(dataCenter string) []*Node {
+	nodes := c.VolumesIn(dataCenter, "")
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); n.Crash() }()
+	}
+	wg.Wait()
+	return nodes
+}
+
 // StopDataCenter stops every volume server of a data center.
 func (c *Cluster) StopDataCenter(dataCenter string) []*Node { return c.StopRack(dataCenter, "") }
 
@@ -445,6 +462,16 @@ func (c *Cluster) volumeNode(i int, spec VolumeSpec) *Node {
 		})
 	}
 	n := &Node{DataCenter: spec.DataCenter, Rack: spec.Rack}
+	if pn := c.opts.PeerNetwork; pn != nil {
+		dial := pn.Dialer(volumeID(i))
+		cfg.PeerDial = func(ctx context.Context, _, addr string) (net.Conn, error) {
+			timeout := 2 * time.Second
+			if d, ok := ctx.Deadline(); ok {
+				timeout = min(timeout, time.Until(d))
+			}
+			return dial(addr, timeout)
+		}
+	}
 	n.start = func() (runner, error) {
 		v, err := volumeserver.New(cfg)
 		if err != nil {
@@ -453,11 +480,33 @@ func (c *Cluster) volumeNode(i int, spec VolumeSpec) *Node {
 		if cfg.Port == 0 { // first start: keep the ports the kernel gave
 			cfg.Port, cfg.GRPCPort = port(v.URL()), port(v.GRPCAddr())
 			n.Addr = v.URL()
+			if pn := c.opts.PeerNetwork; pn != nil {
+				pn.Add(volumeID(i), n.Addr)
+			}
 		}
 		return v, nil
 	}
 	return n
 }
+
+// volumeID names volume server i on the PeerNetwork.
+func volumeID(i int) string { return fmt.Sprintf("volume%d", i) }
+
+// PartitionVolume cuts volume server n off from the other volume servers
+// (Options.PeerNetwork): its forwards and catch-ups, and theirs to it, fail;
+// masters and clients still reach it. HealVolumes restores the links.
+func (c *Cluster) PartitionVolume(n *Node) {
+	for i, v := range c.Volume {
+		if v == n {
+			c.opts.PeerNetwork.Isolate(volumeID(i))
+			return
+		}
+	}
+	c.t.Fatalf("testcluster: %s is not a volume server of this cluster", n.Addr)
+}
+
+// HealVolumes restores every link between volume servers.
+func (c *Cluster) HealVolumes() { c.opts.PeerNetwork.Heal() }
 
 func port(hostport string) int {
 	_, p, _ := net.SplitHostPort(hostport)
@@ -515,14 +564,27 @@ func (n *Node) Stop() {
 
 // Kill stops a master as a crash would: raft stops leading at once without
 // a word to the peers, and its connections are cut with no request
-// finished (master.Server.Crash). Other nodes stop as with Stop.
+// finished (master.Server.Crash). Other nodes stop as with Stop; Crash
+// kills any node.
 func (n *Node) Kill() {
+	n.stop(func(srv runner) bool { _, ok := srv.(*master.Server); return ok })
+}
+
+// Crash stops any node as kill -9 would: a master as with Kill, a volume
+// server with every connection cut and its heartbeat stream broken rather
+// than closed (volumeserver.Server.Crash), so that the master learns of it
+// only as it would of a killed process.
+func (n *Node) Crash() {
+	n.stop(func(runner) bool { return true })
+}
+
+func (n *Node) stop(crash func(runner) bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.srv == nil {
 		return
 	}
-	if m, ok := n.srv.(interface{ Crash() }); ok {
+	if m, ok := n.srv.(interface{ Crash() }); ok && crash(n.srv) {
 		m.Crash()
 	}
 	n.cancel()

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -195,5 +196,28 @@ func TestStaleCatchUpMakesNoCopyGood(t *testing.T) {
 	}
 	if !topo.CaughtUpSince(1, b.URL, topo.Deficits()[0].Epoch, 0, nil, now) || len(topo.Deficits()) != 0 {
 		t.Fatalf("a current pass with nothing to copy: %+v", topo.Deficits())
+	}
+}
+
+// TestBehindCopyCannotAcknowledgeShortWrites: once a write reached only a,
+// a short write that reached only b (the other side of a partition between
+// the copies) is refused: acknowledged, it would be a write a lacks, and a
+// catch-up from a would never copy it. A write that reached a too is fine.
+func TestBehindCopyCannotAcknowledgeShortWrites(t *testing.T) {
+	topo, _, _, a, b := twoCopies()
+	now := time.Unix(1_700_000_000, 0)
+	topo.UpdateNode(a, now)
+	topo.UpdateNode(b, now)
+	if err := topo.ReportDegradedWrite(1, []string{a.URL}, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := topo.ReportDegradedWrite(1, []string{b.URL}, now); !errors.Is(err, ErrBehindCopy) {
+		t.Fatalf("a short write on the behind copy: %v, want ErrBehindCopy", err)
+	}
+	if ds := topo.Deficits(); len(ds) != 1 || !slices.Equal(ds[0].Good, []string{a.URL}) {
+		t.Fatalf("the refused report changed the good copies: %+v", ds)
+	}
+	if err := topo.ReportDegradedWrite(1, []string{a.URL, b.URL}, now); err != nil {
+		t.Fatalf("a write on both copies reported: %v", err)
 	}
 }

@@ -105,22 +105,9 @@ func (t *Topology) PickForAssign(k LayoutKey, dataCenter string) (Assignment, er
 	for i := 0; i < n; i++ {
 		vid := l.writable[(start+i)%n]
 		e := t.volumes[vid]
-		first := 0
-		if dataCenter != "" {
-			first = slices.IndexFunc(e.copies, func(c volumeCopy) bool { return c.node.info.DataCenter == dataCenter })
-			if first < 0 {
-				continue
-			}
-		} else if len(e.copies) > 1 {
-			// Spread the writes of a replicated volume over its copies.
-			first = t.intn(len(e.copies))
-		}
-		if d := t.deficits[vid]; d != nil {
-			// Under-replicated: the client writes to a good, reachable copy.
-			first = t.pickGood(e, d, dataCenter)
-			if first < 0 {
-				continue
-			}
+		first := t.pickFirst(vid, e, dataCenter)
+		if first < 0 {
+			continue
 		}
 		locs := make([]Location, 0, len(e.copies))
 		locs = append(locs, e.copies[first].node.location())
@@ -142,4 +129,43 @@ func (t *Topology) WritableCount(k LayoutKey) int {
 		return len(l.writable)
 	}
 	return 0
+}
+
+// pickFirst returns the index of the copy of volume vid the client of an
+// assign writes to (in dataCenter when given), or -1 when none may take it.
+// It is a random one, to spread the writes of a replicated volume over its
+// copies, among those that may: reachable (a node marked unreachable or
+// whose heartbeat stream broke is never named, whatever the policy) and, for
+// an under-replicated volume, holding every acknowledged write. Among those
+// it prefers the fresh ones (see fresh): a copy whose server fell silent is
+// not handed out while another would do, so that a degraded write goes to a
+// live copy even before the master has given the silent one up.
+func (t *Topology) pickFirst(vid uint32, e *volumeEntry, dataCenter string) int {
+	d := t.deficits[vid]
+	var ok, fresh []int
+	for i, c := range e.copies {
+		if (dataCenter != "" && c.node.info.DataCenter != dataCenter) || !t.reachableLocked(c.node.info.URL) ||
+			(d != nil && !slices.Contains(d.good, c.node.info.URL)) {
+			continue
+		}
+		ok = append(ok, i)
+		if t.fresh(c.node) {
+			fresh = append(fresh, i)
+		}
+	}
+	if len(fresh) > 0 {
+		ok = fresh
+	}
+	if len(ok) == 0 {
+		return -1
+	}
+	return ok[t.intn(len(ok))]
+}
+
+// fresh reports whether n was heard from within StaleAfter of the latest
+// heartbeat from any node. Measured against the newest heartbeat rather than
+// a clock, it stays pure, and a master that heard from nobody for a while
+// (paused, just elected) finds every node equally fresh.
+func (t *Topology) fresh(n *node) bool {
+	return t.staleAfter <= 0 || !n.lastSeen.Before(t.newestSeen.Add(-t.staleAfter))
 }

@@ -22,6 +22,10 @@ var (
 	ErrVolumeNotFound = errors.New("topology: volume not found")
 	// ErrUnknownNode: the node has not sent a heartbeat (or was dropped).
 	ErrUnknownNode = errors.New("topology: unknown node")
+	// ErrBehindCopy: a write short of copies reached only copies of an
+	// under-replicated volume that are not known to hold every
+	// acknowledged write; it must not be acknowledged (ReportDegradedWrite).
+	ErrBehindCopy = errors.New("topology: the write reached only copies that miss acknowledged writes")
 )
 
 // Names used when a volume server does not say where it is.
@@ -91,6 +95,9 @@ type Location struct {
 	GRPCPort   int    `json:"grpcPort,omitempty"`
 	// EcShards, for an erasure-coded volume: bit i set, shard i is here.
 	EcShards uint32 `json:"ecShards,omitempty"`
+	// Unreachable (set by Lookup only): the copy's server is marked
+	// unreachable (SetReachable, HeartbeatLost).
+	Unreachable bool `json:"unreachable,omitempty"`
 }
 
 // LayoutKey names a volume layout.
@@ -114,13 +121,19 @@ type Options struct {
 	// reported write failure (see ReportFailure); 0 means
 	// DefaultFailureCooldown.
 	FailureCooldown time.Duration
+	// StaleAfter: a copy on a node last heard from more than StaleAfter
+	// before the newest heartbeat from any node is not the one an assign
+	// names for the client to write to while a fresher copy would do (see
+	// pickFirst). 0: no preference. The master uses twice its pulse.
+	StaleAfter time.Duration
 }
 
 // Topology is the cluster model. It is safe for concurrent use; reads (assign,
 // lookup) take a shared lock and never wait on I/O.
 type Topology struct {
-	intn     func(int) int
-	cooldown time.Duration
+	intn       func(int) int
+	cooldown   time.Duration
+	staleAfter time.Duration
 
 	mu        sync.RWMutex
 	sizeLimit uint64
@@ -139,6 +152,8 @@ type Topology struct {
 	// lost are nodes dropped from the topology, until they return: what a
 	// refusal names as missing.
 	lost map[string]lostNode
+	// newestSeen is the latest time any node was heard from (see fresh).
+	newestSeen time.Time
 }
 
 type node struct {
@@ -205,6 +220,7 @@ func New(opts Options) *Topology {
 	return &Topology{
 		intn:        opts.Intn,
 		cooldown:    opts.FailureCooldown,
+		staleAfter:  opts.StaleAfter,
 		failures:    map[uint32]failure{},
 		unreachable: map[string]unreachableMark{},
 		deficits:    map[uint32]*deficit{},
@@ -262,6 +278,14 @@ func (t *Topology) UpdateNode(info NodeInfo, now time.Time) (maxVolumeID uint32)
 	}
 	t.nodes[info.URL] = n
 	delete(t.lost, info.URL)
+	if now.After(t.newestSeen) {
+		t.newestSeen = now
+	}
+	if m, ok := t.unreachable[info.URL]; ok && m.streamLost {
+		// Heard from again: the broken stream is over (HeartbeatLost).
+		// The volumes it touches are the node's, refreshed below.
+		delete(t.unreachable, info.URL)
+	}
 	var vids []uint32
 	for di := range n.info.Disks {
 		for _, v := range n.info.Disks[di].Volumes {
@@ -460,9 +484,9 @@ func (t *Topology) detachKeep(n *node, affected map[LayoutKey]bool, keepEmpty bo
 }
 
 // Lookup returns the locations of a volume's copies, sorted by URL, except
-// that copies on nodes marked unreachable, and copies still catching up
-// after a degraded write, come last: a reader tries them only when the
-// others fail.
+// that copies on nodes marked unreachable (Location.Unreachable), and copies
+// still catching up after a degraded write, come last: a reader tries them
+// only when the others fail.
 func (t *Topology) Lookup(volumeID uint32) ([]Location, error) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -477,10 +501,12 @@ func (t *Topology) Lookup(volumeID uint32) ([]Location, error) {
 	var last []Location
 	for _, c := range e.copies {
 		// Copies still catching up (see WritePolicy) come last too.
-		if t.reachableLocked(c.node.info.URL) && t.goodCopy(volumeID, c) {
-			locs = append(locs, c.node.location())
+		loc := c.node.location()
+		loc.Unreachable = !t.reachableLocked(c.node.info.URL)
+		if !loc.Unreachable && t.goodCopy(volumeID, c) {
+			locs = append(locs, loc)
 		} else {
-			last = append(last, c.node.location())
+			last = append(last, loc)
 		}
 	}
 	return append(locs, last...), nil

@@ -3,8 +3,10 @@ package topology
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/kelpfs/kelp/internal/replication"
 )
@@ -40,19 +42,42 @@ func (t *Topology) PlanGrowth(code replication.Code, count int, opts PlanOptions
 	var unreachable []string
 	for _, n := range t.nodes {
 		if !t.reachableLocked(n.info.URL) {
-			unreachable = append(unreachable, n.info.URL)
+			unreachable = append(unreachable, t.describeUnreachable(n))
 			continue
 		}
 		cands = append(cands, candidate{loc: n.location(), free: n.freeSlots()})
 	}
+	lost := t.recentlyLostLocked(maxLostNamed)
 	t.mu.RUnlock()
 	plans, err := planGrowth(cands, code, count, opts)
 	if err != nil && len(unreachable) > 0 {
 		slices.Sort(unreachable)
-		err = fmt.Errorf("%w (not counted: %d volume servers that send heartbeats but cannot be reached: %s)",
-			err, len(unreachable), strings.Join(unreachable, ", "))
+		err = fmt.Errorf("%w (not counted: %d volume servers that cannot be reached or whose heartbeat stream broke: %s)",
+			err, len(unreachable), strings.Join(unreachable, "; "))
+	}
+	if err != nil && len(lost) > 0 {
+		err = fmt.Errorf("%w (lost, latest first: %s)", err, strings.Join(lost, "; "))
 	}
 	return plans, err
+}
+
+// maxLostNamed bounds how many lost servers a refusal names.
+const maxLostNamed = 8
+
+// recentlyLostLocked describes up to n of the servers dropped from the
+// topology that have not returned, the latest first: what a placement that
+// fails may be missing. The caller holds mu.
+func (t *Topology) recentlyLostLocked(n int) []string {
+	urls := slices.Collect(maps.Keys(t.lost))
+	slices.SortFunc(urls, func(a, b string) int {
+		return cmp.Or(t.lost[b].at.Compare(t.lost[a].at), cmp.Compare(a, b))
+	})
+	var out []string
+	for _, u := range urls[:min(n, len(urls))] {
+		l := t.lost[u]
+		out = append(out, fmt.Sprintf("%s (data center %s) at %s: %s", u, l.dc, l.at.UTC().Format(time.RFC3339), l.cause))
+	}
+	return out
 }
 
 // DisksWithRoom counts the disks that can take a new volume, in data center

@@ -398,22 +398,6 @@ func (t *Topology) writableDegraded(e *volumeEntry, p WritePolicy) bool {
 	return good >= p.minCopies(want)
 }
 
-// pickGood returns the index of a good, reachable copy of e to write to
-// (in dataCenter when given), or -1.
-func (t *Topology) pickGood(e *volumeEntry, d *deficit, dataCenter string) int {
-	var idx []int
-	for i, c := range e.copies {
-		if slices.Contains(d.good, c.node.info.URL) && t.reachableLocked(c.node.info.URL) &&
-			(dataCenter == "" || c.node.info.DataCenter == dataCenter) {
-			idx = append(idx, i)
-		}
-	}
-	if len(idx) == 0 {
-		return -1
-	}
-	return idx[t.intn(len(idx))]
-}
-
 // VolumeMinCopies is the copies a write to the volume needs before it is
 // acknowledged: 0 under the strict policy (every copy), else the degraded
 // policy's MinCopies, at most the copies its code asks for.
@@ -474,7 +458,7 @@ func (t *Topology) ExplainUnwritable(k LayoutKey) string {
 		}
 		for _, c := range e.copies {
 			if !t.reachableLocked(c.node.info.URL) {
-				missing[c.node.info.URL] = fmt.Sprintf("%s (data center %s) unreachable", c.node.info.URL, c.node.info.DataCenter)
+				missing[c.node.info.URL] = t.describeUnreachable(c.node)
 				dcs[c.node.info.DataCenter] = true
 			}
 		}
@@ -518,6 +502,15 @@ func (t *Topology) ReportDegradedWrite(volumeID uint32, written []string, now ti
 	}
 	if !t.policyLocked(e.key.Collection).Degraded {
 		return nil
+	}
+	// Once a volume is short, only its good copies may acknowledge short
+	// writes. Between a first short write and its record, the other side
+	// of a partition between the copies may take short writes too: had
+	// both been acknowledged, each side would hold writes the other lacks,
+	// and a catch-up from the good side would never copy the other's.
+	if d := t.deficits[volumeID]; d != nil && !slices.ContainsFunc(written, func(u string) bool { return slices.Contains(d.good, u) }) {
+		return fmt.Errorf("%w: volume %d, written to %s, good copies %s", ErrBehindCopy, volumeID,
+			strings.Join(written, ", "), strings.Join(d.good, ", "))
 	}
 	missed := func(c volumeCopy) bool { return !slices.Contains(written, c.node.info.URL) }
 	if t.deficits[volumeID] != nil || slices.ContainsFunc(e.copies, missed) || len(e.copies) < e.key.Replication.Copies() {

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"fmt"
 	"slices"
 	"time"
 )
@@ -14,6 +15,11 @@ import (
 type unreachableMark struct {
 	since time.Time
 	cause string
+	// streamLost: set by HeartbeatLost, not by a probe. Only a heartbeat
+	// from the node ends it (UpdateNode), never a probe that succeeds: a
+	// probe that started before the node died may answer after its stream
+	// broke, and the node's process is what must prove itself alive.
+	streamLost bool
 }
 
 // SetReachable records the outcome of the caller's reachability probe of the
@@ -29,10 +35,14 @@ func (t *Topology) SetReachable(url string, reachable bool, cause string, now ti
 	if n == nil {
 		return false
 	}
-	_, was := t.unreachable[url]
+	m, was := t.unreachable[url]
+	if m.streamLost {
+		// The node's heartbeat stream broke: its next heartbeat, not a
+		// probe, says it is back (see unreachableMark).
+		return false
+	}
 	if reachable == !was {
 		if !reachable {
-			m := t.unreachable[url]
 			m.cause = cause // the latest reason is the useful one
 			t.unreachable[url] = m
 		}
@@ -43,6 +53,52 @@ func (t *Topology) SetReachable(url string, reachable bool, cause string, now ti
 	} else {
 		t.unreachable[url] = unreachableMark{since: now, cause: cause}
 	}
+	t.refreshNodeLayouts(n)
+	return true
+}
+
+// HeartbeatLost records that the heartbeat stream of the node at url broke
+// (not a clean end) at now. A killed process's connections are closed by its
+// kernel, so the master sees its stream break at once, long before the dead
+// timeout: from now on the node counts as unreachable (its copies as missing,
+// no assign names it, placement skips it) until it is heard from again
+// (UpdateNode), or dropped by ExpireNodes. It reports whether the node's
+// state changed; unknown nodes are ignored.
+func (t *Topology) HeartbeatLost(url, cause string, now time.Time) (changed bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := t.nodes[url]
+	if n == nil {
+		return false
+	}
+	m, was := t.unreachable[url]
+	if was && m.streamLost {
+		return false
+	}
+	t.unreachable[url] = unreachableMark{since: now, cause: cause, streamLost: true}
+	if !was {
+		t.refreshNodeLayouts(n)
+	}
+	return true
+}
+
+// ClearHeartbeatLost ends a HeartbeatLost mark of the node at url, for a
+// caller that knows the node is heard from again by other means than
+// UpdateNode (a new stream opened). Probe marks stay.
+func (t *Topology) ClearHeartbeatLost(url string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := t.nodes[url]
+	if m, ok := t.unreachable[url]; n == nil || !ok || !m.streamLost {
+		return
+	}
+	delete(t.unreachable, url)
+	t.refreshNodeLayouts(n)
+}
+
+// refreshNodeLayouts recomputes the layouts of the volumes on n. The caller
+// holds mu for writing.
+func (t *Topology) refreshNodeLayouts(n *node) {
 	affected := map[LayoutKey]bool{}
 	for di := range n.info.Disks {
 		for _, v := range n.info.Disks[di].Volumes {
@@ -54,7 +110,6 @@ func (t *Topology) SetReachable(url string, reachable bool, cause string, now ti
 	for k := range affected {
 		t.refreshLayout(k)
 	}
-	return true
 }
 
 // Unreachable lists the URLs of the nodes marked unreachable, sorted.
@@ -77,4 +132,18 @@ func (t *Topology) reachableLocked(url string) bool {
 	}
 	_, bad := t.unreachable[url]
 	return !bad
+}
+
+// describeUnreachable names a node marked unreachable, its data center and
+// why, for refusals. The caller holds mu.
+func (t *Topology) describeUnreachable(n *node) string {
+	m := t.unreachable[n.info.URL]
+	what := "unreachable"
+	if m.streamLost {
+		what = "heartbeat stream broke"
+	}
+	if m.cause != "" {
+		what += ": " + m.cause
+	}
+	return fmt.Sprintf("%s (data center %s) %s", n.info.URL, n.info.DataCenter, what)
 }

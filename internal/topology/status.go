@@ -45,7 +45,10 @@ type NodeStatus struct {
 	Reachable        bool      `json:"reachable"`
 	UnreachableSince time.Time `json:"unreachableSince,omitzero"`
 	ProbeError       string    `json:"probeError,omitempty"`
-	Disks            []Disk    `json:"disks,omitempty"`
+	// HeartbeatLost: the node's heartbeat stream broke (it was killed, or
+	// the connection cut); it counts as unreachable until heard from again.
+	HeartbeatLost bool   `json:"heartbeatLost,omitempty"`
+	Disks         []Disk `json:"disks,omitempty"`
 }
 
 // LayoutStatus summarises one volume layout.
@@ -69,7 +72,7 @@ func (t *Topology) Nodes(withDisks bool) []NodeStatus {
 			GRPCPort: n.info.GRPCPort, FreeSlots: n.freeSlots(), LastHeartbeat: n.lastSeen, Reachable: true,
 		}
 		if m, bad := t.unreachable[n.info.URL]; bad {
-			s.Reachable, s.UnreachableSince, s.ProbeError = false, m.since, m.cause
+			s.Reachable, s.UnreachableSince, s.ProbeError, s.HeartbeatLost = false, m.since, m.cause, m.streamLost
 		}
 		for i := range n.info.Disks {
 			s.Volumes += len(n.info.Disks[i].Volumes)
