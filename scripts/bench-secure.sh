@@ -5,7 +5,8 @@
 # side by side, runs interleaved plain, secure, plain, secure, ... (see
 # docs/benchmark.md#security-on-and-off). Prints, per run, the throughput and
 # the servers' CPU time per object (utime+stime from /proc/PID/stat around the
-# run, PUT and GET together): the steadier figure on a shared machine.
+# run, PUT and GET together, and the GET phase alone): the steadier figure on
+# a shared machine.
 #
 #   scripts/bench-secure.sh                 # 3 rounds of 200 objects
 #   ROUNDS=5 COUNT=400 scripts/bench-secure.sh
@@ -52,19 +53,26 @@ done
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 tck=$(getconf CLK_TCK)
 echo "bench-secure: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $ROUNDS rounds of $COUNT x 1 MiB, concurrency $CONC"
-printf '%-7s %5s %10s %10s %16s  %s\n' server round "PUT MB/s" "GET MB/s" "CPU ms/object" "load"
+printf '%-7s %5s %10s %10s %16s %12s  %s\n' server round "PUT MB/s" "GET MB/s" "CPU ms/object" "CPU ms/GET" "load"
 for r in $(seq 1 "$ROUNDS"); do
   for name in plain secure; do
     sec=(); scheme=http
     [ $name = secure ] && sec=(--security.config="$W/secure/security/security.toml") && scheme=https
     c0=$(cpu "${PID[$name]}")
-    out=$("$KELP" "${sec[@]}" benchmark s3 --endpoint="$scheme://127.0.0.1:${SPORT[$name]}" --size=1MiB --count="$COUNT" \
-      --concurrency="$CONC" --prefix="r$r" --seed=$r --json 2>&1 | tail -1)
+    cm=$c0 out=""
+    # The CPU time is read again when the PUT phase's line comes out (the
+    # GET phase starts right after it): the GETs' own share.
+    while IFS= read -r line; do
+      case "$line" in put:*) cm=$(cpu "${PID[$name]}") ;; esac
+      out=$line
+    done < <("$KELP" "${sec[@]}" benchmark s3 --endpoint="$scheme://127.0.0.1:${SPORT[$name]}" --size=1MiB --count="$COUNT" \
+      --concurrency="$CONC" --prefix="r$r" --seed=$r --json 2>&1)
     c1=$(cpu "${PID[$name]}")
     put=$(echo "$out" | python3 -c 'import json,sys; print("%.1f" % json.load(sys.stdin)["put"]["mb_per_sec"])' 2>/dev/null || echo "?")
     get=$(echo "$out" | python3 -c 'import json,sys; print("%.1f" % json.load(sys.stdin)["get"]["mb_per_sec"])' 2>/dev/null || echo "?")
     ms=$(python3 -c "print('%.2f' % (($c1-$c0)*1000/$tck/(2*$COUNT)))")
-    printf '%-7s %5s %10s %10s %16s  %s\n' $name "$r" "$put" "$get" "$ms" "$(cut -d' ' -f1 /proc/loadavg)"
-    [ "$put" = "?" ] && echo "  $out"
+    gms=$(python3 -c "print('%.2f' % (($c1-$cm)*1000/$tck/$COUNT))")
+    printf '%-7s %5s %10s %10s %16s %12s  %s\n' $name "$r" "$put" "$get" "$ms" "$gms" "$(cut -d' ' -f1 /proc/loadavg)"
+    if [ "$put" = "?" ]; then echo "  $out"; fi
   done
 done
