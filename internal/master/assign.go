@@ -72,7 +72,8 @@ func (s *Server) assign(ctx context.Context, req assignRequest) (assignResult, e
 	}
 	a, err := s.topo.PickForAssign(key, req.DataCenter)
 	if errors.Is(err, topology.ErrNoWritableVolume) {
-		if !s.warm() {
+		if !s.warm() && len(s.topo.Nodes(false)) > 0 {
+			// (With no volume server at all, growing fails saying so.)
 			return assignResult{}, fmt.Errorf("%w (%w)", errWarmingUp, err)
 		}
 		if _, gerr := s.grow(ctx, key, req.DataCenter, 0); gerr != nil {

@@ -115,9 +115,10 @@ func (s *Server) warm() bool {
 	}
 	nodes := s.topo.Nodes(false)
 	if len(nodes) == 0 {
-		// A lone master has no copy that could lag: nothing known is
-		// nothing there.
-		return len(s.cfg.Peers) == 0
+		// No volume server has reported yet: a master just started (alone
+		// or not) knows nothing of the volumes already on disk, so "not
+		// found" would be a lie to a client that retries on 503.
+		return false
 	}
 	// A node with a stream open to this master reports its full state on
 	// every heartbeat; the others are mirrored copies that may lag.
