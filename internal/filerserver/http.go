@@ -12,8 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kelpfs/kelp/internal/filer"
+	"github.com/kelpfs/kelp/internal/httpserve"
 )
 
 // metaHeader prefixes request and response headers carrying user metadata.
@@ -119,7 +121,44 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, p string) {
 	// ServeContent handles Range, If-Match, If-None-Match, If-Modified-Since
 	// and If-Unmodified-Since from the ETag and mtime; the reader streams
 	// chunk by chunk and seeks without reading.
-	http.ServeContent(w, r, "", e.Mtime, rd)
+	serveContent(w, r, e.Mtime, rd, func(err error) { s.writeError(w, r, err) })
+}
+
+// serveContent is http.ServeContent, except that the status line waits for
+// the first byte of the body: if the content's first read fails (a volume
+// not located yet, every copy down), the client gets that error's status
+// instead of a 200 or 206 whose body stops short.
+func serveContent(w http.ResponseWriter, r *http.Request, mtime time.Time, content io.ReadSeeker, fail func(error)) {
+	hw := httpserve.Hold(w)
+	fr := &firstRead{ReadSeeker: content}
+	http.ServeContent(hw, r, "", mtime, fr)
+	if hw.Sent() {
+		return
+	}
+	if fr.err != nil {
+		hw.Retract()
+		fail(fr.err)
+		return
+	}
+	hw.Send()
+}
+
+// firstRead keeps the error of a first read that returned nothing.
+type firstRead struct {
+	io.ReadSeeker
+	read bool
+	err  error
+}
+
+func (f *firstRead) Read(p []byte) (int, error) {
+	n, err := f.ReadSeeker.Read(p)
+	if !f.read && len(p) > 0 {
+		f.read = true
+		if n == 0 && err != nil && err != io.EOF {
+			f.err = err
+		}
+	}
+	return n, err
 }
 
 func (s *Server) put(w http.ResponseWriter, r *http.Request, p string) {

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/kelpfs/kelp/internal/chunk/chunktest"
+	"github.com/kelpfs/kelp/internal/client"
 )
 
 // startFake runs a filer on an embedded store with in-memory blobs.
@@ -301,4 +302,38 @@ func TestHTTPQuota(t *testing.T) {
 	want(t, resp, body, http.StatusNotFound)
 	resp, body = do(t, "PUT", base+"/vol/b", strings.NewReader("x"))
 	want(t, resp, body, http.StatusCreated)
+}
+
+// A GET whose content cannot be read answers the read's error, not a 200
+// or 206 whose body stops short.
+func TestHTTPGetUnreadableContentIsAnError(t *testing.T) {
+	blobs := chunktest.New()
+	s, err := New(Config{Dir: t.TempDir(), Blobs: blobs, ChunkSize: 1000, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	url := "http://" + s.Addr() + "/f.bin"
+	data := bytes.Repeat([]byte("x"), 4005)
+	resp, body := do(t, "PUT", url, bytes.NewReader(data))
+	want(t, resp, body, 201)
+	blobs.FailOpen = func(string) error { return client.ErrNoAnswer }
+	for _, rg := range []string{"", "bytes=0-299", "bytes=2500-"} {
+		resp, body = do(t, "GET", url, nil, "Range", rg)
+		want(t, resp, body, 503)
+		if resp.Header.Get("Content-Range") != "" || !strings.Contains(string(body), "error") {
+			t.Fatalf("range %q: %v %q", rg, resp.Header, body)
+		}
+	}
+	resp, body = do(t, "HEAD", url, nil)
+	want(t, resp, body, 200)
+	blobs.FailOpen = nil
+	resp, body = do(t, "GET", url, nil, "Range", "bytes=0-299")
+	want(t, resp, body, 206)
+	if !bytes.Equal(body, data[:300]) {
+		t.Fatalf("after the fault: %d bytes", len(body))
+	}
 }

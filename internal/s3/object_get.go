@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kelpfs/kelp/internal/httpserve"
 	"github.com/kelpfs/kelp/internal/objectapi"
 	"github.com/kelpfs/kelp/internal/sse"
 )
@@ -111,14 +112,29 @@ func (s *Server) readObject(rq *request, head bool) error {
 	if opts.PartNumber > 0 {
 		h.Set("x-amz-mp-parts-count", strconv.Itoa(max(o.Info.Parts, 1)))
 	}
-	rq.w.WriteHeader(status)
 	if head {
+		rq.w.WriteHeader(status)
 		return nil
 	}
-	n, err := s.copyBody(rq.w, o.Body, o.Length)
+	// The status waits for the body's first bytes: a first chunk that
+	// cannot be fetched is answered as the error it is (503 SlowDown, say),
+	// not as a 200 that stops short.
+	hw := httpserve.Hold(rq.w)
+	hw.WriteHeader(status)
+	n, err := s.copyBody(hw, o.Body, o.Length)
 	if err == nil && n != o.Length {
 		err = io.ErrUnexpectedEOF
 	}
+	if err != nil && !hw.Sent() {
+		hw.Retract()
+		for k := range h {
+			if strings.HasPrefix(strings.ToLower(k), "x-amz-") && !strings.EqualFold(k, "x-amz-request-id") && !strings.EqualFold(k, "x-amz-id-2") {
+				h.Del(k)
+			}
+		}
+		return err
+	}
+	hw.Send() // an empty body
 	if err != nil {
 		s.log.Warn("s3: GET ended early", "bucket", rq.bucket, "key", rq.key, "sent", n, "of", o.Length, "err", err)
 		panic(http.ErrAbortHandler) // the client must see a failed transfer

@@ -26,6 +26,8 @@ type Mem struct {
 	FailPut func(n int64) error
 	// FailDelete, when set, is consulted before each Delete.
 	FailDelete func(fid string) error
+	// FailOpen, when set, is consulted before each Open.
+	FailOpen func(fid string) error
 
 	Puts, Deletes, Opens  atomic.Int64
 	inFlight, MaxInFlight atomic.Int64
@@ -64,6 +66,11 @@ func (m *Mem) Put(ctx context.Context, data []byte) (string, error) {
 // Open implements chunk.Opener.
 func (m *Mem) Open(ctx context.Context, fid string, off, n int64) (io.ReadCloser, error) {
 	m.Opens.Add(1)
+	if m.FailOpen != nil {
+		if err := m.FailOpen(fid); err != nil {
+			return nil, err
+		}
+	}
 	m.mu.Lock()
 	b, ok := m.blobs[fid]
 	m.mu.Unlock()
