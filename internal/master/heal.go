@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -47,8 +48,13 @@ type healer struct {
 	http     *http.Client
 }
 
-func newHealer() *healer {
-	return &healer{inflight: map[uint32]bool{}, sem: make(chan struct{}, maxCatchUps), http: &http.Client{Timeout: 30 * time.Minute, Transport: tlsTransport()}}
+// newHealer's catch-up requests go through dial (nil: TCP).
+func newHealer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *healer {
+	tr := tlsTransport()
+	if dial != nil {
+		tr.DialContext = dial
+	}
+	return &healer{inflight: map[uint32]bool{}, sem: make(chan struct{}, maxCatchUps), http: &http.Client{Timeout: 30 * time.Minute, Transport: tr}}
 }
 
 func (s *Server) healLoop() {

@@ -49,6 +49,10 @@ type Config struct {
 	// RaftDial, when set, is how this master's Raft dials the others (tests
 	// put a network they can cut here, internal/testutil/netcut); nil: TCP.
 	RaftDial func(addr string, timeout time.Duration) (net.Conn, error)
+	// VolumeDial, when set, is how this master connects to volume servers
+	// (their admin API, catch-up requests): tests cut a volume server off
+	// from the masters alone with it; nil: TCP.
+	VolumeDial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	VolumeSizeLimit    int64  // bytes; default 30 GiB
 	DefaultReplication string // default "000"
@@ -190,10 +194,15 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.proxy, s.peerHTTP, s.leaderHTTP = newLeaderProxy(s)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.heal = newHealer()
+	s.heal = newHealer(cfg.VolumeDial)
+	if dial := cfg.VolumeDial; dial != nil {
+		s.volumeClients.Options = append(s.volumeClients.Options, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return dial(ctx, "tcp", addr)
+		}))
+	}
 	if cfg.Signer.Enabled() {
 		// The volume servers' admin API wants a server token (or mTLS).
-		s.volumeClients.Options = []grpc.DialOption{auth.DialOption(cfg.Signer.ServerToken)}
+		s.volumeClients.Options = append(s.volumeClients.Options, auth.DialOption(cfg.Signer.ServerToken))
 	}
 	s.settings.Store(&consensus.Settings{})
 	if err := s.listen(); err != nil {

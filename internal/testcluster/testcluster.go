@@ -75,7 +75,13 @@ type Options struct {
 	// (forwarded writes, catch-up), so a test can cut one off from the
 	// others (PartitionVolume) while clients and masters still reach it.
 	PeerNetwork *netcut.Network
-	Logger      *slog.Logger
+	// MasterNetwork, when set, carries the traffic between masters and
+	// volume servers (heartbeats, lookups, the admin API, catch-up
+	// requests), so a test can cut a volume server off from the masters
+	// alone (CutFromMasters) while clients and the other volume servers
+	// still reach it.
+	MasterNetwork *netcut.Network
+	Logger        *slog.Logger
 	// Signer turns signed file ids on (masters and volume servers);
 	// ReadSigner signed reads (volume servers).
 	Signer, ReadSigner *auth.Signer
@@ -233,6 +239,12 @@ func (c *Cluster) masterNode(i, port int, peers []string) *Node {
 		GenerateAdminCredential: c.opts.GenerateAdminCredential,
 		AccessToken:             c.opts.MasterAccessToken,
 		Logger:                  c.log.With("node", fmt.Sprintf("master%d", i)),
+	}
+	if mn := c.opts.MasterNetwork; mn != nil {
+		id := fmt.Sprintf("master%d", i)
+		mn.Add(id, addr(port))
+		mn.Add(id, addr(pb.DerivedPort(port, pb.GRPCPortOffset)))
+		mcfg.VolumeDial = mn.ContextDialer(id)
 	}
 	if rn := c.opts.RaftNetwork; rn != nil {
 		raft := raftAddr(port)
@@ -463,14 +475,10 @@ func (c *Cluster) volumeNode(i int, spec VolumeSpec) *Node {
 	}
 	n := &Node{DataCenter: spec.DataCenter, Rack: spec.Rack}
 	if pn := c.opts.PeerNetwork; pn != nil {
-		dial := pn.Dialer(volumeID(i))
-		cfg.PeerDial = func(ctx context.Context, _, addr string) (net.Conn, error) {
-			timeout := 2 * time.Second
-			if d, ok := ctx.Deadline(); ok {
-				timeout = min(timeout, time.Until(d))
-			}
-			return dial(addr, timeout)
-		}
+		cfg.PeerDial = pn.ContextDialer(volumeID(i))
+	}
+	if mn := c.opts.MasterNetwork; mn != nil {
+		cfg.MasterDial = mn.ContextDialer(volumeID(i))
 	}
 	n.start = func() (runner, error) {
 		v, err := volumeserver.New(cfg)
@@ -482,6 +490,10 @@ func (c *Cluster) volumeNode(i int, spec VolumeSpec) *Node {
 			n.Addr = v.URL()
 			if pn := c.opts.PeerNetwork; pn != nil {
 				pn.Add(volumeID(i), n.Addr)
+			}
+			if mn := c.opts.MasterNetwork; mn != nil {
+				mn.Add(volumeID(i), n.Addr)
+				mn.Add(volumeID(i), v.GRPCAddr())
 			}
 		}
 		return v, nil
@@ -507,6 +519,23 @@ func (c *Cluster) PartitionVolume(n *Node) {
 
 // HealVolumes restores every link between volume servers.
 func (c *Cluster) HealVolumes() { c.opts.PeerNetwork.Heal() }
+
+// CutFromMasters cuts volume server n off from every master
+// (Options.MasterNetwork): its heartbeats and lookups fail, and so do the
+// masters' calls to it; clients and the other volume servers still reach
+// it. HealMasterLinks restores the links.
+func (c *Cluster) CutFromMasters(n *Node) {
+	for i, v := range c.Volume {
+		if v == n {
+			c.opts.MasterNetwork.Isolate(volumeID(i))
+			return
+		}
+	}
+	c.t.Fatalf("testcluster: %s is not a volume server of this cluster", n.Addr)
+}
+
+// HealMasterLinks restores every link between masters and volume servers.
+func (c *Cluster) HealMasterLinks() { c.opts.MasterNetwork.Heal() }
 
 func port(hostport string) int {
 	_, p, _ := net.SplitHostPort(hostport)

@@ -3,6 +3,7 @@ package volumeserver
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	"google.golang.org/grpc"
@@ -59,6 +60,11 @@ func (s *Server) heartbeatTo(ctx context.Context, master string) (leader string,
 		return "", err
 	}
 	opts := pb.DialOptions()
+	if dial := s.cfg.MasterDial; dial != nil {
+		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return dial(ctx, "tcp", addr)
+		}))
+	}
 	if s.cfg.Signer.Enabled() {
 		opts = append(opts, auth.DialOption(s.cfg.Signer.ServerToken))
 	}

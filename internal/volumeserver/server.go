@@ -66,7 +66,11 @@ type Config struct {
 	// replicaDialTimeout: tests cut the links between volume servers with
 	// it (testutil/netcut).
 	PeerDial func(ctx context.Context, network, addr string) (net.Conn, error)
-	Logger   *slog.Logger
+	// MasterDial, when set, connects to the masters (heartbeats, lookups)
+	// instead of a TCP dial: tests cut a server off from the masters alone
+	// with it.
+	MasterDial func(ctx context.Context, network, addr string) (net.Conn, error)
+	Logger     *slog.Logger
 	// Metrics is the registry the server reports to (request metrics, disk
 	// and volume gauges); nil gives it a registry of its own (Metrics).
 	Metrics *metrics.Registry
@@ -156,7 +160,12 @@ func New(cfg Config) (*Server, error) {
 		// longer than an election, shorter than the writer's own patience
 		// (10 s in our client), so that the writer hears a 503 naming the
 		// missing master instead of timing out.
-		c, err := client.New(client.Config{Masters: cfg.Masters, LookupTTL: 10 * time.Second, MasterWait: masterWait, Logger: s.log})
+		ccfg := client.Config{Masters: cfg.Masters, LookupTTL: 10 * time.Second, MasterWait: masterWait, Logger: s.log}
+		if cfg.MasterDial != nil {
+			ccfg.HTTPClient = client.NewHTTPClient()
+			ccfg.HTTPClient.Transport.(*http.Transport).DialContext = cfg.MasterDial
+		}
+		c, err := client.New(ccfg)
 		if err != nil {
 			return nil, fmt.Errorf("volumeserver: %w", err)
 		}

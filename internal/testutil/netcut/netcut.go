@@ -6,6 +6,7 @@
 package netcut
 
 import (
+	"context"
 	"errors"
 	"net"
 	"sync"
@@ -64,6 +65,20 @@ func (n *Network) Dialer(from string) func(addr string, timeout time.Duration) (
 		}
 		n.conns[l] = append(n.conns[l], c)
 		return c, nil
+	}
+}
+
+// ContextDialer is member from's dial function in the form of
+// net.Dialer.DialContext (an http.Transport's, a gRPC dialer's): at most 2 s
+// per dial, less when ctx ends sooner.
+func (n *Network) ContextDialer(from string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	dial := n.Dialer(from)
+	return func(ctx context.Context, _, addr string) (net.Conn, error) {
+		timeout := 2 * time.Second
+		if d, ok := ctx.Deadline(); ok {
+			timeout = min(timeout, time.Until(d))
+		}
+		return dial(addr, timeout)
 	}
 }
 
