@@ -12,6 +12,8 @@
 #   ROUNDS=5 COUNT=400 scripts/bench-secure.sh
 #   KELP_BIN=/path/to/kelp                  # a built binary instead of building HEAD
 #   PROFILE=DIR                             # write both servers' CPU profiles to DIR/{plain,secure}.pprof
+#   SSE=1                                   # instead of a secure server: the plain one, every object
+#                                           # SSE-S3 (--sse=AES256) in the second run of each round
 set -u
 ROUNDS=${ROUNDS:-3}
 COUNT=${COUNT:-200}
@@ -40,9 +42,14 @@ start() { # name extra-flags...
     --s3.port="$sp" --webdav.port=0 --s3.access-key="$KELP_ACCESS_KEY" --s3.secret-key="$KELP_SECRET_KEY" "$@" >"$W/$name.log" 2>&1 &
   PID[$name]=$!; PIDS+=($!); SPORT[$name]=$sp
 }
+SECOND=secure
 start plain
-start secure --secure --filer.encrypt-data
-for name in plain secure; do
+if [ -n "${SSE:-}" ]; then
+  SECOND=sse PID[sse]=${PID[plain]} SPORT[sse]=${SPORT[plain]}
+else
+  start secure --secure --filer.encrypt-data
+fi
+for name in plain $SECOND; do
   scheme=http; ca=(); [ $name = secure ] && scheme=https
   for i in $(seq 1 300); do
     [ $name = secure ] && [ -f "$W/secure/security/ca.crt" ] && ca=(--cacert "$W/secure/security/ca.crt")
@@ -55,9 +62,10 @@ tck=$(getconf CLK_TCK)
 echo "bench-secure: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $ROUNDS rounds of $COUNT x 1 MiB, concurrency $CONC"
 printf '%-7s %5s %10s %10s %16s %12s  %s\n' server round "PUT MB/s" "GET MB/s" "CPU ms/object" "CPU ms/GET" "load"
 for r in $(seq 1 "$ROUNDS"); do
-  for name in plain secure; do
+  for name in plain $SECOND; do
     sec=(); scheme=http
     [ $name = secure ] && sec=(--security.config="$W/secure/security/security.toml") && scheme=https
+    opt=(); [ $name = sse ] && opt=(--sse=AES256)
     c0=$(cpu "${PID[$name]}")
     cm=$c0 out=""
     # The CPU time is read again when the PUT phase's line comes out (the
@@ -66,7 +74,7 @@ for r in $(seq 1 "$ROUNDS"); do
       case "$line" in put:*) cm=$(cpu "${PID[$name]}") ;; esac
       out=$line
     done < <("$KELP" "${sec[@]}" benchmark s3 --endpoint="$scheme://127.0.0.1:${SPORT[$name]}" --size=1MiB --count="$COUNT" \
-      --concurrency="$CONC" --prefix="r$r" --seed=$r --json 2>&1)
+      --concurrency="$CONC" --prefix="r$r" --seed=$r --json "${opt[@]}" 2>&1)
     c1=$(cpu "${PID[$name]}")
     put=$(echo "$out" | python3 -c 'import json,sys; print("%.1f" % json.load(sys.stdin)["put"]["mb_per_sec"])' 2>/dev/null || echo "?")
     get=$(echo "$out" | python3 -c 'import json,sys; print("%.1f" % json.load(sys.stdin)["get"]["mb_per_sec"])' 2>/dev/null || echo "?")
