@@ -1,6 +1,9 @@
 package httpserve
 
-import "net/http"
+import (
+	"io"
+	"net/http"
+)
 
 // HeldStatus is a ResponseWriter whose status line waits for the first
 // byte of the body (or Send). A handler that streams content it fetches
@@ -28,6 +31,42 @@ func (h *HeldStatus) Write(p []byte) (int, error) {
 	h.Send()
 	return h.ResponseWriter.Write(p)
 }
+
+// heldPeek is how much ReadFrom reads before it lets the status go.
+const heldPeek = 16 << 10
+
+// ReadFrom keeps the wrapped writer's own ReadFrom (httpserve's large-buffer
+// copy, sendfile) for the body: it reads the first bytes itself, and only
+// once some arrived sends the status with them and hands the rest on. A
+// first read that fails leaves the status held.
+func (h *HeldStatus) ReadFrom(r io.Reader) (int64, error) {
+	var first int
+	if !h.sent {
+		buf := make([]byte, heldPeek)
+		n, err := io.ReadAtLeast(r, buf, 1)
+		if n == 0 {
+			if err == io.EOF {
+				err = nil
+			}
+			return 0, err
+		}
+		if _, werr := h.Write(buf[:n]); werr != nil {
+			return 0, werr
+		}
+		first = n // (with n ≥ 1, ReadAtLeast's error is nil)
+	}
+	var m int64
+	var err error
+	if rf, ok := h.ResponseWriter.(io.ReaderFrom); ok {
+		m, err = rf.ReadFrom(r)
+	} else {
+		m, err = io.Copy(h.ResponseWriter, r)
+	}
+	return int64(first) + m, err
+}
+
+// Unwrap lets http.ResponseController reach the wrapped writer.
+func (h *HeldStatus) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 
 // Send sends the held status (200 if none was written) if not sent yet.
 func (h *HeldStatus) Send() {

@@ -3,14 +3,17 @@ package httpserve
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -160,5 +163,32 @@ func TestInProcessRequestKeepsReadFrom(t *testing.T) {
 	s.Handler.ServeHTTP(rec, req)
 	if !rec.readFrom || rec.n != 1<<20 || g.gathers != 0 {
 		t.Fatalf("ReadFrom reached: %v (%d bytes), gathers on the other connection: %d", rec.readFrom, rec.n, g.gathers)
+	}
+}
+
+// HeldStatus keeps the status until the first bytes are read, then leaves
+// the rest of the body to the wrapped writer's ReadFrom.
+func TestHeldStatusReadFrom(t *testing.T) {
+	body := strings.Repeat("x", 3*heldPeek)
+	out := httptest.NewRecorder()
+	rec := &readFromRecorder{ResponseWriter: out}
+	h := Hold(rec)
+	h.WriteHeader(http.StatusPartialContent)
+	if n, err := h.ReadFrom(strings.NewReader(body)); err != nil || n != int64(len(body)) {
+		t.Fatalf("ReadFrom: %d %v", n, err)
+	}
+	if out.Code != http.StatusPartialContent || out.Body.Len() != heldPeek || !rec.readFrom || rec.n != 2*heldPeek || !h.Sent() {
+		t.Fatalf("code %d, %d bytes written, ReadFrom %v with %d bytes, sent %v", out.Code, out.Body.Len(), rec.readFrom, rec.n, h.Sent())
+	}
+
+	out = httptest.NewRecorder()
+	h = Hold(out)
+	h.WriteHeader(http.StatusOK)
+	boom := errors.New("first chunk unreadable")
+	if _, err := h.ReadFrom(iotest.ErrReader(boom)); err != boom {
+		t.Fatalf("ReadFrom of a failing reader: %v", err)
+	}
+	if h.Sent() || out.Body.Len() != 0 {
+		t.Fatalf("a failed first read sent the status (sent %v, %d bytes)", h.Sent(), out.Body.Len())
 	}
 }
