@@ -22,7 +22,13 @@ import (
 // startFake runs a filer on an embedded store with in-memory blobs.
 func startFake(t *testing.T, chunkSize int) (*Server, string) {
 	t.Helper()
-	s, err := New(Config{Dir: t.TempDir(), Blobs: chunktest.New(), ChunkSize: chunkSize, Logger: slog.New(slog.DiscardHandler)})
+	return startFakeOn(t, chunktest.New(), chunkSize)
+}
+
+// startFakeOn is startFake on blobs the test can reach (to inject faults).
+func startFakeOn(t *testing.T, blobs *chunktest.Mem, chunkSize int) (*Server, string) {
+	t.Helper()
+	s, err := New(Config{Dir: t.TempDir(), Blobs: blobs, ChunkSize: chunkSize, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,15 +314,8 @@ func TestHTTPQuota(t *testing.T) {
 // or 206 whose body stops short.
 func TestHTTPGetUnreadableContentIsAnError(t *testing.T) {
 	blobs := chunktest.New()
-	s, err := New(Config{Dir: t.TempDir(), Blobs: blobs, ChunkSize: 1000, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	url := "http://" + s.Addr() + "/f.bin"
+	_, base := startFakeOn(t, blobs, 1000)
+	url := base + "/f.bin"
 	data := bytes.Repeat([]byte("x"), 4005)
 	resp, body := do(t, "PUT", url, bytes.NewReader(data))
 	want(t, resp, body, 201)

@@ -196,9 +196,7 @@ func New(cfg Config) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.heal = newHealer(cfg.VolumeDial)
 	if dial := cfg.VolumeDial; dial != nil {
-		s.volumeClients.Options = append(s.volumeClients.Options, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return dial(ctx, "tcp", addr)
-		}))
+		s.volumeClients.Options = append(s.volumeClients.Options, pb.WithDialer(dial))
 	}
 	if cfg.Signer.Enabled() {
 		// The volume servers' admin API wants a server token (or mTLS).

@@ -5,6 +5,7 @@
 package pb
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -79,6 +80,14 @@ func DialOptions() []grpc.DialOption {
 		grpc.WithTransportCredentials(creds),
 		grpc.WithKeepaliveParams(ClientKeepalive),
 	}
+}
+
+// WithDialer makes a client connect through dial (a net.Dialer.DialContext,
+// or a test's network that can be cut) instead of its own TCP dial.
+func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) grpc.DialOption {
+	return grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		return dial(ctx, "tcp", addr)
+	})
 }
 
 // ServerOptions are the options every Kelp gRPC server uses: keepalive, and

@@ -43,34 +43,17 @@ func TestVolumeServerCutFromMastersOnly(t *testing.T) {
 		}
 		return cl
 	}
-	acked := map[fid.FileID][]byte{}
-	var mu sync.Mutex
-	put := func(cl *client.Client, collection string, body []byte) error {
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		id, _, err := cl.PutBytes(wctx, client.AssignRequest{Collection: collection}, body, client.UploadOptions{})
-		if wctx.Err() != nil {
-			t.Errorf("a %s write was not answered within 30s: %v", collection, err)
-		}
-		if err == nil {
-			mu.Lock()
-			acked[id] = body
-			mu.Unlock()
-		}
-		return err
-	}
+	acked := newAckedWrites(t)
+	var mu sync.Mutex // the counts below
 	before := newClient()
 	for i := range 4 {
 		for _, col := range []string{"deg", "str"} {
-			if err := put(before, col, []byte(fmt.Sprintf("%s before the cut %d", col, i))); err != nil {
+			if err := acked.put(before, col, []byte(fmt.Sprintf("%s before the cut %d", col, i))); err != nil {
 				t.Fatalf("%s write with every link up: %v", col, err)
 			}
 		}
 	}
-	beforeCut := map[fid.FileID][]byte{}
-	for id, b := range acked {
-		beforeCut[id] = b
-	}
+	beforeCut := acked.snapshot()
 
 	cut := c.Volume[0]
 	c.CutFromMasters(cut)
@@ -100,7 +83,7 @@ func TestVolumeServerCutFromMastersOnly(t *testing.T) {
 			defer wg.Done()
 			for i := range 6 {
 				col := []string{"deg", "str"}[i%2]
-				err := put(during, col, bytes.Repeat([]byte(fmt.Sprintf("%s during the cut %d/%d;", col, w, i)), 10+i))
+				err := acked.put(during, col, bytes.Repeat([]byte(fmt.Sprintf("%s during the cut %d/%d;", col, w, i)), 10+i))
 				mu.Lock()
 				switch {
 				case col == "str" && err == nil:
@@ -138,9 +121,7 @@ func TestVolumeServerCutFromMastersOnly(t *testing.T) {
 		resp.Body.Close()
 		switch {
 		case resp.StatusCode/100 == 2:
-			mu.Lock()
-			acked[a.FID] = body
-			mu.Unlock()
+			acked.add(a.FID, body)
 		case resp.StatusCode >= 500 && resp.StatusCode != http.StatusServiceUnavailable:
 			t.Errorf("a write to the cut server answered %s", resp.Status)
 		}
@@ -151,30 +132,11 @@ func TestVolumeServerCutFromMastersOnly(t *testing.T) {
 	waitServers(t, m, 2)
 	after := newClient()
 	var why string
-	healed := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		for id, want := range acked {
-			after.Invalidate(id.Volume)
-			locs, err := after.Lookup(ctx, id.Volume)
-			if err != nil || len(locs) != 2 {
-				why = fmt.Sprintf("volume %d: %d copies listed (%v)", id.Volume, len(locs), err)
-				return false
-			}
-			for _, l := range locs {
-				status, got, err := readFrom(l.URL, id)
-				if err != nil || status != http.StatusOK || !bytes.Equal(got, want) {
-					why = fmt.Sprintf("%s on %s: %d %v", id, l.URL, status, err)
-					return false
-				}
-			}
-		}
-		return true
-	}
+	healed := func() bool { why = acked.missing(after, 2); return why == "" }
 	if !testutil.Eventually(60*time.Second, healed) {
 		t.Fatalf("acknowledged writes not on both copies within 60s of the heal: %s; %s", why, dump(m))
 	}
-	testutil.WaitFor(t, 30*time.Second, func() bool { return put(after, "str", []byte("strict after the heal")) == nil },
+	testutil.WaitFor(t, 30*time.Second, func() bool { return acked.put(after, "str", []byte("strict after the heal")) == nil },
 		"no strict write succeeded within 30s of the heal")
 }
 

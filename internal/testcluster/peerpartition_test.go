@@ -2,16 +2,13 @@ package testcluster_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"net/http"
 	"net/url"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/kelpfs/kelp/internal/client"
-	"github.com/kelpfs/kelp/internal/fid"
 	"github.com/kelpfs/kelp/internal/testcluster"
 	"github.com/kelpfs/kelp/internal/testutil"
 	"github.com/kelpfs/kelp/internal/testutil/netcut"
@@ -38,25 +35,8 @@ func TestVolumeServersPartitionedFromEachOther(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	acked := map[fid.FileID][]byte{}
-	var mu sync.Mutex
-	put := func(collection string, body []byte) error {
-		// A write must be answered well within the forward timeout plus the
-		// client's retries; a hang fails the test here, not at its end.
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		id, _, err := cl.PutBytes(wctx, client.AssignRequest{Collection: collection}, body, client.UploadOptions{})
-		if wctx.Err() != nil {
-			t.Errorf("a %s write was not answered within 30s: %v", collection, err)
-		}
-		if err == nil {
-			mu.Lock()
-			acked[id] = body
-			mu.Unlock()
-		}
-		return err
-	}
+	acked := newAckedWrites(t)
+	put := func(collection string, body []byte) error { return acked.put(cl, collection, body) }
 	for i := range 4 {
 		for _, col := range []string{"deg", "str"} {
 			if err := put(col, []byte(fmt.Sprintf("%s before the cut %d", col, i))); err != nil {
@@ -67,6 +47,7 @@ func TestVolumeServersPartitionedFromEachOther(t *testing.T) {
 
 	c.PartitionVolume(c.Volume[0])
 	var strictAcked, degAcked, degRefused int
+	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Add(1)
@@ -99,26 +80,7 @@ func TestVolumeServersPartitionedFromEachOther(t *testing.T) {
 
 	c.HealVolumes()
 	var why string
-	healed := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		for id, want := range acked {
-			locs, err := cl.Lookup(ctx, id.Volume)
-			cl.Invalidate(id.Volume)
-			if err != nil || len(locs) != 2 {
-				why = fmt.Sprintf("volume %d: %d copies listed (%v)", id.Volume, len(locs), err)
-				return false
-			}
-			for _, l := range locs {
-				status, got, err := readFrom(l.URL, id)
-				if err != nil || status != http.StatusOK || !bytes.Equal(got, want) {
-					why = fmt.Sprintf("%s on %s: %d %v", id, l.URL, status, err)
-					return false
-				}
-			}
-		}
-		return true
-	}
+	healed := func() bool { why = acked.missing(cl, 2); return why == "" }
 	if !testutil.Eventually(60*time.Second, healed) {
 		t.Fatalf("acknowledged writes not on both copies within 60s of the heal: %s; %s", why, dump(m))
 	}

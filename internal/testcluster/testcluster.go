@@ -507,14 +507,17 @@ func volumeID(i int) string { return fmt.Sprintf("volume%d", i) }
 // PartitionVolume cuts volume server n off from the other volume servers
 // (Options.PeerNetwork): its forwards and catch-ups, and theirs to it, fail;
 // masters and clients still reach it. HealVolumes restores the links.
-func (c *Cluster) PartitionVolume(n *Node) {
+func (c *Cluster) PartitionVolume(n *Node) { c.opts.PeerNetwork.Isolate(c.volumeID(n)) }
+
+// volumeID names volume server n on the cluster's networks.
+func (c *Cluster) volumeID(n *Node) string {
 	for i, v := range c.Volume {
 		if v == n {
-			c.opts.PeerNetwork.Isolate(volumeID(i))
-			return
+			return volumeID(i)
 		}
 	}
 	c.t.Fatalf("testcluster: %s is not a volume server of this cluster", n.Addr)
+	return ""
 }
 
 // HealVolumes restores every link between volume servers.
@@ -524,15 +527,7 @@ func (c *Cluster) HealVolumes() { c.opts.PeerNetwork.Heal() }
 // (Options.MasterNetwork): its heartbeats and lookups fail, and so do the
 // masters' calls to it; clients and the other volume servers still reach
 // it. HealMasterLinks restores the links.
-func (c *Cluster) CutFromMasters(n *Node) {
-	for i, v := range c.Volume {
-		if v == n {
-			c.opts.MasterNetwork.Isolate(volumeID(i))
-			return
-		}
-	}
-	c.t.Fatalf("testcluster: %s is not a volume server of this cluster", n.Addr)
-}
+func (c *Cluster) CutFromMasters(n *Node) { c.opts.MasterNetwork.Isolate(c.volumeID(n)) }
 
 // HealMasterLinks restores every link between masters and volume servers.
 func (c *Cluster) HealMasterLinks() { c.opts.MasterNetwork.Heal() }

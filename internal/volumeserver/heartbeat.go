@@ -3,7 +3,6 @@ package volumeserver
 import (
 	"context"
 	"fmt"
-	"net"
 	"time"
 
 	"google.golang.org/grpc"
@@ -61,9 +60,7 @@ func (s *Server) heartbeatTo(ctx context.Context, master string) (leader string,
 	}
 	opts := pb.DialOptions()
 	if dial := s.cfg.MasterDial; dial != nil {
-		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return dial(ctx, "tcp", addr)
-		}))
+		opts = append(opts, pb.WithDialer(dial))
 	}
 	if s.cfg.Signer.Enabled() {
 		opts = append(opts, auth.DialOption(s.cfg.Signer.ServerToken))
