@@ -26,6 +26,9 @@ type Bucket struct {
 	// Encryption is the stored default encryption (nil: none);
 	// DecodeBucketEncryption reads it.
 	Encryption []byte
+	// Lifecycle is the stored lifecycle configuration (nil: none);
+	// DecodeLifecycle reads it.
+	Lifecycle []byte
 }
 
 // Canned ACLs the gateway understands.
@@ -65,6 +68,9 @@ func bucketOf(e *filer.Entry) Bucket {
 	}
 	if x := e.Xattrs[xaEncryption]; len(x) > 0 {
 		b.Encryption = slices.Clone(x)
+	}
+	if x := e.Xattrs[xaLifecycle]; len(x) > 0 {
+		b.Lifecycle = slices.Clone(x)
 	}
 	return b
 }

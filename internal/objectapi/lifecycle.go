@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -104,6 +105,45 @@ func (l *Layer) GetBucketLifecycle(ctx context.Context, bucket string) ([]Lifecy
 		return nil, fmt.Errorf("objectapi: bucket %q: unreadable lifecycle configuration: %w", bucket, err)
 	}
 	return rules, nil
+}
+
+// DecodeLifecycle reads the rules kept in a bucket's lifecycle attribute
+// (Bucket.Lifecycle); nil or empty is no rules.
+func DecodeLifecycle(raw []byte) ([]LifecycleRule, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var rules []LifecycleRule
+	if err := json.Unmarshal(raw, &rules); err != nil {
+		return nil, fmt.Errorf("objectapi: unreadable lifecycle configuration: %w", err)
+	}
+	return rules, nil
+}
+
+// Expiration is when the enabled expiration rules remove the current
+// object oi, and the ID of the rule that removes it first; a zero time when
+// none applies. S3 reports it on PUT, GET and HEAD (x-amz-expiration), so
+// that a client learns of the deletion before it happens.
+func (l *Layer) Expiration(ctx context.Context, rules []LifecycleRule, oi ObjectInfo) (time.Time, string) {
+	var when time.Time
+	var id string
+	for _, r := range rules {
+		if !r.Enabled || (r.ExpirationDays == 0 && r.ExpirationDate.IsZero()) || !strings.HasPrefix(oi.Key, r.Prefix) {
+			continue
+		}
+		at := r.ExpirationDate
+		if at.IsZero() {
+			at = due(oi.LastModified, r.ExpirationDays)
+		}
+		if !when.IsZero() && !at.Before(when) {
+			continue
+		}
+		if ok, err := l.matches(ctx, oi.Bucket, r, oi); err != nil || !ok {
+			continue
+		}
+		when, id = at, r.ID
+	}
+	return when, id
 }
 
 // DeleteBucketLifecycle removes a bucket's rules (none is not an error).

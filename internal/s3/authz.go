@@ -100,7 +100,7 @@ func (s *Server) objectFacts(rq *request, a *bucketAccess, bucket, key string) *
 // newBucketAccess is what authorization needs of a bucket (its policy is
 // parsed apart, see loadAccess).
 func newBucketAccess(b objectapi.Bucket) *bucketAccess {
-	return &bucketAccess{exists: true, owner: b.Owner, ownership: b.Ownership, pab: b.PublicAccessBlock, encryption: b.Encryption,
+	return &bucketAccess{exists: true, owner: b.Owner, ownership: b.Ownership, pab: b.PublicAccessBlock, encryption: b.Encryption, lifecycle: b.Lifecycle,
 		grants: objectapi.EffectiveGrants(b.ACL, b.Grants, b.Owner, b.Owner)}
 }
 

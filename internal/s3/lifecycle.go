@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/xml"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/kelpfs/kelp/internal/objectapi"
@@ -252,4 +253,24 @@ func (s *Server) lifecycleLoop(ctx context.Context, every time.Duration) {
 				"markersRemoved", st.MarkersRemoved, "uploadsAborted", st.UploadsAborted)
 		}
 	}
+}
+
+// setExpiration sets x-amz-expiration when a lifecycle rule of the bucket
+// will expire oi, the current version of rq's object, as S3 does on PUT,
+// GET and HEAD: expiry-date="<RFC 1123 date>", rule-id="<id>".
+func (s *Server) setExpiration(rq *request, h http.Header, oi objectapi.ObjectInfo) {
+	raw := s.loadAccess(rq, rq.bucket).lifecycle
+	if len(raw) == 0 {
+		return
+	}
+	rules, err := objectapi.DecodeLifecycle(raw)
+	if err != nil {
+		return
+	}
+	oi.Bucket, oi.Key = rq.bucket, rq.key
+	at, id := s.layer.Expiration(rq.ctx, rules, oi)
+	if at.IsZero() {
+		return
+	}
+	h.Set("x-amz-expiration", `expiry-date="`+at.UTC().Format(http.TimeFormat)+`", rule-id="`+strings.ReplaceAll(id, `"`, `\"`)+`"`)
 }

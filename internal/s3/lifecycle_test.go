@@ -194,3 +194,80 @@ func TestLifecycleVersions(t *testing.T) {
 		t.Fatalf("gone keeps %d versions or markers", n)
 	}
 }
+
+// TestExpirationHeader: PUT, GET, HEAD and copy of an object that an
+// expiration rule covers say when it expires and by which rule (the
+// earliest rule wins); other objects, disabled rules, unmatched tags and
+// reads of a given version say nothing.
+func TestExpirationHeader(t *testing.T) {
+	e := startEnv(t, nil)
+	e.mkBucket("lexp")
+	b := aws.String("lexp")
+	rules := []types.LifecycleRule{
+		{ID: aws.String("logs30"), Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("logs/")},
+			Expiration: &types.LifecycleExpiration{Days: aws.Int32(30)}},
+		{ID: aws.String("logs2"), Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{And: &types.LifecycleRuleAndOperator{
+			Prefix: aws.String("logs/"), Tags: []types.Tag{{Key: aws.String("tmp"), Value: aws.String("1")}}}},
+			Expiration: &types.LifecycleExpiration{Days: aws.Int32(2)}},
+		{ID: aws.String("off"), Status: types.ExpirationStatusDisabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("")},
+			Expiration: &types.LifecycleExpiration{Days: aws.Int32(1)}},
+		{ID: aws.String("dated"), Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("old/")},
+			Expiration: &types.LifecycleExpiration{Date: aws.Time(time.Date(2031, 3, 1, 0, 0, 0, 0, time.UTC))}},
+	}
+	if _, err := e.c.PutBucketLifecycleConfiguration(e.ctx, &s3.PutBucketLifecycleConfigurationInput{Bucket: b,
+		LifecycleConfiguration: &types.BucketLifecycleConfiguration{Rules: rules}}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(key, tagging string) string {
+		in := &s3.PutObjectInput{Bucket: b, Key: aws.String(key), Body: strings.NewReader("x")}
+		if tagging != "" {
+			in.Tagging = aws.String(tagging)
+		}
+		out, err := e.c.PutObject(e.ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return aws.ToString(out.Expiration)
+	}
+	due := func(days int) string {
+		h, err := e.c.HeadObject(e.ctx, &s3.HeadObjectInput{Bucket: b, Key: aws.String("logs/a")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := h.LastModified.UTC().Add(time.Duration(days) * 24 * time.Hour)
+		return d.Truncate(24 * time.Hour).Add(24 * time.Hour).Format("Mon, 02 Jan 2006 15:04:05 GMT")
+	}
+	if got := put("logs/a", ""); got != `expiry-date="`+due(30)+`", rule-id="logs30"` {
+		t.Errorf("PUT logs/a: x-amz-expiration %q", got)
+	}
+	if got := put("logs/t", "tmp=1"); !strings.Contains(got, `rule-id="logs2"`) {
+		t.Errorf("PUT logs/t (tagged, the earlier rule): %q", got)
+	}
+	if got := put("logs/u", "tmp=2"); !strings.Contains(got, `rule-id="logs30"`) {
+		t.Errorf("PUT logs/u (tag does not match): %q", got)
+	}
+	if got := put("other", ""); got != "" {
+		t.Errorf("PUT other (only a disabled rule): %q", got)
+	}
+	if got := put("old/x", ""); got != `expiry-date="Sat, 01 Mar 2031 00:00:00 GMT", rule-id="dated"` {
+		t.Errorf("PUT old/x: %q", got)
+	}
+	h, err := e.c.HeadObject(e.ctx, &s3.HeadObjectInput{Bucket: b, Key: aws.String("logs/a")})
+	if err != nil || !strings.Contains(aws.ToString(h.Expiration), `rule-id="logs30"`) {
+		t.Errorf("HEAD: %q %v", aws.ToString(h.Expiration), err)
+	}
+	g, err := e.c.GetObject(e.ctx, &s3.GetObjectInput{Bucket: b, Key: aws.String("logs/t")})
+	if err != nil || !strings.Contains(aws.ToString(g.Expiration), `rule-id="logs2"`) {
+		t.Errorf("GET: %q %v", aws.ToString(g.Expiration), err)
+	} else {
+		g.Body.Close()
+	}
+	c, err := e.c.CopyObject(e.ctx, &s3.CopyObjectInput{Bucket: b, Key: aws.String("old/c"), CopySource: aws.String("lexp/other")})
+	if err != nil || !strings.Contains(aws.ToString(c.Expiration), `rule-id="dated"`) {
+		t.Errorf("copy: %q %v", aws.ToString(c.Expiration), err)
+	}
+	h, err = e.c.HeadObject(e.ctx, &s3.HeadObjectInput{Bucket: b, Key: aws.String("other")})
+	if err != nil || h.Expiration != nil {
+		t.Errorf("HEAD other: %q %v", aws.ToString(h.Expiration), err)
+	}
+}

@@ -194,6 +194,7 @@ func (s *Server) completeUpload(rq *request) error {
 	}
 	setVersionID(rq.w.Header(), oi.VersionID)
 	sseHeaders(rq.w.Header(), oi.SSE, rq.r.Header, false)
+	s.setExpiration(rq, rq.w.Header(), oi)
 	writeXML(rq.w, http.StatusOK, out)
 	return nil
 }

@@ -94,6 +94,9 @@ func (s *Server) readObject(rq *request, head bool) error {
 	s.objectHeaders(h, o.Info, rq.r.Header.Get("x-amz-checksum-mode") == "ENABLED" && !o.Partial ||
 		opts.PartNumber == 1 && o.Info.Parts == 0 && rq.r.Header.Get("x-amz-checksum-mode") == "ENABLED")
 	sseHeaders(h, o.Info.SSE, rq.r.Header, false)
+	if opts.VersionID == "" {
+		s.setExpiration(rq, h, o.Info)
+	}
 	for q, hname := range responseOverrides {
 		if v := rq.q.Get(q); v != "" {
 			h.Set(hname, v)

@@ -212,6 +212,7 @@ func (s *Server) putObject(rq *request) error {
 	h.Set("ETag", quote(oi.ETag))
 	setVersionID(h, oi.VersionID)
 	sseHeaders(h, oi.SSE, rq.r.Header, true)
+	s.setExpiration(rq, h, oi)
 	if oi.Checksum.Algorithm != "" {
 		h.Set("x-amz-checksum-"+strings.ToLower(oi.Checksum.Algorithm), oi.Checksum.Value)
 		h.Set("x-amz-checksum-type", oi.Checksum.Type)
@@ -338,6 +339,7 @@ func (s *Server) copyObject(rq *request) error {
 	}
 	setVersionID(rq.w.Header(), oi.VersionID)
 	sseHeaders(rq.w.Header(), oi.SSE, rq.r.Header, true)
+	s.setExpiration(rq, rq.w.Header(), oi)
 	out := copyObjectResult{Xmlns: s3NS, LastModified: isoTime(oi.LastModified), ETag: quote(oi.ETag)}
 	out.setChecksum(oi.Checksum)
 	writeXML(rq.w, http.StatusOK, out)

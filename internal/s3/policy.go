@@ -170,6 +170,9 @@ type bucketAccess struct {
 	// encryption is the bucket's stored default encryption, read here
 	// with the rest so that a write does not read the bucket again.
 	encryption []byte
+	// lifecycle is the bucket's stored lifecycle configuration, for the
+	// x-amz-expiration header of reads and writes.
+	lifecycle []byte
 }
 
 // parsedPolicy is a bucket's policy document and its parse.
