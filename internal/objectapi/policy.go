@@ -247,6 +247,20 @@ func (p *Policy) Conditional() bool {
 	return false
 }
 
+// UsesExistingObjectTags reports whether a condition names an
+// s3:ExistingObjectTag key, that is, whether Evaluate needs the tags of
+// the object a request names (which cost the gateway a read).
+func (p *Policy) UsesExistingObjectTags() bool {
+	for i := range p.Statements {
+		for _, c := range p.Statements[i].conditions {
+			if strings.HasPrefix(c.key, existingObjectTagPrefix) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (st *PolicyStatement) conditionsHold(ctx ConditionValues) bool {
 	for i := range st.conditions {
 		if !st.conditions[i].holds(ctx) {

@@ -135,11 +135,27 @@ var conditionKeys = map[string]bool{
 	"s3:object-lock-legal-hold": true, "s3:object-lock-remaining-retention-days": true,
 }
 
-// requestObjectTagPrefix starts the keys s3:RequestObjectTag/KEY.
-const requestObjectTagPrefix = "s3:requestobjecttag/"
+// requestObjectTagPrefix starts the keys s3:RequestObjectTag/KEY (the
+// tags a write asks for), existingObjectTagPrefix the keys
+// s3:ExistingObjectTag/KEY (the tags of the object a request names).
+const (
+	requestObjectTagPrefix  = "s3:requestobjecttag/"
+	existingObjectTagPrefix = "s3:existingobjecttag/"
+)
 
 func knownConditionKey(k string) bool {
-	return conditionKeys[k] || strings.HasPrefix(k, requestObjectTagPrefix) && len(k) > len(requestObjectTagPrefix)
+	for _, p := range []string{requestObjectTagPrefix, existingObjectTagPrefix} {
+		if strings.HasPrefix(k, p) && len(k) > len(p) {
+			return true
+		}
+	}
+	return conditionKeys[k]
+}
+
+// ExistingObjectTagKey is the condition key under which the gateway puts
+// the value of the named object's tag name (ConditionValues).
+func ExistingObjectTagKey(name string) string {
+	return existingObjectTagPrefix + strings.ToLower(name)
 }
 
 // parseConditions decodes a statement's Condition element.

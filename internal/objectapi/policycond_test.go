@@ -76,7 +76,7 @@ func TestPolicyUnknownConditionKey(t *testing.T) {
 		return []byte(`{"Statement":[{"Effect":"Deny","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*","Condition":` + cond + `}]}`)
 	}
 	for _, bad := range []string{
-		`{"StringEquals": {"s3:ExistingObjectTag/class": "secret"}}`,
+		`{"StringEquals": {"s3:ExistingObjectTag/": "secret"}}`,
 		`{"StringEquals": {"aws:SourceVpc": "vpc-1"}}`,
 		`{"StringLike": {"s3:RequestObjectTag/": "x"}}`,
 	} {
@@ -86,6 +86,7 @@ func TestPolicyUnknownConditionKey(t *testing.T) {
 	}
 	for _, good := range []string{
 		`{"StringEquals": {"s3:RequestObjectTag/class": "secret"}}`,
+		`{"StringEquals": {"s3:ExistingObjectTag/class": "secret"}}`,
 		`{"StringEquals": {"S3:x-amz-server-side-encryption": "AES256"}}`,
 		`{"NumericGreaterThan": {"s3:object-lock-remaining-retention-days": "10"}}`,
 	} {

@@ -75,12 +75,32 @@ func (s *Server) authorize(rq *request, op string, action Action, bucket, key st
 		versioned: key != "" && rq.q.Get("versionId") != ""}
 	if a.policy != nil && a.policy.Conditional() {
 		q.cond = rq.conditionValues()
+		if key != "" && a.policy.UsesExistingObjectTags() {
+			s.existingObjectTags(rq, bucket, key, q.cond)
+		}
 	}
 	object := func() *objectFacts { return s.objectFacts(rq, a, bucket, key) }
 	if !decide(q, a, object) {
 		return errAccessDenied
 	}
 	return nil
+}
+
+// existingObjectTags adds the tags of the object a request names (its
+// version, for the request's own object) to the condition values, as
+// s3:ExistingObjectTag/KEY. An object that does not exist has none.
+func (s *Server) existingObjectTags(rq *request, bucket, key string, cond objectapi.ConditionValues) {
+	vid := ""
+	if bucket == rq.bucket && key == rq.key {
+		vid = rq.q.Get("versionId")
+	}
+	tags, err := s.layer.GetObjectTagging(rq.ctx, bucket, key, vid)
+	if err != nil {
+		return
+	}
+	for _, t := range tags {
+		cond[objectapi.ExistingObjectTagKey(t.Key)] = []string{t.Value}
+	}
 }
 
 // objectFacts loads the owner and ACL of the object a request names (its

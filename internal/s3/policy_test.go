@@ -454,3 +454,42 @@ func TestPublicReadBucketKeepsObjectsPrivate(t *testing.T) {
 		}
 	}
 }
+
+// TestBucketPolicyExistingObjectTag: s3:ExistingObjectTag/KEY is the
+// named object's tag, so a policy opens (or closes) objects by their tags:
+// an untagged, differently tagged or missing object does not match, and a
+// retag takes effect at once.
+func TestBucketPolicyExistingObjectTag(t *testing.T) {
+	e := startEnv(t, nil)
+	e.mkBucket("tagged")
+	b := aws.String("tagged")
+	for key, tagging := range map[string]string{"pub": "security=public", "priv": "security=private", "none": ""} {
+		in := &s3.PutObjectInput{Bucket: b, Key: aws.String(key), Body: strings.NewReader("data of " + key)}
+		if tagging != "" {
+			in.Tagging = aws.String(tagging)
+		}
+		if _, err := e.c.PutObject(e.ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc := `{"Statement":[{"Effect":"Allow","Principal":"*","Action":["s3:GetObject","s3:GetObjectTagging"],"Resource":"arn:aws:s3:::tagged/*",` +
+		`"Condition":{"StringEquals":{"s3:ExistingObjectTag/security":"public"}}}]}`
+	if err := e.putPolicy(e.c, "tagged", doc); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]int{"pub": http.StatusOK, "priv": http.StatusForbidden, "none": http.StatusForbidden, "missing": http.StatusForbidden} {
+		if st, body := e.anon("GET", "/tagged/"+key, ""); st != want || want == http.StatusOK && body != "data of "+key {
+			t.Errorf("anonymous GET %s: %d %q, want %d", key, st, body, want)
+		}
+	}
+	if st, _ := e.anon("GET", "/tagged/pub?tagging", ""); st != http.StatusOK {
+		t.Errorf("anonymous GET pub?tagging: %d", st)
+	}
+	if _, err := e.c.PutObjectTagging(e.ctx, &s3.PutObjectTaggingInput{Bucket: b, Key: aws.String("priv"),
+		Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String("security"), Value: aws.String("public")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := e.anon("GET", "/tagged/priv", ""); st != http.StatusOK {
+		t.Errorf("anonymous GET priv after retagging public: %d", st)
+	}
+}
