@@ -281,13 +281,15 @@ func (v *Verifier) verifyHeader(r *http.Request, a *auth) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.Format(dateFormat) != a.date {
-		return nil, ErrAuthorizationHeaderMalformed.with("Invalid credential date %q. Date is not the same as X-Amz-Date: %q.", a.date, t.Format(dateFormat))
-	}
+	// The time first, as S3: a request from far away in time is told so
+	// even when its credential scope no longer matches its date.
 	now := v.now()
 	if d := now.Sub(t); d > v.maxSkew() || -d > v.maxSkew() {
 		return nil, ErrRequestTimeTooSkewed.with("The difference between the request time (%s) and the current time (%s) is too large.",
 			t.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	if t.Format(dateFormat) != a.date {
+		return nil, ErrAuthorizationHeaderMalformed.with("Invalid credential date %q. Date is not the same as X-Amz-Date: %q.", a.date, t.Format(dateFormat))
 	}
 	payload := r.Header.Get("X-Amz-Content-Sha256")
 	if payload == "" {

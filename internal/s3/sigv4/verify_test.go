@@ -153,6 +153,15 @@ func TestVerifySkew(t *testing.T) {
 	if _, err := v.Verify(signedGet(t, testNow.Add(2*time.Minute))); !errors.Is(err, ErrRequestTimeTooSkewed) {
 		t.Errorf("MaxSkew 1m, signed 2m ahead: %v", err)
 	}
+	// An X-Amz-Date years off, changed after signing (so that it no longer
+	// matches the credential scope's date), is reported as skew, as S3.
+	for _, date := range []string{"20100707T215304Z", "20300707T215304Z"} {
+		r := signedGet(t, testNow)
+		r.Header.Set("X-Amz-Date", date)
+		if _, err := testVerifier().Verify(r); !errors.Is(err, ErrRequestTimeTooSkewed) {
+			t.Errorf("X-Amz-Date %s after signing: %v", date, err)
+		}
+	}
 }
 
 func TestVerifyDateHeaderOnly(t *testing.T) {
