@@ -249,6 +249,8 @@ func TestMalformedInput(t *testing.T) {
 		{"PUT", "/bad/c", nil, map[string]string{"x-amz-copy-source": "bad/k", "x-amz-metadata-directive": "MOVE"}, "InvalidArgument"},
 		{"PUT", "/bad/t", []byte("x"), map[string]string{"x-amz-tagging": "%zz"}, "InvalidArgument"},
 		{"PUT", "/bad/t", []byte("x"), map[string]string{"x-amz-checksum-crc32": "!!"}, "InvalidArgument"},
+		{"PUT", "/bad/t", []byte("x"), map[string]string{"Content-MD5": ""}, "InvalidDigest"},
+		{"PUT", "/bad/t", []byte("x"), map[string]string{"Content-MD5": "bm90IGEgZGlnZXN0"}, "InvalidDigest"},
 		{"PUT", "/bad/t", []byte("x"), map[string]string{"x-amz-sdk-checksum-algorithm": "MD4"}, "InvalidRequest"},
 		{"PUT", "/bad/k?uploadId=" + up + "&partNumber=1", nil, map[string]string{"x-amz-copy-source": "bad/none", "x-amz-copy-source-range": "bytes=9-1"}, "InvalidArgument"},
 		{"DELETE", "/", nil, nil, "MethodNotAllowed"},

@@ -112,11 +112,16 @@ func validHeaderValue(v string) bool {
 	return true
 }
 
-// contentMD5 decodes Content-MD5; nil when absent.
+// contentMD5 decodes Content-MD5; nil when absent. A header that is
+// present but empty is InvalidDigest, as S3: the client meant a digest.
 func contentMD5(r *http.Request) ([]byte, error) {
-	v := r.Header.Get("Content-MD5")
-	if v == "" {
+	vs, present := r.Header["Content-Md5"]
+	if !present {
 		return nil, nil
+	}
+	v := ""
+	if len(vs) > 0 {
+		v = vs[0]
 	}
 	b, err := base64.StdEncoding.DecodeString(v)
 	if err != nil || len(b) != 16 {
