@@ -24,7 +24,6 @@ var (
 	ErrEntityTooLarge       = errors.New("objectapi: entity too large")
 	ErrNoSuchUpload         = errors.New("objectapi: no such upload")
 	ErrInvalidPart          = errors.New("objectapi: invalid part")
-	ErrInvalidPartNumber    = errors.New("objectapi: no such part number") // a read of a part the object does not have
 	ErrInvalidPartOrder     = errors.New("objectapi: parts not in ascending order")
 	ErrEntityTooSmall       = errors.New("objectapi: part too small")
 	ErrMalformedInput       = errors.New("objectapi: malformed input") // XML/JSON configuration documents

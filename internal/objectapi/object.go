@@ -544,10 +544,10 @@ func (l *Layer) partRange(ctx context.Context, e *filer.Entry, oi ObjectInfo, n 
 		if n == 1 {
 			return 0, oi.Size, nil
 		}
-		return 0, 0, errorf(ErrInvalidPartNumber, "the object has 1 part, not %d", n)
+		return 0, 0, errorf(ErrInvalidPart, "the object has 1 part, not %d", n)
 	}
 	if n > len(sizes) {
-		return 0, 0, errorf(ErrInvalidPartNumber, "the object has %d parts, not %d", len(sizes), n)
+		return 0, 0, errorf(ErrInvalidPart, "the object has %d parts, not %d", len(sizes), n)
 	}
 	var start int64
 	for _, s := range sizes[:n-1] {

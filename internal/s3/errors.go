@@ -78,7 +78,6 @@ var objectErrors = []struct {
 	{objectapi.ErrInvalidDigest, errInvalidDigest},
 	{objectapi.ErrEntityTooLarge, newErr("EntityTooLarge", 400, "Your proposed upload exceeds the maximum allowed object size.")},
 	{objectapi.ErrNoSuchUpload, newErr("NoSuchUpload", 404, "The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.")},
-	{objectapi.ErrInvalidPartNumber, newErr("InvalidPartNumber", http.StatusRequestedRangeNotSatisfiable, "The requested partnumber is not satisfiable")},
 	{objectapi.ErrInvalidPart, newErr("InvalidPart", 400, "One or more of the specified parts could not be found.")},
 	{objectapi.ErrInvalidPartOrder, newErr("InvalidPartOrder", 400, "The list of parts was not in ascending order.")},
 	{objectapi.ErrEntityTooSmall, newErr("EntityTooSmall", 400, "Your proposed upload is smaller than the minimum allowed object size.")},
