@@ -133,6 +133,10 @@ func TestMultipartUpload(t *testing.T) {
 	if !bytes.Equal(got, parts[1]) || aws.ToInt32(g.PartsCount) != 3 {
 		t.Fatalf("part 2: %d bytes, parts count %d", len(got), aws.ToInt32(g.PartsCount))
 	}
+	// A part the object does not have is 400 InvalidPart (Ceph's s3-tests
+	// test_multipart_get_part expects so).
+	_, err = e.c.GetObject(e.ctx, &s3.GetObjectInput{Bucket: b, Key: k, PartNumber: aws.Int32(4)})
+	e.wantCode(err, "InvalidPart")
 	// The upload is gone.
 	_, err = e.c.ListParts(e.ctx, &s3.ListPartsInput{Bucket: b, Key: k, UploadId: id})
 	e.wantCode(err, "NoSuchUpload")
