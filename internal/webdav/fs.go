@@ -76,7 +76,11 @@ func (f fileSystem) openFile(ctx context.Context, name string, flag int) (xwebda
 	if err != nil {
 		return nil, osErr("open", name, err)
 	}
-	return &file{v: f.v, h: h, name: name}, nil
+	fl := &file{v: f.v, h: h, name: name}
+	if slot, ok := ctx.Value(openErrKey{}).(*openErr); ok {
+		fl.slot = slot
+	}
+	return fl, nil
 }
 
 func (f fileSystem) RemoveAll(ctx context.Context, name string) error {
@@ -115,14 +119,21 @@ type file struct {
 	name  string
 	pos   int64
 	locks *lockSnap // PROPFIND: the locks lockdiscovery shows
+	slot  *openErr  // GET: where a failed first read is noted
+	read  bool
 }
 
 func (f *file) Read(p []byte) (int, error) {
 	n, err := f.h.ReadAt(context.Background(), p, f.pos)
 	f.pos += int64(n)
 	if err != nil && !errors.Is(err, io.EOF) {
+		if !f.read && n == 0 && f.slot != nil {
+			f.slot.readErr = err
+		}
+		f.read = true
 		return n, osErr("read", f.name, err)
 	}
+	f.read = true
 	return n, err
 }
 
@@ -225,7 +236,9 @@ func (d *dir) Readdir(count int) ([]fs.FileInfo, error) {
 // openErr keeps the error of a request's OpenFile: x/net/webdav answers
 // every failed open of a GET or HEAD 404, also when the filer could not be
 // reached; the handler turns those into 503 (see unreachableWriter).
-type openErr struct{ err error }
+// readErr is the error of a GET's first read of the content, which
+// http.ServeContent would otherwise follow with a 200 cut short.
+type openErr struct{ err, readErr error }
 
 type openErrKey struct{}
 

@@ -177,6 +177,14 @@ func Handler(v *fsview.FS, log *slog.Logger) http.Handler {
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
 			slot := &openErr{}
 			r = r.WithContext(context.WithValue(r.Context(), openErrKey{}, slot))
+			if r.Method == http.MethodGet {
+				// The status waits for the content's first bytes: a first
+				// read that fails (every copy of a chunk unreachable) is a
+				// 503, not a 200 whose body stops short.
+				hw := httpserve.Hold(w)
+				defer answerHeld(hw, slot)
+				w = hw
+			}
 			w = &unreachableWriter{ResponseWriter: w, slot: slot}
 		}
 		if r.Method == "LOCK" {
@@ -197,6 +205,23 @@ func Handler(v *fsview.FS, log *slog.Logger) http.Handler {
 		h.ServeHTTP(lw, r)
 		dropGone(r, v, lw.code)
 	})
+}
+
+// answerHeld lets a GET's held status go, or, when nothing was sent because
+// the first read of the content failed, answers 503 instead.
+func answerHeld(hw *httpserve.HeldStatus, slot *openErr) {
+	if hw.Sent() {
+		return
+	}
+	if slot.readErr == nil {
+		hw.Send()
+		return
+	}
+	hw.Retract()
+	hw.Header().Set("Retry-After", "1")
+	hw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	hw.ResponseWriter.WriteHeader(http.StatusServiceUnavailable)
+	io.WriteString(hw.ResponseWriter, "content unreadable now: "+slot.readErr.Error()+"\n")
 }
 
 // unreachableWriter answers 503 where the handler says 404 because the
