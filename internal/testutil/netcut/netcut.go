@@ -16,14 +16,14 @@ import (
 // Network connects members and cuts links between them on cue.
 type Network struct {
 	mu    sync.Mutex
-	addr  map[string]string        // member address -> member id
-	cut   map[[2]string]bool       // member ids, in order
-	conns map[[2]string][]net.Conn // open connections per link
+	addr  map[string]string            // member address -> member id
+	cut   map[[2]string]bool           // member ids, in order
+	conns map[[2]string]map[*conn]bool // open connections per link
 }
 
 // New is a network with every link up.
 func New() *Network {
-	return &Network{addr: map[string]string{}, cut: map[[2]string]bool{}, conns: map[[2]string][]net.Conn{}}
+	return &Network{addr: map[string]string{}, cut: map[[2]string]bool{}, conns: map[[2]string]map[*conn]bool{}}
 }
 
 func link(a, b string) [2]string {
@@ -63,9 +63,28 @@ func (n *Network) Dialer(from string) func(addr string, timeout time.Duration) (
 			c.Close()
 			return nil, ErrCut
 		}
-		n.conns[l] = append(n.conns[l], c)
-		return c, nil
+		tc := &conn{Conn: c, n: n, l: l}
+		if n.conns[l] == nil {
+			n.conns[l] = map[*conn]bool{}
+		}
+		n.conns[l][tc] = true
+		return tc, nil
 	}
+}
+
+// conn is a connection the network tracks until it is closed, so that a
+// long test's many short connections do not pile up.
+type conn struct {
+	net.Conn
+	n *Network
+	l [2]string
+}
+
+func (c *conn) Close() error {
+	c.n.mu.Lock()
+	delete(c.n.conns[c.l], c)
+	c.n.mu.Unlock()
+	return c.Conn.Close()
 }
 
 // ContextDialer is member from's dial function in the form of
@@ -92,8 +111,8 @@ func (n *Network) Isolate(id string) {
 		}
 		l := link(id, other)
 		n.cut[l] = true
-		for _, c := range n.conns[l] {
-			c.Close()
+		for c := range n.conns[l] {
+			c.Conn.Close() // not c.Close: n.mu is held
 		}
 		delete(n.conns, l)
 	}
