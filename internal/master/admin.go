@@ -51,6 +51,9 @@ func (s *Server) configure(ctx context.Context, token uint64, collection, repl, 
 	if token == 0 {
 		return consensus.Settings{}, fmt.Errorf("%w: configure needs the admin lock (run lock first)", consensus.ErrNotLockOwner)
 	}
+	if err := checkCollection(collection); err != nil {
+		return consensus.Settings{}, err
+	}
 	u := consensus.SettingsUpdate{LockToken: token, Now: time.Now()}
 	if repl != "" {
 		code, err := replication.Parse(repl)

@@ -35,6 +35,9 @@ const maxAssignCount = 1 << 20
 
 // layoutKey resolves the request's layout, applying default replication.
 func (s *Server) layoutKey(collection, repl, ttlStr string) (topology.LayoutKey, error) {
+	if err := checkCollection(collection); err != nil {
+		return topology.LayoutKey{}, err
+	}
 	if repl == "" {
 		set := s.currentSettings()
 		repl = set.DefaultReplication
@@ -51,6 +54,21 @@ func (s *Server) layoutKey(collection, repl, ttlStr string) (topology.LayoutKey,
 		return topology.LayoutKey{}, err
 	}
 	return topology.LayoutKey{Collection: collection, Replication: code, TTL: t}, nil
+}
+
+// maxCollectionLen keeps a volume's file names ("<collection>_<id>.ec13",
+// ".vif", ...) within the 255 bytes file systems allow.
+const maxCollectionLen = 200
+
+// checkCollection refuses a collection name that cannot be the start of a
+// volume's file name on every volume server: a path separator, NUL, "." or
+// "..", or a name too long. A volume server would refuse to allocate such a
+// volume; refusing here answers 400 instead of growing in vain.
+func checkCollection(name string) error {
+	if strings.ContainsAny(name, "/\\\x00") || name == "." || name == ".." || len(name) > maxCollectionLen {
+		return fmt.Errorf("%w: collection %q: no '/', '\\' or NUL, not '.' or '..', at most %d bytes", ErrBadRequest, name, maxCollectionLen)
+	}
+	return nil
 }
 
 // assign picks a writable volume (growing one if there is none) and reserves

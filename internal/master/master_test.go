@@ -229,7 +229,8 @@ func TestNoVolumeServerIs503(t *testing.T) {
 
 func TestBadParameters(t *testing.T) {
 	s := startMaster(t, t.TempDir())
-	for _, q := range []string{"replication=9x", "ttl=5q", "count=abc", "count=0", "count=99999999999"} {
+	for _, q := range []string{"replication=9x", "ttl=5q", "count=abc", "count=0", "count=99999999999",
+		"collection=..%2Fx", "collection=a%2Fb", "collection=..", "collection=a%5Cb", "collection=a%00b", "collection=" + strings.Repeat("c", 201)} {
 		r, code := assignHTTP(t, s, q)
 		if code != 400 || r.Error == "" {
 			t.Errorf("assign?%s: %d %+v", q, code, r)
