@@ -252,8 +252,8 @@ type bench struct {
 	crc *crc32.Table // CRC-32C, hardware-accelerated on amd64 and arm64
 
 	// raw: requests go through the lean client (rawhttp.go); when the
-	// first master does not answer an assign itself (a follower), assigns
-	// go through the library client, which finds the leader, from then on.
+	// first master does not assign but the library client, which finds
+	// the leader, does, assigns go through the latter from then on.
 	raw           bool
 	master        string // "host:port" of the first master
 	masterAuth    string // its Authorization header line, if any
@@ -343,7 +343,7 @@ var errMismatch = errors.New("benchmark: read back different bytes")
 // read fetches f and checks its size and checksum.
 func (w *worker) read(ctx context.Context, b *bench, f *written) (int, error) {
 	size := b.cfg.Size
-	if w.buf == nil {
+	if len(w.buf) != size+1 { // nil, or the write phase's contents template
 		w.buf = make([]byte, size+1)
 	}
 	if b.raw {
@@ -397,6 +397,7 @@ func (w *worker) rawWrite(ctx context.Context, b *bench, data []byte) (fid.FileI
 	}
 	var a client.Assignment
 	var err error
+	follower := false
 	if !b.libraryAssign.Load() {
 		var ans rawAnswer
 		ans, err = w.raw.do(b.master, "GET", b.assignPath, b.masterAuth, nil, w.ans)
@@ -409,15 +410,21 @@ func (w *worker) rawWrite(ctx context.Context, b *bench, data []byte) (fid.FileI
 			}
 		case ans.status == http.StatusOK:
 			return fid.FileID{}, fmt.Errorf("benchmark: assign from %s: an answer of %d bytes", b.master, ans.length)
-		default:
-			// Not the leader, or no writable volume yet: the library
-			// client knows how to find the leader and report the rest.
-			b.libraryAssign.Store(true)
+		default: // a redirect, or an error naming the leader
+			follower = ans.status/100 == 3 || bytes.Contains(w.ans[:ans.n], []byte(`"leader"`))
 		}
 	}
-	if b.libraryAssign.Load() && a.URL == "" {
+	if a.URL == "" {
+		// The first master did not assign (a follower, no writable volume
+		// yet, an error): ask through the library client, which follows
+		// redirects and leader hints and reports errors as usual. When
+		// that master is a follower, assigns go through the library from
+		// now on.
 		if a, err = b.c.Assign(ctx, client.AssignRequest{Collection: b.cfg.Collection, Replication: b.cfg.Replication}); err != nil {
 			return fid.FileID{}, err
+		}
+		if follower {
+			b.libraryAssign.Store(true)
 		}
 	}
 	headers := "Content-Type: application/octet-stream\r\n"
