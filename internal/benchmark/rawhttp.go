@@ -377,3 +377,23 @@ func trimmed(b []byte) string {
 	}
 	return string(b)
 }
+
+// HTTP1 is the lean client for one worker of another workload (the suite's
+// filer workloads): one kept-alive connection per server, used by one
+// goroutine at a time.
+type HTTP1 struct{ rs *rawConns }
+
+// NewHTTP1 returns a client whose requests end when ctx does.
+func NewHTTP1(ctx context.Context) *HTTP1 { return &HTTP1{rs: newRawConns(ctx)} }
+
+// Do sends method target (path and query) to host ("host:port") with the
+// extra header lines headers (each ending in CRLF) and body, and reads the
+// answer's body into dst. It returns the status, the body's length, and
+// how much of it is in dst (what did not fit was read and dropped).
+func (h *HTTP1) Do(host, method, target, headers string, body, dst []byte) (status int, length int64, n int, err error) {
+	a, err := h.rs.do(host, method, target, headers, body, dst)
+	return a.status, a.length, a.n, err
+}
+
+// Close closes the connections.
+func (h *HTTP1) Close() { h.rs.closeAll() }
