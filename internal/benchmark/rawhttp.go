@@ -132,7 +132,7 @@ func (rs *rawConns) do(host, method, target, headers string, body, dst []byte) (
 // errAnswerClosed comes with a whole answer after which c must be closed.
 func (c *rawConn) roundTrip(host, method, target, headers string, body, dst []byte) (a rawAnswer, started bool, err error) {
 	now := time.Now()
-	if now.Add(rawAnswerWithin).Sub(c.deadline) > time.Second {
+	if c.deadline.Sub(now) < rawAnswerWithin {
 		// Move the deadline on at most once a second: each request gets
 		// between 10 and 11 s.
 		c.deadline = now.Add(rawAnswerWithin + time.Second)
@@ -271,11 +271,14 @@ func readAnswer(br *bufio.Reader, isHead bool, dst []byte) (a rawAnswer, keep bo
 
 // readBody reads n bytes (n < 0: up to EOF) into dst, dropping the overflow.
 func readBody(r io.Reader, n int64, dst []byte, a *rawAnswer) error {
+	var scratch []byte // for what does not fit dst
 	for n != 0 {
 		buf := dst[a.n:]
-		var scratch [4096]byte
 		if len(buf) == 0 {
-			buf = scratch[:]
+			if scratch == nil {
+				scratch = make([]byte, 4096)
+			}
+			buf = scratch
 		}
 		if n > 0 && int64(len(buf)) > n {
 			buf = buf[:n]
