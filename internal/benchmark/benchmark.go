@@ -12,10 +12,12 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/kelpfs/kelp/internal/auth"
 	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/fid"
+	"github.com/kelpfs/kelp/internal/security"
 )
 
 // ErrConfig is returned (wrapped) by Run for an unusable Config.
@@ -38,8 +40,13 @@ type Config struct {
 	Progress io.Writer
 	// AccessToken is shown to the masters when they need one ("" none).
 	AccessToken string
-	// HTTPClient overrides the client's tuned default (tests).
+	// HTTPClient overrides the client's tuned default (tests); it is used
+	// for every request, as with NetHTTP.
 	HTTPClient *http.Client
+	// NetHTTP sends every request through the library client (net/http),
+	// as before the lean client of rawhttp.go: for comparisons. TLS
+	// clusters always use it.
+	NetHTTP bool
 	// Logger receives the first failures of each phase; nil discards.
 	Logger *slog.Logger
 	// Seed makes file contents and read order repeatable; 0 picks one.
@@ -108,12 +115,30 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.N, cfg.Size, cfg.Concurrency, strings.Join(cfg.Masters, ","))
 
 	b := &bench{c: c, cfg: cfg, crc: crc32.MakeTable(crc32.Castagnoli)}
+	b.raw = !cfg.NetHTTP && cfg.HTTPClient == nil && security.Scheme() == "http"
+	if b.raw {
+		b.master = hostOf(cfg.Masters[0])
+		if cfg.AccessToken != "" {
+			b.masterAuth = "Authorization: Bearer " + cfg.AccessToken + "\r\n"
+		}
+		b.assignPath = client.AssignPath(client.AssignRequest{Collection: cfg.Collection, Replication: cfg.Replication})
+	}
 	rep := &Report{}
 	files := make([]written, cfg.N)
 	workers := make([]worker, cfg.Concurrency)
 	for i := range workers {
 		workers[i].id = i
+		if b.raw {
+			workers[i].raw = newRawConns(ctx)
+		}
 	}
+	defer func() {
+		for i := range workers {
+			if workers[i].raw != nil {
+				workers[i].raw.closeAll()
+			}
+		}
+	}()
 	phase := func(name string) PhaseOptions {
 		return PhaseOptions{Name: name, Unit: "req", Concurrency: cfg.Concurrency, Progress: cfg.Progress, Logger: cfg.Logger}
 	}
@@ -154,6 +179,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return int64(n), err
 	})
 	PrintPhase(cfg.Out, "read", "requests", rep.Read, ReadNote(cfg.Cold))
+	if n := b.readsAgain.Load(); n > 0 {
+		fmt.Fprintf(cfg.Out, "%d reads failed on the first server and were read again through the library client\n\n", n)
+	}
 	if cfg.JSON {
 		if err := rep.writeJSON(cfg.Out); err != nil {
 			return rep, err
@@ -222,6 +250,22 @@ type bench struct {
 	c   *client.Client
 	cfg Config
 	crc *crc32.Table // CRC-32C, hardware-accelerated on amd64 and arm64
+
+	// raw: requests go through the lean client (rawhttp.go); when the
+	// first master does not assign but the library client, which finds
+	// the leader, does, assigns go through the latter from then on.
+	raw           bool
+	master        string // "host:port" of the first master
+	masterAuth    string // its Authorization header line, if any
+	assignPath    string
+	libraryAssign atomic.Bool
+	readsAgain    atomic.Int64 // lean reads that failed and went through the library client
+}
+
+// hostOf strips a scheme and a trailing slash from an address.
+func hostOf(addr string) string {
+	addr = strings.TrimPrefix(strings.TrimPrefix(addr, "http://"), "https://")
+	return strings.TrimRight(addr, "/")
 }
 
 // worker holds one goroutine's state: the random contents its files are
@@ -230,6 +274,11 @@ type worker struct {
 	id  int
 	buf []byte // write: the contents template; read: Size+1 bytes, to catch a long body
 	rng *rand.Rand
+
+	raw  *rawConns         // the lean client's connections (b.raw)
+	data []byte            // write, lean client: the file being written
+	ans  []byte            // the lean client's answers to assign and upload
+	locs map[uint32]rawLoc // read, lean client: the server read from, per volume
 }
 
 // write stores file i with exactly one assign and one upload.
@@ -248,11 +297,20 @@ func (w *worker) write(ctx context.Context, b *bench, i int, f *written) (int, e
 	// and fresh randomness), so no two files are equal and a read returning
 	// the wrong file fails the checksum.
 	//
-	// Each file gets its own copy: net/http may still read a request body
-	// after Do returns (when the server answered early), so a buffer cannot
-	// be rewritten for the next file, and a body that is a plain
-	// *bytes.Reader lets the transport send headers and body in one write.
-	data := make([]byte, len(w.buf))
+	// Each file gets its own copy with net/http: it may still read a
+	// request body after Do returns (when the server answered early), so a
+	// buffer cannot be rewritten for the next file, and a body that is a
+	// plain *bytes.Reader lets the transport send headers and body in one
+	// write. The lean client is done with the body when it returns.
+	var data []byte
+	if b.raw {
+		if w.data == nil {
+			w.data = make([]byte, len(w.buf))
+		}
+		data = w.data
+	} else {
+		data = make([]byte, len(w.buf))
+	}
 	copy(data, w.buf)
 	var stamp [16]byte
 	binary.LittleEndian.PutUint64(stamp[:], uint64(i))
@@ -260,6 +318,14 @@ func (w *worker) write(ctx context.Context, b *bench, i int, f *written) (int, e
 	copy(data, stamp[:])
 	f.crc = crc32.Checksum(data, b.crc)
 
+	if b.raw {
+		id, err := w.rawWrite(ctx, b, data)
+		if err != nil {
+			return 0, err
+		}
+		f.id, f.ok = id, true
+		return len(data), nil
+	}
 	a, err := c.Assign(ctx, client.AssignRequest{Collection: cfg.Collection, Replication: cfg.Replication})
 	if err != nil {
 		return 0, err
@@ -277,8 +343,18 @@ var errMismatch = errors.New("benchmark: read back different bytes")
 // read fetches f and checks its size and checksum.
 func (w *worker) read(ctx context.Context, b *bench, f *written) (int, error) {
 	size := b.cfg.Size
-	if w.buf == nil {
+	if len(w.buf) != size+1 { // nil, or the write phase's contents template
 		w.buf = make([]byte, size+1)
+	}
+	if b.raw {
+		n, again, err := w.rawRead(b, f)
+		if !again {
+			return n, err
+		}
+		// The read goes again through the library client, which tries the
+		// volume's other servers and, for signed reads, asks for a token:
+		// what a read through it would have done.
+		b.readsAgain.Add(1)
 	}
 	rc, _, err := b.c.Get(ctx, f.id, nil)
 	if err != nil {
@@ -312,4 +388,119 @@ func readFull(r io.Reader, buf []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// rawWrite is write's assign and upload through the lean client.
+func (w *worker) rawWrite(ctx context.Context, b *bench, data []byte) (fid.FileID, error) {
+	if w.ans == nil {
+		w.ans = make([]byte, 4<<10)
+	}
+	var a client.Assignment
+	var err error
+	follower := false
+	if !b.libraryAssign.Load() {
+		var ans rawAnswer
+		ans, err = w.raw.do(b.master, "GET", b.assignPath, b.masterAuth, nil, w.ans)
+		switch {
+		case err != nil:
+			return fid.FileID{}, fmt.Errorf("benchmark: assign from %s: %w: %w", b.master, client.ErrNoMaster, err)
+		case ans.status == http.StatusOK && ans.length == int64(ans.n):
+			if a, err = client.ParseAssignAnswer(w.ans[:ans.n]); err != nil {
+				return fid.FileID{}, err
+			}
+		case ans.status == http.StatusOK:
+			return fid.FileID{}, fmt.Errorf("benchmark: assign from %s: an answer of %d bytes", b.master, ans.length)
+		default: // a redirect, or an error naming the leader
+			follower = ans.status/100 == 3 || bytes.Contains(w.ans[:ans.n], []byte(`"leader"`))
+		}
+	}
+	if a.URL == "" {
+		// The first master did not assign (a follower, no writable volume
+		// yet, an error): ask through the library client, which follows
+		// redirects and leader hints and reports errors as usual. When
+		// that master is a follower, assigns go through the library from
+		// now on.
+		if a, err = b.c.Assign(ctx, client.AssignRequest{Collection: b.cfg.Collection, Replication: b.cfg.Replication}); err != nil {
+			return fid.FileID{}, err
+		}
+		if follower {
+			b.libraryAssign.Store(true)
+		}
+	}
+	headers := "Content-Type: application/octet-stream\r\n"
+	if a.Auth != "" {
+		headers += "Authorization: Bearer " + a.Auth + "\r\n"
+	}
+	host, target := hostOf(a.URL), "/"+a.FID.String()
+	ans, err := w.raw.do(host, "PUT", target, headers, data, w.ans)
+	if err != nil {
+		return fid.FileID{}, fmt.Errorf("benchmark: upload %s to %s: %w", a.FID, host, err)
+	}
+	body := w.ans[:ans.n]
+	if ans.status != http.StatusCreated && ans.status != http.StatusOK {
+		return fid.FileID{}, fmt.Errorf("benchmark: upload %s to %s: %d %s: %s", a.FID, host, ans.status,
+			http.StatusText(ans.status), bytes.TrimSpace(body))
+	}
+	if ans.length != int64(ans.n) {
+		return fid.FileID{}, fmt.Errorf("benchmark: upload %s to %s: an answer of %d bytes", a.FID, host, ans.length)
+	}
+	res, err := client.ParseUploadAnswer(body)
+	if err != nil {
+		return fid.FileID{}, err
+	}
+	if res.Size != int64(len(data)) {
+		return fid.FileID{}, fmt.Errorf("%w: upload %s stored %d bytes, sent %d", errMismatch, a.FID, res.Size, len(data))
+	}
+	return a.FID, nil
+}
+
+// rawRead is read through the lean client from the volume's first server.
+// again: the read must go through the library client instead, because it
+// needs a read token (401) or failed on a volume with another server to
+// fail over to. A wrong answer (size, checksum) is a failure in any case.
+func (w *worker) rawRead(b *bench, f *written) (n int, again bool, err error) {
+	size := b.cfg.Size
+	if w.locs == nil {
+		w.locs = map[uint32]rawLoc{}
+	}
+	loc, ok := w.locs[f.id.Volume]
+	if !ok {
+		locs, err := b.c.Lookup(w.raw.ctx, f.id.Volume)
+		if err != nil || len(locs) == 0 {
+			return 0, true, nil
+		}
+		loc = rawLoc{host: hostOf(locs[0].URL), more: len(locs) > 1}
+		w.locs[f.id.Volume] = loc
+	}
+	ans, err := w.raw.do(loc.host, "GET", "/"+f.id.String(), "", nil, w.buf)
+	switch {
+	case err == nil && ans.status == http.StatusOK:
+		if ans.length != int64(size) || ans.n != size {
+			return 0, false, fmt.Errorf("%w: %s has %d bytes, want %d", errMismatch, f.id, ans.length, size)
+		}
+		if crc32.Checksum(w.buf[:size], b.crc) != f.crc {
+			return 0, false, fmt.Errorf("%w: %s checksum", errMismatch, f.id)
+		}
+		return size, false, nil
+	case err == nil && ans.status == http.StatusUnauthorized || loc.more:
+		delete(w.locs, f.id.Volume)
+		return 0, true, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("benchmark: get %s from %s: %w", f.id, loc.host, err)
+	}
+	msg := w.buf[:ans.n]
+	if len(msg) > 200 {
+		msg = msg[:200]
+	}
+	err = fmt.Errorf("benchmark: get %s from %s: %d %s: %s", f.id, loc.host, ans.status, http.StatusText(ans.status), bytes.TrimSpace(msg))
+	if ans.status == http.StatusNotFound {
+		err = fmt.Errorf("%w (%w)", err, client.ErrNotFound)
+	}
+	return 0, false, err
+}
+
+// rawLoc is where the lean client reads a volume from.
+type rawLoc struct {
+	host string
+	more bool // the volume has other servers
 }

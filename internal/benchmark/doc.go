@@ -13,6 +13,12 @@
 // measured per request (assign+upload for a write, lookup+GET+body for a read)
 // and kept in one preallocated slice, sorted once.
 //
+// The requests go through a lean HTTP/1.1 client (rawhttp.go: one kept-alive
+// connection per worker and server, the request written and the answer read
+// on the worker's goroutine), so that the client's own CPU does not crowd
+// out the cluster's on a shared machine; Config.NetHTTP, a Config.HTTPClient
+// and TLS use the library client (net/http) instead.
+//
 // Config.Save writes the list of files written (files.go: a header line,
 // then "<fid> <crc32c hex>" per file); Config.ReadsFrom skips the write
 // phase and reads such a list again, so the same reads can be measured

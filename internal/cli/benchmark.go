@@ -50,6 +50,7 @@ func newBenchmarkCommand(g *globalFlags) *cobra.Command {
 	fl.StringVar(&cfg.Replication, "replication", "", "replication code XYZ (default: the cluster's)")
 	fl.BoolVar(&cfg.JSON, "json", false, "print one JSON object with the results as the last line")
 	fl.BoolVar(&cfg.Cold, "cold", false, coldUsage)
+	fl.BoolVar(&cfg.NetHTTP, "net-http", false, "send every request through net/http (the library client) instead of the benchmark's lean HTTP/1.1 client")
 	fl.StringVar(&cfg.Save, "save", "", "write the list of files written to this file, for a later --reads-from")
 	fl.StringVar(&cfg.ReadsFrom, "reads-from", "", "skip writing; read the files listed by an earlier --save again (e.g. after ec.encode)")
 	cmd.AddCommand(newS3BenchmarkCommand(g))

@@ -65,12 +65,22 @@ func (c *Client) Assign(ctx context.Context, req AssignRequest) (Assignment, err
 
 // assign is Assign with the time after which it stops retrying.
 func (c *Client) assign(ctx context.Context, until time.Time, req AssignRequest) (Assignment, error) {
-	var ans assignAnswer
-	err := c.masterGetUntil(ctx, until, assignPath(req), func(body []byte) error {
-		return decodeAssignAnswer(body, &ans)
+	var a Assignment
+	err := c.masterGetUntil(ctx, until, assignPath(req), func(body []byte) (err error) {
+		a, err = ParseAssignAnswer(body)
+		return err
 	})
-	if err != nil {
-		return Assignment{}, err
+	return a, err
+}
+
+// AssignPath is the path and query of the master's assign request for req.
+func AssignPath(req AssignRequest) string { return assignPath(req) }
+
+// ParseAssignAnswer decodes a master's 200 answer to /dir/assign.
+func ParseAssignAnswer(body []byte) (Assignment, error) {
+	var ans assignAnswer
+	if err := decodeAssignAnswer(body, &ans); err != nil {
+		return Assignment{}, fmt.Errorf("client: bad assign answer: %w", err)
 	}
 	id, err := fid.Parse(ans.FID)
 	if err != nil {

@@ -171,6 +171,15 @@ func (c *Client) upload(ctx context.Context, server string, id fid.FileID, body 
 	return UploadResult{Name: ans.Name, Size: ans.Size, ETag: ans.ETag}, nil
 }
 
+// ParseUploadAnswer decodes a volume server's 2xx answer to an upload.
+func ParseUploadAnswer(body []byte) (UploadResult, error) {
+	var ans uploadAnswer
+	if err := decodeUploadAnswer(body, &ans); err != nil {
+		return UploadResult{}, fmt.Errorf("client: bad upload answer: %w", err)
+	}
+	return UploadResult{Name: ans.Name, Size: ans.Size, ETag: ans.ETag}, nil
+}
+
 // multipartFrame wraps body in a one-part multipart/form-data message. The
 // framing is built once and the body streamed between it, so the file is
 // never copied and the total length stays known.

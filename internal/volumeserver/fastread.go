@@ -75,6 +75,9 @@ type fastListener struct {
 	live   map[net.Conn]bool // the connections served here; true while answering
 
 	served atomic.Int64 // requests answered here (for tests)
+
+	// idle and header are fastIdle and fastHeader (tests shorten them).
+	idle, header atomic.Int64
 }
 
 func newFastListener(ln net.Listener, s *Server) *fastListener {
@@ -82,6 +85,8 @@ func newFastListener(ln net.Listener, s *Server) *fastListener {
 		Listener: ln, s: s, rec: s.metrics.HTTPOp("volume", "read", http.StatusOK),
 		handoff: make(chan net.Conn), done: make(chan struct{}), live: map[net.Conn]bool{},
 	}
+	l.idle.Store(int64(fastIdle))
+	l.header.Store(int64(fastHeader))
 	return l
 }
 
@@ -205,17 +210,33 @@ func (l *fastListener) serve(pc *prefixConn) {
 	}()
 	br := bufio.NewReaderSize(pc, fastReadBuf)
 	var out []byte
+	// The read deadline is moved only when it matters, since each move
+	// costs a timer update: before waiting for a request, to fastIdle from
+	// now (again only once the last setting is a second old: the idle
+	// limit is 2 min, give or take a second), and, when a head has not
+	// arrived whole, to fastHeader from its first byte before reading the
+	// rest of it. A head that is already buffered needs no read.
+	var idleSet time.Time // when the idle deadline was set; zero: another deadline is on
 	for {
 		if br.Buffered() == 0 {
-			c.SetReadDeadline(time.Now().Add(fastIdle))
+			if now := time.Now(); now.Sub(idleSet) > time.Second {
+				c.SetReadDeadline(now.Add(time.Duration(l.idle.Load())))
+				idleSet = now
+			}
 			if _, err := br.Peek(1); err != nil {
 				return // closed, idle too long, or the listener closed it
 			}
 		}
-		// Each request's head gets fastHeader from its first byte, also
-		// when it was already buffered (pipelined) behind the last one.
-		c.SetReadDeadline(time.Now().Add(fastHeader))
-		head, err := peekHead(br)
+		// Each request's head gets fastHeader from its first byte (in
+		// practice from now: it starts in the buffer), also when it was
+		// already buffered (pipelined) behind the last one.
+		headerSet := false
+		head, err := peekHead(br, func() {
+			if !headerSet {
+				c.SetReadDeadline(time.Now().Add(time.Duration(l.header.Load())))
+				headerSet, idleSet = true, time.Time{}
+			}
+		})
 		if err == nil {
 			start := time.Now()
 			var body []byte
@@ -261,8 +282,9 @@ func (l *fastListener) serve(pc *prefixConn) {
 // peekHead returns the request's head (request line and headers, through the
 // blank line) from br without consuming it. errNotFast: it is not a GET or
 // HEAD, its head does not fit the buffer, or it has a byte net/http might
-// read differently (see headEnd).
-func peekHead(br *bufio.Reader) ([]byte, error) {
+// read differently (see headEnd). beforeRead is called before each read
+// from the connection the head needs.
+func peekHead(br *bufio.Reader, beforeRead func()) ([]byte, error) {
 	scanned := 0
 	for {
 		b, _ := br.Peek(br.Buffered())
@@ -280,6 +302,7 @@ func peekHead(br *bufio.Reader) ([]byte, error) {
 		if len(b) >= br.Size() {
 			return nil, errNotFast
 		}
+		beforeRead()
 		if _, err := br.Peek(len(b) + 1); err != nil {
 			return nil, err
 		}

@@ -114,7 +114,7 @@ func BenchmarkFastReadParse(b *testing.B) {
 	for b.Loop() {
 		r.Reset(req)
 		br.Reset(r)
-		head, err := peekHead(br)
+		head, err := peekHead(br, func() {})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -60,8 +60,8 @@ func FuzzFastReadHead(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		head, err := peekHead(bufio.NewReaderSize(bytes.NewReader(data), fastReadBuf))
-		head1, err1 := peekHead(bufio.NewReaderSize(iotest.OneByteReader(bytes.NewReader(data)), fastReadBuf))
+		head, err := peekHead(bufio.NewReaderSize(bytes.NewReader(data), fastReadBuf), func() {})
+		head1, err1 := peekHead(bufio.NewReaderSize(iotest.OneByteReader(bytes.NewReader(data)), fastReadBuf), func() {})
 		if !bytes.Equal(head, head1) || errors.Is(err, errNotFast) != errors.Is(err1, errNotFast) || (err == nil) != (err1 == nil) {
 			t.Fatalf("%q: all at once %q, %v; byte by byte %q, %v", data, head, err, head1, err1)
 		}

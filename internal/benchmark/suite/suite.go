@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 
 	"github.com/kelpfs/kelp/internal/benchmark"
 	"github.com/kelpfs/kelp/internal/benchmark/s3bench"
+	"github.com/kelpfs/kelp/internal/security"
 )
 
 // Config says where the cluster is and how big the run is.
@@ -288,6 +290,37 @@ func filerWorkloads(ctx context.Context, cfg Config, n int) (put, mp, get benchm
 			resp.Body.Close()
 		}
 	}()
+	// Without a client of the caller's and without TLS, the requests go
+	// through the lean HTTP/1.1 client of `kelp benchmark`, one per worker
+	// (see docs/benchmark.md): net/http's client would take as much CPU
+	// as a good part of the filer's own on the same cores.
+	var lean []*benchmark.HTTP1
+	if cfg.HTTPClient == nil && security.Scheme() == "http" {
+		lean = make([]*benchmark.HTTP1, max(cfg.Concurrency, 1))
+		for i := range lean {
+			lean[i] = benchmark.NewHTTP1(ctx)
+			defer lean[i].Close()
+		}
+	}
+	prefix := strings.TrimPrefix(dir, "http://"+cfg.Filer)
+	answers := make([][]byte, len(lean))
+	leanDo := func(w int, method, target, headers string, body []byte, want int, wantBytes int64) (int64, error) {
+		if answers[w] == nil {
+			answers[w] = make([]byte, len(data)+1)
+		}
+		status, length, k, err := lean[w].Do(cfg.Filer, method, target, headers, body, answers[w])
+		if err != nil {
+			return 0, fmt.Errorf("%s %s: %w", method, target, err)
+		}
+		if status != want || (wantBytes >= 0 && length != wantBytes) {
+			return 0, fmt.Errorf("%s %s: %d %s, %d bytes: %s", method, target, status, http.StatusText(status), length,
+				bytes.TrimSpace(answers[w][:min(k, 200)]))
+		}
+		if wantBytes >= 0 && !bytes.Equal(answers[w][:k], data) {
+			return 0, fmt.Errorf("%s %s: other bytes than were written", method, target)
+		}
+		return int64(len(data)), nil
+	}
 	do := func(req *http.Request, want int, wantBytes int64) (int64, error) {
 		resp, err := hc.Do(req)
 		if err != nil {
@@ -304,24 +337,34 @@ func filerWorkloads(ctx context.Context, cfg Config, n int) (put, mp, get benchm
 		return int64(len(data)), nil
 	}
 	opts := benchmark.PhaseOptions{Name: "put", Unit: "file", Concurrency: cfg.Concurrency, Progress: cfg.Progress}
-	put = benchmark.RunPhase(ctx, opts, n, func(_, i int) (int64, error) {
+	put = benchmark.RunPhase(ctx, opts, n, func(w, i int) (int64, error) {
+		if lean != nil {
+			return leanDo(w, "PUT", fmt.Sprintf("%s/p%d/%d", prefix, i%32, i), "", data, http.StatusCreated, -1)
+		}
 		req, _ := http.NewRequestWithContext(ctx, "PUT", fmt.Sprintf("%s/p%d/%d", dir, i%32, i), bytes.NewReader(data))
 		return do(req, http.StatusCreated, -1)
 	})
 	opts.Name = "multipart"
-	mp = benchmark.RunPhase(ctx, opts, n, func(_, i int) (int64, error) {
+	mp = benchmark.RunPhase(ctx, opts, n, func(w, i int) (int64, error) {
 		var body bytes.Buffer
 		mw := multipart.NewWriter(&body)
 		fw, _ := mw.CreateFormFile("file", fmt.Sprintf("%d", i))
 		fw.Write(data)
 		mw.Close()
+		if lean != nil {
+			return leanDo(w, "POST", fmt.Sprintf("%s/m%d/", prefix, i%32), "Content-Type: "+mw.FormDataContentType()+"\r\n",
+				body.Bytes(), http.StatusCreated, -1)
+		}
 		req, _ := http.NewRequestWithContext(ctx, "POST", fmt.Sprintf("%s/m%d/", dir, i%32), &body)
 		req.Header.Set("Content-Type", mw.FormDataContentType())
 		return do(req, http.StatusCreated, -1)
 	})
 	opts.Name = "get"
-	get = benchmark.RunPhase(ctx, opts, n, func(_, i int) (int64, error) {
+	get = benchmark.RunPhase(ctx, opts, n, func(w, i int) (int64, error) {
 		j := (i * 7919) % n // not in write order
+		if lean != nil {
+			return leanDo(w, "GET", fmt.Sprintf("%s/p%d/%d", prefix, j%32, j), "", nil, http.StatusOK, int64(len(data)))
+		}
 		req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/p%d/%d", dir, j%32, j), nil)
 		return do(req, http.StatusOK, int64(len(data)))
 	})
