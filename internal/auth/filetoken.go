@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -154,6 +155,26 @@ type fileClaims struct {
 	registered
 }
 
+func (c *fileClaims) decodeFast(p []byte) bool {
+	var d fileClaims
+	if !scanFlat(p, func(key string, val []byte, str bool) bool {
+		switch key {
+		case "fid":
+			d.FID = string(val)
+			return str
+		case "n":
+			n, err := strconv.ParseUint(string(val), 10, 64)
+			d.N = n
+			return !str && err == nil
+		}
+		return d.decodeTime(key, val, str)
+	}) {
+		return false
+	}
+	*c = d
+	return true
+}
+
 // Sign returns a token for file id and the count-1 keys after it.
 func (s *Signer) Sign(id fid.FileID, count uint64) string {
 	if s == nil {
@@ -201,6 +222,21 @@ func (s *Signer) Verify(token string, id fid.FileID) error {
 type serverClaims struct {
 	Srv bool `json:"srv"`
 	registered
+}
+
+func (c *serverClaims) decodeFast(p []byte) bool {
+	var d serverClaims
+	if !scanFlat(p, func(key string, val []byte, str bool) bool {
+		if key == "srv" {
+			d.Srv = string(val) == "true"
+			return !str && (d.Srv || string(val) == "false")
+		}
+		return d.decodeTime(key, val, str)
+	}) {
+		return false
+	}
+	*c = d
+	return true
 }
 
 // ServerToken is the token servers holding the key show each other on

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -152,8 +153,10 @@ func verifyHS256(token string, keys []*macKey, claims interface{ period() *regis
 	if err != nil {
 		return errMalformed
 	}
-	if json.Unmarshal(payload, claims) != nil {
-		return errMalformed
+	if fc, ok := claims.(fastClaims); !ok || !fc.decodeFast(payload) {
+		if json.Unmarshal(payload, claims) != nil {
+			return errMalformed
+		}
 	}
 	times := claims.period()
 	if times.Exp == nil {
@@ -192,4 +195,141 @@ func numericDate(n json.Number) (time.Time, error) {
 		return time.Time{}, errMalformed
 	}
 	return time.Unix(int64(math.Trunc(f)), 0), nil
+}
+
+// fastClaims are claims that can read the payloads Kelp signs without
+// reflection: decodeFast returns false for anything it does not take
+// exactly as encoding/json would, and the caller then uses encoding/json.
+type fastClaims interface {
+	decodeFast(payload []byte) bool
+}
+
+// scanFlat calls f for each member of payload, a JSON object whose keys
+// are plain (no escapes) and whose values are plain strings (given without
+// their quotes), integers, true or false. It returns false, possibly after
+// some calls, for anything else (nested values, escapes, fractions,
+// exponents, null, a key seen twice) or when f does.
+func scanFlat(p []byte, f func(key string, val []byte, str bool) bool) bool {
+	i := 0
+	ws := func() {
+		for i < len(p) && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r') {
+			i++
+		}
+	}
+	plainString := func() ([]byte, bool) {
+		if i >= len(p) || p[i] != '"' {
+			return nil, false
+		}
+		i++
+		start := i
+		for i < len(p) && p[i] != '"' {
+			if c := p[i]; c == '\\' || c < 0x20 || c >= 0x80 {
+				return nil, false
+			}
+			i++
+		}
+		if i >= len(p) {
+			return nil, false
+		}
+		i++
+		return p[start : i-1], true
+	}
+	var seen [8]string
+	n := 0
+	ws()
+	if i >= len(p) || p[i] != '{' {
+		return false
+	}
+	i++
+	ws()
+	if i < len(p) && p[i] == '}' {
+		i++
+		ws()
+		return i == len(p)
+	}
+	for {
+		ws()
+		k, ok := plainString()
+		if !ok || n == len(seen) {
+			return false
+		}
+		key := string(k)
+		for _, s := range seen[:n] {
+			if s == key {
+				return false
+			}
+		}
+		seen[n] = key
+		n++
+		ws()
+		if i >= len(p) || p[i] != ':' {
+			return false
+		}
+		i++
+		ws()
+		if i >= len(p) {
+			return false
+		}
+		var val []byte
+		str := false
+		switch c := p[i]; {
+		case c == '"':
+			if val, ok = plainString(); !ok {
+				return false
+			}
+			str = true
+		case c == '-' || c >= '0' && c <= '9':
+			start := i
+			if c == '-' {
+				i++
+			}
+			d := i
+			for i < len(p) && p[i] >= '0' && p[i] <= '9' {
+				i++
+			}
+			if i == d || p[d] == '0' && i-d > 1 {
+				return false // no digits, or a leading zero
+			}
+			val = p[start:i]
+		case bytes.HasPrefix(p[i:], []byte("true")):
+			val, i = p[i:i+4], i+4
+		case bytes.HasPrefix(p[i:], []byte("false")):
+			val, i = p[i:i+5], i+5
+		default:
+			return false
+		}
+		if !f(key, val, str) {
+			return false
+		}
+		ws()
+		if i >= len(p) {
+			return false
+		}
+		if p[i] == '}' {
+			i++
+			ws()
+			return i == len(p)
+		}
+		if p[i] != ',' {
+			return false
+		}
+		i++
+	}
+}
+
+// decodeTime takes the "exp" and "nbf" members for decodeFast.
+func (r *registered) decodeTime(key string, val []byte, str bool) bool {
+	if str {
+		return false
+	}
+	n := json.Number(val)
+	switch key {
+	case "exp":
+		r.Exp = &n
+	case "nbf":
+		r.Nbf = &n
+	default:
+		return false
+	}
+	return true
 }
