@@ -264,6 +264,24 @@ func (s *Signer) ServerToken() string {
 	return t
 }
 
+// The errors of VerifyServer, made once: a volume server tries every
+// token of a write as a server token first, and formatting the refusal of
+// a file token cost more than checking it.
+var badServerTokens = func() map[error]error {
+	m := map[error]error{}
+	for _, e := range []error{errMalformed, errSignature, errExpired, errNotValidYet, errNoExpiration} {
+		m[e] = fmt.Errorf("%w: bad server token: %s", ErrUnauthorized, e)
+	}
+	return m
+}()
+
+func badServerToken(err error) error {
+	if e, ok := badServerTokens[err]; ok {
+		return e
+	}
+	return fmt.Errorf("%w: bad server token: %s", ErrUnauthorized, err)
+}
+
 // VerifyServer checks a ServerToken.
 func (s *Signer) VerifyServer(token string) error {
 	if s == nil {
@@ -274,7 +292,7 @@ func (s *Signer) VerifyServer(token string) error {
 	}
 	var c serverClaims
 	if err := verifyHS256(token, verifyKeys(s.current(), true), &c, time.Now()); err != nil {
-		return fmt.Errorf("%w: bad server token: %s", ErrUnauthorized, err)
+		return badServerToken(err)
 	}
 	if !c.Srv {
 		return fmt.Errorf("%w: not a server token", ErrUnauthorized)
