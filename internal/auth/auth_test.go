@@ -3,9 +3,12 @@ package auth
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"errors"
 	"net"
 	"net/http"
@@ -378,4 +381,107 @@ func TestAdminTokenVouched(t *testing.T) {
 	if !who(a.AcceptVouched()) {
 		t.Error("AcceptVouched: the admin token refused")
 	}
+}
+
+// TestTokensInteroperate: the tokens Kelp signs are standard HS256 JWTs
+// (a JWT library reads them, and Kelp reads that library's tokens: a
+// cluster mid-upgrade mixes both), and what a strict JWT check refuses is
+// refused, the signature looked at before anything else.
+func TestTokensInteroperate(t *testing.T) {
+	const key = "interop-key"
+	s := NewSigner(key, time.Minute)
+	id := fid.FileID{Volume: 9, Key: 0x2a, Cookie: 0x1234}
+	lib := jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())
+	var mc jwt.MapClaims
+	if _, err := lib.ParseWithClaims(s.Sign(id, 3), &mc, func(*jwt.Token) (any, error) { return []byte(key), nil }); err != nil {
+		t.Fatalf("a JWT library refuses Kelp's token: %v", err)
+	}
+	if mc["fid"] != id.String() || mc["n"] != 3.0 {
+		t.Errorf("claims %v", mc)
+	}
+	libSign := func(m jwt.SigningMethod, k any, c jwt.MapClaims) string {
+		tok, err := jwt.NewWithClaims(m, c).SignedString(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	soon := time.Now().Add(time.Minute)
+	for name, c := range map[string]jwt.MapClaims{
+		"integer exp":  {"fid": id.String(), "exp": soon.Unix()},
+		"fraction exp": {"fid": id.String(), "exp": float64(soon.UnixNano()) / 1e9},
+		"past nbf":     {"fid": id.String(), "exp": soon.Unix(), "nbf": time.Now().Add(-time.Minute).Unix()},
+		"other claims": {"fid": id.String(), "exp": soon.Unix(), "iss": "x", "jti": "y"},
+	} {
+		if err := s.Verify(libSign(jwt.SigningMethodHS256, []byte(key), c), id); err != nil {
+			t.Errorf("%s: a library token refused: %v", name, err)
+		}
+	}
+	good := s.Sign(id, 1)
+	dot1, dot2 := strings.IndexByte(good, '.'), strings.LastIndexByte(good, '.')
+	flip := func(tok string, i int) string {
+		b := []byte(tok)
+		if b[i] == 'A' {
+			b[i] = 'B'
+		} else {
+			b[i] = 'A'
+		}
+		return string(b)
+	}
+	hs384 := libSign(jwt.SigningMethodHS384, []byte(key), jwt.MapClaims{"fid": id.String(), "exp": soon.Unix()})
+	// A header that claims another algorithm over an HS256 signature.
+	hdr384 := strings.TrimRight(base64URL(`{"alg":"HS384","typ":"JWT"}`), "=")
+	for name, tok := range map[string]string{
+		"HS384":               hs384,
+		"alg none":            libSign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, jwt.MapClaims{"fid": id.String(), "exp": soon.Unix()}),
+		"header claims HS384": resign(hdr384+good[dot1:dot2], key),
+		"payload changed":     flip(good, dot1+5),
+		"signature changed":   flip(good, dot2+3),
+		"signature cut":       good[:len(good)-2],
+		"signature padded":    good + "=",
+		"four parts":          good + ".x",
+		"two parts":           good[:dot2],
+		"future nbf":          libSign(jwt.SigningMethodHS256, []byte(key), jwt.MapClaims{"fid": id.String(), "exp": soon.Unix(), "nbf": soon.Unix()}),
+		"expired":             libSign(jwt.SigningMethodHS256, []byte(key), jwt.MapClaims{"fid": id.String(), "exp": time.Now().Add(-3 * time.Second).Unix()}),
+		"exp not a number":    libSign(jwt.SigningMethodHS256, []byte(key), jwt.MapClaims{"fid": id.String(), "exp": "soon"}),
+		"claims not JSON":     resign(good[:dot1+1]+strings.TrimRight(base64URL("fid"), "="), key),
+	} {
+		if err := s.Verify(tok, id); !errors.Is(err, ErrUnauthorized) {
+			t.Errorf("%s: %v, want ErrUnauthorized", name, err)
+		}
+	}
+	// A second of leeway for the clocks of two servers, as before; a
+	// fraction of a second in "exp" or "nbf" is cut off, as before.
+	exp := time.Now().Truncate(time.Second).Add(time.Minute)
+	for _, c := range []struct {
+		exp, nbf any
+		now      time.Time
+		ok       bool
+	}{
+		{exp.Unix(), nil, exp.Add(999 * time.Millisecond), true},
+		{exp.Unix(), nil, exp.Add(time.Second), false},
+		{float64(exp.Unix()) + 0.9, nil, exp.Add(time.Second), false},
+		{exp.Unix(), exp.Unix() - 10, exp.Add(-11 * time.Second), true},
+		{exp.Unix(), exp.Unix() - 10, exp.Add(-11*time.Second - time.Millisecond), false},
+		{exp.Unix(), float64(exp.Unix()-10) + 0.9, exp.Add(-11 * time.Second), true},
+	} {
+		mc := jwt.MapClaims{"fid": id.String(), "exp": c.exp}
+		if c.nbf != nil {
+			mc["nbf"] = c.nbf
+		}
+		var fc fileClaims
+		err := verifyHS256(libSign(jwt.SigningMethodHS256, []byte(key), mc), []*macKey{newMACKey([]byte(key))}, &fc, c.now)
+		if (err == nil) != c.ok {
+			t.Errorf("exp %v nbf %v at exp%+v: %v, want ok=%v", c.exp, c.nbf, c.now.Sub(exp), err, c.ok)
+		}
+	}
+}
+
+func base64URL(s string) string { return base64.URLEncoding.EncodeToString([]byte(s)) }
+
+// resign signs the header and claims segments of tok with key (HS256).
+func resign(signingInput, key string) string {
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write([]byte(signingInput))
+	return signingInput + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }

@@ -10,11 +10,10 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/kelpfs/kelp/internal/fid"
 )
@@ -41,14 +40,14 @@ type Signer struct {
 
 // signKey is one signing key and the key of its server tokens.
 type signKey struct {
-	key    []byte
-	srvKey []byte // derived: tokens servers show each other (internal endpoints)
+	key    *macKey
+	srvKey *macKey // derived: tokens servers show each other (internal endpoints)
 }
 
 func newSignKey(key string) signKey {
 	m := hmac.New(sha256.New, []byte(key))
 	m.Write([]byte("kelp server token"))
-	return signKey{key: []byte(key), srvKey: m.Sum(nil)}
+	return signKey{key: newMACKey([]byte(key)), srvKey: newMACKey(m.Sum(nil))}
 }
 
 // DefaultExpiry is a file token's lifetime when none is configured.
@@ -108,7 +107,7 @@ func NewSignerFile(file string, expires time.Duration) (*Signer, error) {
 			keys[i] = newSignKey(k)
 		}
 		s.mu.Lock()
-		if len(s.keys) == 0 || !hmac.Equal(s.keys[0].key, keys[0].key) {
+		if len(s.keys) == 0 || !hmac.Equal(s.keys[0].key.key, keys[0].key.key) {
 			s.srvTok = "" // the signing key changed: a new server token
 		}
 		s.keys = keys
@@ -129,18 +128,18 @@ func (s *Signer) current() []signKey {
 	return s.keys
 }
 
-func verifyKeys(keys []signKey, server bool) jwt.Keyfunc {
-	return func(*jwt.Token) (any, error) {
-		set := jwt.VerificationKeySet{Keys: make([]jwt.VerificationKey, len(keys))}
-		for i, k := range keys {
-			if server {
-				set.Keys[i] = k.srvKey
-			} else {
-				set.Keys[i] = k.key
-			}
+// verifyKeys is the keys tokens are checked with: the signing keys, or
+// for server tokens the keys derived from them.
+func verifyKeys(keys []signKey, server bool) []*macKey {
+	set := make([]*macKey, len(keys))
+	for i, k := range keys {
+		if server {
+			set[i] = k.srvKey
+		} else {
+			set[i] = k.key
 		}
-		return set, nil
 	}
+	return set
 }
 
 // Enabled reports whether s checks tokens.
@@ -153,7 +152,27 @@ func (s *Signer) Enabled() bool { return s != nil }
 type fileClaims struct {
 	FID string `json:"fid"`
 	N   uint64 `json:"n,omitempty"`
-	jwt.RegisteredClaims
+	registered
+}
+
+func (c *fileClaims) decodeFast(p []byte) bool {
+	var d fileClaims
+	if !scanFlat(p, func(key string, val []byte, str bool) bool {
+		switch key {
+		case "fid":
+			d.FID = string(val)
+			return str
+		case "n":
+			n, err := strconv.ParseUint(string(val), 10, 64)
+			d.N = n
+			return !str && err == nil
+		}
+		return d.decodeTime(key, val, str)
+	}) {
+		return false
+	}
+	*c = d
+	return true
 }
 
 // Sign returns a token for file id and the count-1 keys after it.
@@ -164,17 +183,13 @@ func (s *Signer) Sign(id fid.FileID, count uint64) string {
 	if count <= 1 {
 		count = 0
 	}
-	c := fileClaims{FID: id.String(), N: count, RegisteredClaims: jwt.RegisteredClaims{
-		ExpiresAt: jwt.NewNumericDate(time.Now().Add(s.expires)),
-	}}
-	t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.current()[0].key)
+	c := fileClaims{FID: id.String(), N: count, registered: expiresAt(time.Now().Add(s.expires))}
+	t, err := signHS256(s.current()[0].key, &c)
 	if err != nil {
 		return "" // HMAC signing does not fail
 	}
 	return t
 }
-
-var parser = jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired(), jwt.WithLeeway(time.Second))
 
 // Verify checks that token is a valid, unexpired token of s for id.
 func (s *Signer) Verify(token string, id fid.FileID) error {
@@ -185,8 +200,8 @@ func (s *Signer) Verify(token string, id fid.FileID) error {
 		return fmt.Errorf("%w: no token for %s", ErrUnauthorized, id)
 	}
 	var c fileClaims
-	if _, err := parser.ParseWithClaims(token, &c, verifyKeys(s.current(), false)); err != nil {
-		return fmt.Errorf("%w: bad token for %s: %s", ErrUnauthorized, id, tokenErr(err))
+	if err := verifyHS256(token, verifyKeys(s.current(), false), &c, time.Now()); err != nil {
+		return fmt.Errorf("%w: bad token for %s: %s", ErrUnauthorized, id, err)
 	}
 	bound, err := fid.Parse(c.FID)
 	if err != nil {
@@ -204,23 +219,24 @@ func (s *Signer) Verify(token string, id fid.FileID) error {
 	return nil
 }
 
-// tokenErr describes a parse failure without the token.
-func tokenErr(err error) string {
-	switch {
-	case errors.Is(err, jwt.ErrTokenExpired):
-		return "expired"
-	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-		return "signature invalid"
-	case errors.Is(err, jwt.ErrTokenMalformed):
-		return "malformed"
-	default:
-		return "invalid"
-	}
-}
-
 type serverClaims struct {
 	Srv bool `json:"srv"`
-	jwt.RegisteredClaims
+	registered
+}
+
+func (c *serverClaims) decodeFast(p []byte) bool {
+	var d serverClaims
+	if !scanFlat(p, func(key string, val []byte, str bool) bool {
+		if key == "srv" {
+			d.Srv = string(val) == "true"
+			return !str && (d.Srv || string(val) == "false")
+		}
+		return d.decodeTime(key, val, str)
+	}) {
+		return false
+	}
+	*c = d
+	return true
 }
 
 // ServerToken is the token servers holding the key show each other on
@@ -239,13 +255,31 @@ func (s *Signer) ServerToken() string {
 		return s.srvTok
 	}
 	life := max(s.expires, time.Minute)
-	c := serverClaims{Srv: true, RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(now.Add(life))}}
-	t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.keys[0].srvKey)
+	c := serverClaims{Srv: true, registered: expiresAt(now.Add(life))}
+	t, err := signHS256(s.keys[0].srvKey, &c)
 	if err != nil {
 		return ""
 	}
 	s.srvTok, s.srvUntil = t, now.Add(life/2)
 	return t
+}
+
+// The errors of VerifyServer, made once: a volume server tries every
+// token of a write as a server token first, and formatting the refusal of
+// a file token cost more than checking it.
+var badServerTokens = func() map[error]error {
+	m := map[error]error{}
+	for _, e := range []error{errMalformed, errSignature, errExpired, errNotValidYet, errNoExpiration} {
+		m[e] = fmt.Errorf("%w: bad server token: %s", ErrUnauthorized, e)
+	}
+	return m
+}()
+
+func badServerToken(err error) error {
+	if e, ok := badServerTokens[err]; ok {
+		return e
+	}
+	return fmt.Errorf("%w: bad server token: %s", ErrUnauthorized, err)
 }
 
 // VerifyServer checks a ServerToken.
@@ -257,8 +291,8 @@ func (s *Signer) VerifyServer(token string) error {
 		return fmt.Errorf("%w: no server token", ErrUnauthorized)
 	}
 	var c serverClaims
-	if _, err := parser.ParseWithClaims(token, &c, verifyKeys(s.current(), true)); err != nil {
-		return fmt.Errorf("%w: bad server token: %s", ErrUnauthorized, tokenErr(err))
+	if err := verifyHS256(token, verifyKeys(s.current(), true), &c, time.Now()); err != nil {
+		return badServerToken(err)
 	}
 	if !c.Srv {
 		return fmt.Errorf("%w: not a server token", ErrUnauthorized)
@@ -283,11 +317,11 @@ const AdminTokenLife = 2 * time.Minute
 type adminClaims struct {
 	Name string `json:"adm"`
 	Role string `json:"role"`
-	jwt.RegisteredClaims
+	registered
 }
 
 func adminKey(k signKey) []byte {
-	m := hmac.New(sha256.New, k.key)
+	m := hmac.New(sha256.New, k.key.key)
 	m.Write([]byte("kelp admin token"))
 	return m.Sum(nil)
 }
@@ -302,8 +336,8 @@ func (s *Signer) AdminToken(id Identity) string {
 		return ""
 	}
 	k := s.current()[0]
-	c := adminClaims{Name: id.Name, Role: id.Role.String(), RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(time.Now().Add(AdminTokenLife))}}
-	t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(adminKey(k))
+	c := adminClaims{Name: id.Name, Role: id.Role.String(), registered: expiresAt(time.Now().Add(AdminTokenLife))}
+	t, err := signHS256(newMACKey(adminKey(k)), &c)
 	if err != nil {
 		return ""
 	}
@@ -317,15 +351,12 @@ func (s *Signer) VerifyAdmin(token string) (Identity, error) {
 	}
 	var c adminClaims
 	keys := s.current()
-	kf := func(*jwt.Token) (any, error) {
-		set := jwt.VerificationKeySet{}
-		for _, k := range keys {
-			set.Keys = append(set.Keys, adminKey(k))
-		}
-		return set, nil
+	set := make([]*macKey, len(keys))
+	for i, k := range keys {
+		set[i] = newMACKey(adminKey(k))
 	}
-	if _, err := parser.ParseWithClaims(token, &c, kf); err != nil {
-		return Identity{}, fmt.Errorf("%w: bad admin token: %s", ErrUnauthorized, tokenErr(err))
+	if err := verifyHS256(token, set, &c, time.Now()); err != nil {
+		return Identity{}, fmt.Errorf("%w: bad admin token: %s", ErrUnauthorized, err)
 	}
 	role, err := ParseRole(c.Role)
 	if err != nil || c.Name == "" {
