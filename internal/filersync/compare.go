@@ -25,6 +25,9 @@ import (
 type treeCmp struct {
 	seq    uint64 // the source's newest event before the first attempt
 	cursor string // relative to srcRoot: every entry up to it, in walk order, is compared
+	// ahead are entries after the cursor compared already (several are
+	// compared at once, so some finish before those before them).
+	ahead map[string]bool
 	// dirs on dst that src no longer has and that were the sync's copies
 	// from src: removed at the end, when empty.
 	mu        sync.Mutex
@@ -55,14 +58,14 @@ func (d *direction) fullSync(ctx context.Context) (uint64, error) {
 	}
 	t0 := time.Now()
 	c0, x0 := d.copies.Load(), d.deletes.Load()
-	p := &progress{cursor: d.cmp.cursor, paths: map[uint64]string{}, done: map[uint64]bool{}}
+	p := &progress{cursor: d.cmp.cursor, paths: map[uint64]string{}, done: map[uint64]bool{}, ahead: d.cmp.ahead}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(d.s.cfg.Workers)
 	err := d.compareDir(gctx, g, p, d.srcRoot, d.dstRoot, "", d.cmp.cursor)
 	if gerr := g.Wait(); err == nil {
 		err = gerr
 	}
-	d.cmp.cursor = p.last()
+	d.cmp.cursor, d.cmp.ahead = p.last(), p.doneAhead()
 	if err != nil {
 		return 0, err
 	}
@@ -146,6 +149,9 @@ func (d *direction) comparePair(ctx context.Context, g *errgroup.Group, p *progr
 	}
 	sameType := se == nil || de == nil || se.IsDir == de.IsDir
 	isDir := (se == nil || se.IsDir) && (de == nil || de.IsDir)
+	if !done && p.ahead[crel] {
+		done = true // compared before the attempt failed
+	}
 	if !done {
 		o := p.start(crel)
 		if isDir || !sameType { // inline: what is under it depends on the outcome
@@ -288,6 +294,7 @@ type progress struct {
 	paths     map[uint64]string
 	done      map[uint64]bool
 	cursor    string
+	ahead     map[string]bool // read only: the previous attempt's doneAhead
 }
 
 func (p *progress) start(rel string) uint64 {
@@ -315,4 +322,37 @@ func (p *progress) last() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.cursor
+}
+
+// doneAhead: the entries after last that are done, and those the previous
+// attempt had done that this one did not reach.
+func (p *progress) doneAhead() map[string]bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]bool{}
+	for o := range p.done {
+		out[p.paths[o]] = true
+	}
+	for rel := range p.ahead {
+		if walkBefore(p.cursor, rel) {
+			out[rel] = true
+		}
+	}
+	return out
+}
+
+// walkBefore reports whether relative path x comes before y in the
+// comparison's walk order: by path components, a parent before its
+// children, names in byte order.
+func walkBefore(x, y string) bool {
+	xs, ys := strings.Split(x, "/"), strings.Split(y, "/")
+	if x == "" {
+		return y != ""
+	}
+	for i := 0; i < len(xs) && i < len(ys); i++ {
+		if xs[i] != ys[i] {
+			return xs[i] < ys[i]
+		}
+	}
+	return len(xs) < len(ys)
 }

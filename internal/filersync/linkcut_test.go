@@ -159,8 +159,15 @@ func TestSyncLinkCutMany(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("the tree comparison never got %d files far: %+v", q/4, r.s.Status(context.Background()))
 	}
+	// Overwritten during the cut, each on the side that did not write it.
+	overA, overB := name("b", q-1), name("a", q-1)
 	mu.Lock()
-	gone := append([]string(nil), copiedBeforeCut[:5]...) // on B by now
+	var gone []string // on B by now
+	for _, p := range copiedBeforeCut {
+		if p != overB && len(gone) < 5 {
+			gone = append(gone, p)
+		}
+	}
 	mu.Unlock()
 
 	// While the link is cut: new files on both sides; B deletes five of
@@ -173,7 +180,7 @@ func TestSyncLinkCutMany(t *testing.T) {
 	for _, p := range gone {
 		do(t, http.MethodDelete, fileURL(b, p))
 	}
-	for i, deleted := 0, 0; i < q && deleted < 5; i++ { // of those A has already
+	for i, deleted := 0, 0; i < q-1 && deleted < 5; i++ { // of those A has already
 		p := name("b", i)
 		if resp, err := http.Head(fileURL(a, p)); err != nil {
 			t.Fatal(err)
@@ -184,8 +191,8 @@ func TestSyncLinkCutMany(t *testing.T) {
 		do(t, http.MethodDelete, fileURL(a, p))
 		deleted++
 	}
-	put(t, a, name("b", 1), []byte("b1 overwritten on a during the cut"))
-	put(t, b, name("a", 2), []byte("a2 overwritten on b during the cut"))
+	put(t, a, overA, []byte("overwritten on a during the cut"))
+	put(t, b, overB, []byte("overwritten on b during the cut"))
 	wg.Wait()
 	if got := link.Accepted(); got == 0 {
 		t.Fatal("the sync never went through the bridge")
@@ -205,11 +212,11 @@ func TestSyncLinkCutMany(t *testing.T) {
 			t.Errorf("%s was deleted during the cut and is back", p)
 		}
 	}
-	if got := string(get(t, b, name("b", 1))); got != "b1 overwritten on a during the cut" {
-		t.Errorf("%s on b = %q", name("b", 1), got)
+	if got := string(get(t, b, overA)); got != "overwritten on a during the cut" {
+		t.Errorf("%s on b = %q", overA, got)
 	}
-	if got := string(get(t, a, name("a", 2))); got != "a2 overwritten on b during the cut" {
-		t.Errorf("%s on a = %q", name("a", 2), got)
+	if got := string(get(t, a, overB)); got != "overwritten on b during the cut" {
+		t.Errorf("%s on a = %q", overB, got)
 	}
 	// Every file crossed once at most: 2n created, 2 overwritten, minus
 	// those deleted before they crossed.

@@ -166,3 +166,17 @@ func TestSyncComparisonKeepsItsPosition(t *testing.T) {
 		t.Error("/p/z, deleted on a during the comparison, is back")
 	}
 }
+
+func TestWalkBefore(t *testing.T) {
+	for _, c := range []struct {
+		x, y string
+		want bool
+	}{
+		{"", "a", true}, {"a", "", false}, {"a", "a", false}, {"a", "a/b", true}, {"a/b", "a", false},
+		{"a/z", "b", true}, {"b", "a/z", false}, {"d1/f9", "d10", true}, {"d10/f1", "d1/f9", false},
+	} {
+		if got := walkBefore(c.x, c.y); got != c.want {
+			t.Errorf("walkBefore(%q, %q) = %v", c.x, c.y, got)
+		}
+	}
+}
