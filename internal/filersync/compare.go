@@ -32,6 +32,17 @@ type treeCmp struct {
 	// from src: removed at the end, when empty.
 	mu        sync.Mutex
 	emptyDirs []string
+	// back are the target's own entries the source lacks, [source path,
+	// target path]: copied to the source once this direction has applied
+	// the events up to the comparison's end (drainBack), unless a delete
+	// among those removed them meanwhile.
+	back [][2]string
+}
+
+func (c *treeCmp) addBack(sp, dp string) {
+	c.mu.Lock()
+	c.back = append(c.back, [2]string{sp, dp})
+	c.mu.Unlock()
 }
 
 // listPage is how many entries a comparison lists at once per directory.
@@ -79,6 +90,13 @@ func (d *direction) fullSync(ctx context.Context) (uint64, error) {
 		}
 	}
 	seq := d.cmp.seq
+	if len(d.cmp.back) > 0 {
+		last, err := d.src.LastSeq(ctx)
+		if err != nil {
+			return 0, err
+		}
+		d.back, d.backSeq = append(d.back, d.cmp.back...), last
+	}
 	d.cmp = nil
 	d.log.Info("filer.sync: trees compared", "copied", d.copies.Load()-c0, "deleted", d.deletes.Load()-x0,
 		"took", time.Since(t0).Round(time.Millisecond), "seq", seq)
@@ -241,13 +259,16 @@ func (d *direction) compareEntry(ctx context.Context, se, de *filerpb.Entry, sp,
 		}
 		// dst's own: it travels to src by the other direction. When that
 		// one follows its log, it may have applied this entry's event long
-		// ago (and src deleted it since, unseen): copy it, so the trees
-		// agree. While it compares the trees itself, it copies it there.
-		back := d.s.other(d)
-		if !back.started.Load() {
-			return nil
+		// ago, and src deleted it since: if the delete is in src's log
+		// after the comparison's position, this direction applies it soon;
+		// if not (trimmed), nothing can tell, and the entry is copied back
+		// once this direction has caught up (drainBack), so the trees
+		// agree. While the other direction compares the trees itself, it
+		// copies the entry there.
+		if d.s.other(d).started.Load() {
+			d.cmp.addBack(sp, dp)
 		}
-		return back.copyEntry(ctx, de, sp)
+		return nil
 	}
 	return nil
 }
@@ -256,6 +277,37 @@ func (c *treeCmp) addEmptyDir(p string) {
 	c.mu.Lock()
 	c.emptyDirs = append(c.emptyDirs, p)
 	c.mu.Unlock()
+}
+
+// drainBack copies to src the entries a tree comparison found only on dst
+// and dst's own, if they still are once the events up to the comparison's
+// end are applied (a delete among them removed the others).
+func (d *direction) drainBack(ctx context.Context) error {
+	if len(d.back) == 0 || d.seq.Load() < d.backSeq {
+		return nil
+	}
+	back := d.s.other(d)
+	for len(d.back) > 0 {
+		sp, dp := d.back[0][0], d.back[0][1]
+		se, err := d.src.Lookup(ctx, sp)
+		if err != nil {
+			return err
+		}
+		de, err := d.dst.Lookup(ctx, dp)
+		if err != nil {
+			return err
+		}
+		if se == nil && de != nil {
+			if m, ok := markerOf(de); !ok || m.origin != d.src.ID {
+				if err := back.copyEntry(ctx, de, sp); err != nil {
+					return err
+				}
+			}
+		}
+		d.back = d.back[1:]
+	}
+	d.back = nil
+	return nil
 }
 
 // lister reads one directory of a site page by page.

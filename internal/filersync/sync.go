@@ -231,6 +231,8 @@ type direction struct {
 	attrs                                    atomic.Int64
 	fullSyncs                                atomic.Int64
 	cmp                                      *treeCmp // a tree comparison in progress (run's goroutine only)
+	back                                     [][2]string
+	backSeq                                  uint64 // drainBack waits until seq reaches it
 	mu                                       sync.Mutex
 	st                                       DirStatus
 	dirty                                    bool
@@ -363,6 +365,9 @@ func (d *direction) follow(ctx context.Context) error {
 			select {
 			case ev, ok = <-events:
 			case <-idle.C:
+				if err := d.drainBack(ctx); err != nil {
+					return err
+				}
 				d.save(ctx, true)
 				continue
 			case <-ctx.Done():
@@ -395,6 +400,9 @@ func (d *direction) follow(ctx context.Context) error {
 		}
 		if ev == nil {
 			if err := d.flush(ctx, batch); err != nil {
+				return err
+			}
+			if err := d.drainBack(ctx); err != nil {
 				return err
 			}
 			batch = batch[:0]

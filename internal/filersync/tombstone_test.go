@@ -180,3 +180,31 @@ func TestWalkBefore(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncOneTrimmedLogConverges: only a's log is trimmed, so a to b
+// compares the trees while b to a follows its log. A delete of a's
+// original reaches b; b's file deleted on a (a copy there) comes back to a
+// rather than staying on b alone.
+func TestSyncOneTrimmedLogConverges(t *testing.T) {
+	a, b := startSite(t), startSite(t)
+	put(t, a, "/o/a1", []byte("a1 written on a"))
+	put(t, b, "/o/b1", []byte("b1 written on b"))
+	put(t, b, "/o/b2", []byte("b2 written on b"))
+	r := startSync(t, a, b, 2)
+	waitConverged(t, r, a, b, time.Minute)
+	r.stop()
+	do(t, http.MethodDelete, fileURL(a, "/o/a1"))
+	do(t, http.MethodDelete, fileURL(a, "/o/b1"))
+	trimAll(t, a)
+	r = startSync(t, a, b, 2)
+	waitConverged(t, r, a, b, time.Minute)
+	if exists(t, a, "/o/a1") || exists(t, b, "/o/a1") {
+		t.Error("/o/a1, deleted on a, is back")
+	}
+	if !exists(t, a, "/o/b1") {
+		t.Error("/o/b1 is missing on a")
+	}
+	if got := copies(r); got != 1 {
+		t.Errorf("%d copies, want 1 (/o/b1 back to a)", got)
+	}
+}
