@@ -191,6 +191,30 @@ func (s *Site) List(ctx context.Context, dir string, fn func(*filerpb.Entry) err
 	}
 }
 
+// ListPage returns up to limit entries of directory dir whose names sort
+// after the name after ("" from the first), in name order. A directory that
+// does not exist, or is not a directory, has no entries.
+func (s *Site) ListPage(ctx context.Context, dir, after string, limit int) ([]*filerpb.Entry, error) {
+	st, err := s.fc.ListEntries(ctx, &filerpb.ListEntriesRequest{Dir: dir, StartAfter: after, Limit: uint32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("list %s on %s: %w", dir, s.Name, err)
+	}
+	var out []*filerpb.Entry
+	for {
+		r, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if c := status.Code(err); c == codes.NotFound || c == codes.FailedPrecondition {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list %s on %s: %w", dir, s.Name, err)
+		}
+		out = append(out, r.Entry)
+	}
+}
+
 // Walk calls fn for every entry under root (root itself excluded), parents
 // before children, skipping the system directory.
 func (s *Site) Walk(ctx context.Context, root string, fn func(*filerpb.Entry) error) error {
@@ -231,6 +255,17 @@ func (s *Site) Open(ctx context.Context, e *filerpb.Entry) (io.ReadCloser, error
 // Write stores r as the file e.Path with e's attributes (chunks, size and
 // MD5 are computed), in one CreateEntry: one event on the site.
 func (s *Site) Write(ctx context.Context, e *filerpb.Entry, r io.Reader) (*filerpb.Entry, error) {
+	return s.write(ctx, e, r, false)
+}
+
+// WriteNew is Write for a path that must not exist yet: when it does,
+// ALREADY_EXISTS, and the data uploaded is removed again. A copy whose
+// answer was lost cannot then land twice.
+func (s *Site) WriteNew(ctx context.Context, e *filerpb.Entry, r io.Reader) (*filerpb.Entry, error) {
+	return s.write(ctx, e, r, true)
+}
+
+func (s *Site) write(ctx context.Context, e *filerpb.Entry, r io.Reader, exclusive bool) (*filerpb.Entry, error) {
 	res, err := chunk.Split(ctx, blobs{s}, r, 0, chunk.SplitOptions{ChunkSize: int(s.conf.ChunkSize), SizeHint: e.Size, Encrypt: s.conf.EncryptData})
 	if err == nil {
 		res.Chunks, err = chunk.Pack(ctx, blobs{s}, res.Chunks, 1000, 1000)
@@ -241,7 +276,7 @@ func (s *Site) Write(ctx context.Context, e *filerpb.Entry, r io.Reader) (*filer
 	}
 	ne := cloneAttrs(e)
 	ne.Size, ne.Md5, ne.Chunks = res.Size, res.MD5, toPBChunks(res.Chunks)
-	if _, err := s.fc.CreateEntry(ctx, &filerpb.CreateEntryRequest{Entry: ne}); err != nil {
+	if _, err := s.fc.CreateEntry(ctx, &filerpb.CreateEntryRequest{Entry: ne, Exclusive: exclusive}); err != nil {
 		if refused(err) {
 			s.discard(res.Chunks)
 		}
@@ -268,7 +303,11 @@ func refused(err error) bool {
 // CreateMeta stores e as it is: an entry that has no content (directory,
 // symlink, empty file).
 func (s *Site) CreateMeta(ctx context.Context, e *filerpb.Entry) error {
-	if _, err := s.fc.CreateEntry(ctx, &filerpb.CreateEntryRequest{Entry: e}); err != nil {
+	return s.createMeta(ctx, e, false)
+}
+
+func (s *Site) createMeta(ctx context.Context, e *filerpb.Entry, exclusive bool) error {
+	if _, err := s.fc.CreateEntry(ctx, &filerpb.CreateEntryRequest{Entry: e, Exclusive: exclusive}); err != nil {
 		return fmt.Errorf("create %s on %s: %w", e.Path, s.Name, err)
 	}
 	return nil
@@ -288,6 +327,16 @@ func (s *Site) SetAttributes(ctx context.Context, e *filerpb.Entry, ifCtimeNs in
 func (s *Site) Delete(ctx context.Context, p string) error {
 	_, err := s.fc.DeleteEntry(ctx, &filerpb.DeleteEntryRequest{Path: p, Recursive: true})
 	if err != nil && status.Code(err) != codes.NotFound {
+		return fmt.Errorf("delete %s on %s: %w", p, s.Name, err)
+	}
+	return nil
+}
+
+// DeleteIfEmpty removes directory p when it has no entries; a missing or
+// non-empty directory is left as it is, without an error.
+func (s *Site) DeleteIfEmpty(ctx context.Context, p string) error {
+	_, err := s.fc.DeleteEntry(ctx, &filerpb.DeleteEntryRequest{Path: p})
+	if c := status.Code(err); err != nil && c != codes.NotFound && c != codes.FailedPrecondition {
 		return fmt.Errorf("delete %s on %s: %w", p, s.Name, err)
 	}
 	return nil

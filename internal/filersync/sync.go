@@ -45,6 +45,18 @@ type Syncer struct {
 	a, b *Site
 	dirs [2]*direction
 	log  *slog.Logger
+
+	// testCompared, when set, runs after each entry a tree comparison
+	// compared (sp: the source path); an error fails the attempt.
+	testCompared func(d *direction, sp string) error
+}
+
+// other is the direction opposite to d.
+func (s *Syncer) other(d *direction) *direction {
+	if s.dirs[0] == d {
+		return s.dirs[1]
+	}
+	return s.dirs[0]
 }
 
 // DirStatus is one direction's progress.
@@ -218,6 +230,9 @@ type direction struct {
 	copies, bytes, deletes, renames, skipped atomic.Int64
 	attrs                                    atomic.Int64
 	fullSyncs                                atomic.Int64
+	cmp                                      *treeCmp // a tree comparison in progress (run's goroutine only)
+	back                                     [][2]string
+	backSeq                                  uint64 // drainBack waits until seq reaches it
 	mu                                       sync.Mutex
 	st                                       DirStatus
 	dirty                                    bool
@@ -301,7 +316,9 @@ func (d *direction) follow(ctx context.Context) error {
 			return err
 		}
 		if !ok {
-			d.log.Info("filer.sync: no stored position: comparing the trees")
+			if d.cmp == nil {
+				d.log.Info("filer.sync: no stored position: comparing the trees")
+			}
 			if seq, err = d.fullSync(ctx); err != nil {
 				return err
 			}
@@ -348,6 +365,9 @@ func (d *direction) follow(ctx context.Context) error {
 			select {
 			case ev, ok = <-events:
 			case <-idle.C:
+				if err := d.drainBack(ctx); err != nil {
+					return err
+				}
 				d.save(ctx, true)
 				continue
 			case <-ctx.Done():
@@ -380,6 +400,9 @@ func (d *direction) follow(ctx context.Context) error {
 		}
 		if ev == nil {
 			if err := d.flush(ctx, batch); err != nil {
+				return err
+			}
+			if err := d.drainBack(ctx); err != nil {
 				return err
 			}
 			batch = batch[:0]
@@ -561,7 +584,7 @@ func (d *direction) apply(ctx context.Context, ev *filerpb.MetadataEvent) error 
 			return nil
 		}
 		d.markDirty()
-		return d.deletePath(ctx, ev.OldEntry, dp, ev.TimeNs)
+		return d.deletePath(ctx, ev.OldEntry, dp)
 	case filerpb.MetadataEvent_RENAME:
 		if ev.OldEntry == nil || ev.NewEntry == nil {
 			return nil
@@ -609,9 +632,13 @@ func (d *direction) copyEntry(ctx context.Context, se *filerpb.Entry, dp string)
 	if se.IsDir {
 		return d.dst.CreateMeta(ctx, ne)
 	}
+	// A file dst did not have is created exclusively: if a copy whose
+	// answer was lost (or a user) created it meanwhile, this one fails
+	// and the retry compares again instead of copying twice.
+	isNew := de == nil
 	if se.Size == 0 || se.SymlinkTarget != "" {
 		ne.Md5 = se.Md5
-		if err := d.dst.CreateMeta(ctx, ne); err != nil {
+		if err := d.dst.createMeta(ctx, ne, isNew); err != nil {
 			return err
 		}
 		d.copies.Add(1)
@@ -623,7 +650,7 @@ func (d *direction) copyEntry(ctx context.Context, se *filerpb.Entry, dp string)
 	}
 	defer r.Close()
 	ne.Size = se.Size
-	w, err := d.dst.Write(ctx, ne, &exact{r: r, n: se.Size})
+	w, err := d.dst.write(ctx, ne, &exact{r: r, n: se.Size}, isNew)
 	if err != nil {
 		return d.staleOr(ctx, se, err)
 	}
@@ -700,13 +727,14 @@ func (e *exact) Read(p []byte) (int, error) {
 }
 
 // deletePath applies the delete of src's old entry to dst's dp, unless src
-// has an entry there again or dst's entry changed after the delete.
-func (d *direction) deletePath(ctx context.Context, old *filerpb.Entry, dp string, atNs int64) error {
+// has an entry there again or dst holds a newer version than the one
+// deleted (an update the deleting side never saw wins; docs/filer-sync.md).
+func (d *direction) deletePath(ctx context.Context, old *filerpb.Entry, dp string) error {
 	se, err := d.src.Lookup(ctx, old.Path)
 	if err != nil {
 		return err
 	}
-	if se != nil {
+	if se != nil && !d.resurrected(se, old) {
 		d.skipped.Add(1)
 		return nil
 	}
@@ -718,8 +746,8 @@ func (d *direction) deletePath(ctx context.Context, old *filerpb.Entry, dp strin
 		d.skipped.Add(1)
 		return nil
 	}
-	if !de.IsDir && !sameData(old, d.src.ID, de, d.dst.ID) && de.MtimeNs > atNs {
-		d.skipped.Add(1) // changed on dst after the delete: the newer version stays
+	if !de.IsDir && !sameData(old, d.src.ID, de, d.dst.ID) && wins(de, d.dst.ID, old, d.src.ID) {
+		d.skipped.Add(1) // dst has a newer version than the one deleted: it stays, and travels back
 		return nil
 	}
 	if err := d.dst.Delete(ctx, dp); err != nil {
@@ -727,6 +755,22 @@ func (d *direction) deletePath(ctx context.Context, old *filerpb.Entry, dp strin
 	}
 	d.deletes.Add(1)
 	return nil
+}
+
+// resurrected: se, found on src at the path of the deleted entry old, is
+// only the sync's copy from dst of the version deleted (or of an older
+// one): a tree comparison or a stale read copied it back while the delete
+// was on its way. The delete stands; once dst's copy is deleted too, the
+// other direction removes se.
+func (d *direction) resurrected(se, old *filerpb.Entry) bool {
+	if se.IsDir || old.IsDir {
+		return false
+	}
+	m, ok := markerOf(se)
+	if !ok || m.origin != d.dst.ID {
+		return false
+	}
+	return se.MtimeNs < old.MtimeNs || (se.MtimeNs == old.MtimeNs && se.Size == old.Size)
 }
 
 // rename applies a rename: a rename on dst when dst still has the old
@@ -741,7 +785,7 @@ func (d *direction) rename(ctx context.Context, ev *filerpb.MetadataEvent) error
 	}
 	d.markDirty()
 	if !newIn {
-		return d.deletePath(ctx, ev.OldEntry, dOld, ev.TimeNs)
+		return d.deletePath(ctx, ev.OldEntry, dOld)
 	}
 	if !oldIn {
 		return d.syncTree(ctx, newP, dNew)
@@ -778,7 +822,7 @@ func (d *direction) rename(ctx context.Context, ev *filerpb.MetadataEvent) error
 		return err
 	}
 	if so == nil {
-		return d.deletePath(ctx, ev.OldEntry, dOld, ev.TimeNs)
+		return d.deletePath(ctx, ev.OldEntry, dOld)
 	}
 	return nil
 }
@@ -831,31 +875,4 @@ func (d *direction) copyRetrying(ctx context.Context, e *filerpb.Entry, dp strin
 		}
 	}
 	return err
-}
-
-// fullSync compares the trees (src to dst: what dst lacks or has older is
-// copied; nothing is deleted) and returns the source position to follow
-// from: the newest event before the comparison began.
-func (d *direction) fullSync(ctx context.Context) (uint64, error) {
-	seq, err := d.src.LastSeq(ctx)
-	if err != nil {
-		return 0, err
-	}
-	d.fullSyncs.Add(1)
-	t0 := time.Now()
-	c0 := d.copies.Load()
-	if d.srcRoot != "/" {
-		se, err := d.src.Lookup(ctx, d.srcRoot)
-		if err != nil {
-			return 0, err
-		}
-		if se == nil {
-			return seq, nil
-		}
-	}
-	if err := d.copyTree(ctx, d.srcRoot); err != nil {
-		return 0, err
-	}
-	d.log.Info("filer.sync: trees compared", "copied", d.copies.Load()-c0, "took", time.Since(t0).Round(time.Millisecond), "seq", seq)
-	return seq, nil
 }

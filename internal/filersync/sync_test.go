@@ -3,7 +3,7 @@ package filersync
 import (
 	"bytes"
 	"context"
-	"crypto/md5"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,6 +25,13 @@ import (
 // files of a few hundred KiB have several).
 func startSite(t testing.TB) *filerserver.Server {
 	t.Helper()
+	s, _ := startSiteCluster(t)
+	return s
+}
+
+// startSiteCluster is startSite returning the cluster too.
+func startSiteCluster(t testing.TB) (*filerserver.Server, *testcluster.Cluster) {
+	t.Helper()
 	c := testcluster.Start(t, testcluster.Options{Volumes: []testcluster.VolumeSpec{{MaxVolumes: 20}}})
 	s, err := filerserver.New(filerserver.Config{Masters: c.MasterAddrs(), Dir: t.TempDir(), ChunkSize: 64 << 10,
 		Logger: slog.New(slog.DiscardHandler)})
@@ -35,7 +42,7 @@ func startSite(t testing.TB) *filerserver.Server {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return s
+	return s, c
 }
 
 func fileURL(s *filerserver.Server, p string) string {
@@ -89,8 +96,9 @@ func do(t testing.TB, method, u string) {
 	}
 }
 
-// tree is path -> "d" for a directory, else "size md5" of the content as
-// the filer's HTTP API returns it (so the data is read, not the metadata).
+// tree is path -> "d" for a directory, else the size and a digest: with
+// withContent the SHA-256 of the content as the filer's HTTP API returns it
+// (so the data is read, not the metadata), else the stored MD5.
 func tree(t testing.TB, s *filerserver.Server, withContent bool) map[string]string {
 	t.Helper()
 	site, err := OpenSite(context.Background(), "x", s.GRPCAddr(), 10*time.Second, nil, nil)
@@ -106,7 +114,7 @@ func tree(t testing.TB, s *filerserver.Server, withContent bool) map[string]stri
 		}
 		if withContent {
 			b := get(t, s, e.Path)
-			out[e.Path] = fmt.Sprintf("%d %x", len(b), md5.Sum(b))
+			out[e.Path] = fmt.Sprintf("%d %x", len(b), sha256.Sum256(b))
 		} else {
 			out[e.Path] = fmt.Sprintf("%d %x", e.Size, e.Md5)
 		}
@@ -149,10 +157,26 @@ func startSync(t testing.TB, a, b *filerserver.Server, workers int) *running {
 // startSyncAt runs a sync between the filers' gRPC addresses (a bridge's, say).
 func startSyncAt(t testing.TB, aAddr, bAddr string, workers int) *running {
 	t.Helper()
-	s, err := New(context.Background(), Config{A: aAddr, B: bAddr, LogEvery: -1, Workers: workers,
-		Logger: slog.New(slog.DiscardHandler)})
+	return startSyncWith(t, Config{A: aAddr, B: bAddr, Workers: workers}, nil)
+}
+
+// startSyncWith runs a sync with cfg (no periodic log, no log output);
+// setup, when set, sees the Syncer before it runs.
+func startSyncWith(t testing.TB, cfg Config, setup func(*Syncer)) *running {
+	t.Helper()
+	cfg.LogEvery = -1
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+		if os.Getenv("KELP_SYNC_LOG") != "" { // to see what a test's sync does
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+		}
+	}
+	s, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(s)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
