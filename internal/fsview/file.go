@@ -353,7 +353,7 @@ func (f *file) write(ctx context.Context, p []byte, off int64) (int, error) {
 		in := pos - b.start
 		m := min(int64(len(p)-n), bs-in)
 		if need := in + m; int64(len(b.data)) < need {
-			b.data = growBlock(b.data, need, bs, m)
+			b.data = growBlock(b.data, need, bs, m, b.start == 0)
 		}
 		copy(b.data[in:in+m], p[n:n+int(m)])
 		b.dirty = addIval(b.dirty, ival{in, in + m})
@@ -378,14 +378,17 @@ func (f *file) write(ctx context.Context, p []byte, off int64) (int, error) {
 // growBlock makes data need bytes long for a write of m bytes into a block
 // of bs. A large write (a sequential writer: dd, cp) gets the whole block at
 // once; others double the capacity, so that a block filled by many writes
-// is copied a few times, not at every write. Buffers come from the pool
+// is copied a few times, not at every write. The first block of a file
+// starts at the size of its first write: a small file written in one piece
+// (cp writes 1 MiB at a time) then holds no more than it needs, and a
+// large one pays one copy of that first write. Buffers come from the pool
 // (getBuf, not cleared); the one outgrown goes back to it.
-func growBlock(data []byte, need, bs, m int64) []byte {
+func growBlock(data []byte, need, bs, m int64, first bool) []byte {
 	if need <= int64(cap(data)) {
 		return data[:need]
 	}
 	c := max(need, 2*int64(cap(data)))
-	if m >= bs/8 {
+	if m >= bs/8 && !(first && len(data) == 0) {
 		c = bs
 	}
 	c = min(max(c, need), bs)
@@ -734,6 +737,31 @@ func (f *file) prefetchAfter(end, csize int64) {
 			err = nil
 		}
 		n.err = err
+	}()
+}
+
+// prefetchSmall starts fetching a small file whole (at most readAhead
+// bytes, one request) when it is opened for reading, so that the fetch
+// overlaps the kernel's turn from OPEN to the first READ, which then waits
+// for it (readCommitted) instead of starting it. Nothing is fetched for a
+// file with buffered writes or read-ahead already.
+func (f *file) prefetchSmall(ctx context.Context) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	csize := f.entry.Size
+	if csize <= 0 || csize > readAhead || f.dirty || len(f.blocks) > 0 || len(f.pending) > 0 ||
+		f.ra != nil || len(f.fetches) > 0 || f.createErr != nil {
+		return
+	}
+	if f.resolve(ctx) != nil {
+		return // the read will say why
+	}
+	n := &prefetch{off: 0, end: csize, buf: getBuf(int(csize)), done: make(chan struct{})}
+	f.fetches = append(f.fetches, n)
+	r := chunk.NewReader(context.Background(), f.fs.reader, f.resolved, csize)
+	go func() {
+		defer close(n.done)
+		n.err = readFull(r, n.buf, 0)
 	}()
 }
 

@@ -52,6 +52,9 @@ func (fs *FS) openNode(ctx context.Context, n *node, p string, flags int, gen ui
 			return nil, err
 		}
 	}
+	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		f.prefetchSmall(ctx)
+	}
 	return h, nil
 }
 
