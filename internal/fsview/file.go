@@ -595,7 +595,7 @@ func (f *file) readCommitted(ctx context.Context, p []byte, off int64, unlock bo
 	if off == 0 && csize <= readAhead {
 		want = csize // a small file read from its start is read whole: one request
 	}
-	fetchEnd := min(max(end, off+want), csize)
+	fetchEnd := min(max(end, off+want), f.nextFetch(end, csize))
 	if err := f.resolve(ctx); err != nil {
 		return err
 	}
@@ -659,6 +659,18 @@ func (f *file) buffered(off, end int64) ([]byte, int64) {
 		return f.raPrev, f.raPrevOff
 	}
 	return nil, 0
+}
+
+// nextFetch returns where the first fetch on its way that starts at or
+// after at begins (limit if none): a fetch ahead stops there, so that READs
+// arriving out of order do not fetch the same bytes twice.
+func (f *file) nextFetch(at, limit int64) int64 {
+	for _, n := range f.fetches {
+		if n.off >= at && n.off < limit {
+			limit = n.off
+		}
+	}
+	return limit
 }
 
 // fetchCovering returns a fetch on its way (or done, not yet adopted)
@@ -726,7 +738,7 @@ func (f *file) prefetchAfter(end, csize int64) {
 	if f.fetchCovering(raEnd, raEnd+1) != nil {
 		return
 	}
-	n := &prefetch{off: raEnd, end: min(raEnd+readAhead, csize), done: make(chan struct{})}
+	n := &prefetch{off: raEnd, end: f.nextFetch(raEnd+1, min(raEnd+readAhead, csize)), done: make(chan struct{})}
 	n.buf = getBuf(int(n.end - n.off))
 	f.fetches = append(f.fetches, n)
 	r := chunk.NewReader(context.Background(), f.fs.reader, f.resolved, csize)
