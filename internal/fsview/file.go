@@ -822,6 +822,16 @@ func (f *file) flush(ctx context.Context) error {
 	return f.commitLocked(ctx)
 }
 
+// commitQuiet commits what is buffered, as flush does, but leaves a
+// failure (and an earlier background commit's) for the file's next flush.
+func (f *file) commitQuiet(ctx context.Context) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.commitLocked(ctx); err != nil && f.lateErr == nil && f.createErr == nil {
+		f.lateErr = err
+	}
+}
+
 // startFlush starts the upload of every dirty block without waiting.
 func (f *file) startFlush(ctx context.Context) error {
 	f.mu.Lock()

@@ -480,3 +480,38 @@ func TestConcurrentSequentialReadsFetchEachByteOnce(t *testing.T) {
 		t.Fatalf("reading %d MiB fetched %.1f MiB from the volume servers, want at most 1.1x", len(data)>>20, float64(got)/(1<<20))
 	}
 }
+
+// Renaming a directory right after closing files in it (their commits
+// still in the background) keeps their data: the commits go first, not to
+// the old path after the rename.
+func TestDirectoryRenameRightAfterCloseKeepsTheFilesBelow(t *testing.T) {
+	s := startFiler(t)
+	fs := newView(t, s)
+	ctx := context.Background()
+	rng := rand.New(rand.NewSource(7))
+	for round := range 10 {
+		d, e := fmt.Sprintf("/d%d", round), fmt.Sprintf("/e%d", round)
+		if _, err := fs.Mkdir(ctx, d, 0o755, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		data := make([]byte, 200_000+rng.Intn(100_000))
+		rng.Read(data)
+		h, err := fs.Create(ctx, d+"/f", os.O_RDWR|os.O_CREATE, 0o644, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.WriteAt(ctx, data, 0); err != nil {
+			t.Fatal(err)
+		}
+		h.ReleaseLater() // close(2): the commit runs in the background
+		if err := fs.Rename(ctx, d, e, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := readFile(t, newView(t, s), e+"/f"); !bytes.Equal(got, data) {
+			t.Fatalf("round %d: %s/f has %d bytes after the rename, want the %d written", round, e, len(got), len(data))
+		}
+	}
+}
