@@ -226,6 +226,7 @@ func (fs *FS) finish(f *file) {
 		}
 		f.queued = false
 		f.forgotten = true
+		f.dropReadAhead() // no handle is left to read it
 		if fs.files[f.path] == f {
 			delete(fs.files, f.path)
 			fs.forgets++
@@ -274,6 +275,7 @@ func (fs *FS) release(ctx context.Context, f *file) error {
 	if last {
 		f.mu.Lock()
 		f.forgotten = true
+		f.dropReadAhead() // no handle is left to read it
 		// A change of attributes that joined the commit after the flush
 		// above (file.modify) is committed below: none can join after this.
 		late = f.dirty && err == nil
