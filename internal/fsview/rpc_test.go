@@ -515,3 +515,39 @@ func TestDirectoryRenameRightAfterCloseKeepsTheFilesBelow(t *testing.T) {
 		}
 	}
 }
+
+// A small file prefetched at open (the FUSE mount's open for reading) is
+// read from that one fetch, whatever the READs ask.
+func TestPrefetchedSmallFileIsOneFetch(t *testing.T) {
+	s := startFiler(t)
+	fs, err := New(context.Background(), Config{Filer: s.GRPCAddr(), ChunkSize: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	data := make([]byte, 3<<20+5)
+	rand.New(rand.NewSource(4)).Read(data)
+	writeFile(t, fs, "/f", data)
+	counter := &byteCountingOpener{inner: fs.reader}
+	fs.reader = counter
+	ctx := context.Background()
+	h, err := fs.Open(ctx, "/f", os.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release(ctx)
+	h.Prefetch(ctx)
+	got := make([]byte, len(data))
+	for _, off := range []int{1 << 20, 0, 2 << 20, 3 << 20} { // out of order
+		end := min(off+1<<20, len(data))
+		if _, err := h.ReadAt(ctx, got[off:end], int64(off)); err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("a prefetched file reads back differently")
+	}
+	if n := counter.bytes.Load(); n != int64(len(data)) {
+		t.Fatalf("fetched %d bytes for a file of %d", n, len(data))
+	}
+}
