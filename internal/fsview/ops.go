@@ -219,7 +219,21 @@ func (fs *FS) hideOpen(ctx context.Context, f *file) error {
 	if f.refs == 0 {
 		// Closed, only waiting for (or done with) its background commit,
 		// which the flush above has made: no handle needs the content.
-		return fs.delete(ctx, f.path, false)
+		if err := fs.delete(ctx, f.path, false); err != nil {
+			return err
+		}
+		// Forgotten now, not when its background commit gets round to it:
+		// until then a lookup of the name would answer from the file (a
+		// removed name found again, and cached by the kernel for a second).
+		if fs.files[f.path] == f {
+			delete(fs.files, f.path)
+			fs.forgets++
+		}
+		f.mu.Lock()
+		f.forgotten = true
+		f.dropReadAhead()
+		f.mu.Unlock()
+		return nil
 	}
 	if err := fs.mkdirAll(ctx, path.Dir(dst)); err != nil {
 		return err

@@ -551,3 +551,29 @@ func TestPrefetchedSmallFileIsOneFetch(t *testing.T) {
 		t.Fatalf("fetched %d bytes for a file of %d", n, len(data))
 	}
 }
+
+// A file unlinked right after its close (its background commit still to
+// run) is gone at once: a lookup of its name is ENOENT, not the closed file.
+func TestUnlinkRightAfterCloseIsGoneAtOnce(t *testing.T) {
+	s := startFiler(t)
+	fs := newView(t, s)
+	ctx := context.Background()
+	data := make([]byte, 100_000)
+	for i := range 40 {
+		p := fmt.Sprintf("/f%d", i)
+		h, err := fs.Create(ctx, p, os.O_RDWR|os.O_CREATE, 0o644, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.WriteAt(ctx, data, 0); err != nil {
+			t.Fatal(err)
+		}
+		h.ReleaseLater()
+		if err := fs.Unlink(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fs.Lookup(ctx, p); Errno(err) != syscall.ENOENT {
+			t.Fatalf("round %d: lookup after unlink: %v, want ENOENT", i, err)
+		}
+	}
+}
