@@ -32,7 +32,8 @@ port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 MP=$(port); VP=$(port); FP=$(port); SP=$(port)
 "$KELP" server --dir="$W/data" --ip=127.0.0.1 --master.port="$MP" --volume.port="$VP" --filer.port="$FP" \
   --s3.port="$SP" --webdav.port=0 >"$W/server.log" 2>&1 &
-PIDS+=($!)
+SERVER_PID=$!
+PIDS+=($SERVER_PID)
 for i in $(seq 1 300); do
   c=$(curl -s -o /dev/null -w '%{http_code}' -X PUT --data-binary x "http://127.0.0.1:$FP/.probe" 2>/dev/null)
   [ "${c:0:1}" = 2 ] && break; sleep 0.2
@@ -69,20 +70,31 @@ tar -C "$W/tarsrc" -cf "$W/small.tar" small
 rm -rf "$W/tarsrc"
 drop
 
-declare -A R
+declare -A R C
+# ticks PID: CPU time (user + system) of process PID so far, in clock ticks.
+ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+# step NAME KEY CMD...: R[NAME.KEY] = seconds CMD took; for the mount, C[KEY] = the CPU seconds the
+# mount and the server spent meanwhile (CPU per operation is steadier than wall time on a busy machine).
+step() {
+  local name=$1 key=$2; shift 2
+  local m0 s0
+  m0=$(ticks "$MOUNT_PID"); s0=$(ticks "$SERVER_PID")
+  R[$name.$key]=$(t "$@")
+  [ "$name" = mount ] && C[$key]="$(( $(ticks "$MOUNT_PID") - m0 )) $(( $(ticks "$SERVER_PID") - s0 ))"
+}
 run() { # run NAME DIR: all workloads into DIR
   local name=$1 d=$2
   mkdir -p "$d/1m" "$d/tar"
-  R[$name.w1m]=$(t sh -c "cp -r '$W/src1m/.' '$d/1m/' && sync && $(declare -f fsyncdir); fsyncdir '$d/1m'")
+  step "$name" w1m sh -c "cp -r '$W/src1m/.' '$d/1m/' && sync && $(declare -f fsyncdir); fsyncdir '$d/1m'"
   drop
-  R[$name.r1m]=$(t sh -c "cat '$d/1m/'* >/dev/null")
-  R[$name.wbig]=$(t dd if=/dev/zero of="$d/big" bs=1M count="$BIGMB" conv=fsync status=none)
+  step "$name" r1m sh -c "cat '$d/1m/'* >/dev/null"
+  step "$name" wbig dd if=/dev/zero of="$d/big" bs=1M count="$BIGMB" conv=fsync status=none
   drop
-  R[$name.rbig]=$(t dd if="$d/big" of=/dev/null bs=1M status=none)
+  step "$name" rbig dd if="$d/big" of=/dev/null bs=1M status=none
   rm -f "$d/big"
-  R[$name.untar]=$(t sh -c "tar -C '$d/tar' -xf '$W/small.tar' && sync && $(declare -f fsyncdir); fsyncdir '$d/tar/small'")
+  step "$name" untar sh -c "tar -C '$d/tar' -xf '$W/small.tar' && sync && $(declare -f fsyncdir); fsyncdir '$d/tar/small'"
   drop
-  R[$name.ls]=$(t sh -c "ls -l '$d/tar/small' >/dev/null")
+  step "$name" ls sh -c "ls -l '$d/tar/small' >/dev/null"
   [ "$(ls "$d/tar/small" | wc -l)" = "$NSMALL" ] || die "$name: ls shows $(ls "$d/tar/small" | wc -l) files, want $NSMALL"
 }
 run local "$W/local"
@@ -100,6 +112,14 @@ print("%-28s %8.1f MB/s %8.1f MB/s %6.2fx  >= 0.6x" % ("write %d MiB dd fsync" %
 print("%-28s %8.1f MB/s %8.1f MB/s %6.2fx  >= 0.8x" % ("read  %d MiB dd" % big, mbs(big, l['rbig']), mbs(big, m['rbig']), l['rbig']/m['rbig']))
 print("%-28s %8.0f f/s   %8.0f f/s   %6.2fx  >= 1000 f/s" % ("untar %d x 4 KiB, fsync" % ns, ns/l['untar'], ns/m['untar'], l['untar']/m['untar']))
 print("%-28s %8.3f s      %8.3f s      %6.2fx  < 1 s" % ("ls -l of %d entries (cold)" % ns, l['ls'], m['ls'], l['ls']/m['ls']))
+hz = $(getconf CLK_TCK)
+cpu = dict(w1m="${C[w1m]}", r1m="${C[r1m]}", wbig="${C[wbig]}", rbig="${C[rbig]}", untar="${C[untar]}", ls="${C[ls]}")
+per = dict(w1m=(n1, "ms/MiB"), r1m=(n1, "ms/MiB"), wbig=(big, "ms/MiB"), rbig=(big, "ms/MiB"), untar=(ns, "ms/file"), ls=(ns, "ms/entry"))
+print("CPU of the mount run (clock ticks of %d/s): mount + server, per unit" % hz)
+for k in ("w1m", "r1m", "wbig", "rbig", "untar", "ls"):
+    mt, st = (int(x) for x in cpu[k].split())
+    n, unit = per[k]
+    print("  %-6s mount %6.2f s  server %6.2f s   %.3f + %.3f %s" % (k, mt/hz, st/hz, 1000*mt/hz/n, 1000*st/hz/n, unit))
 PY
 if [ -n "${PROFILE:-}" ]; then
   fusermount3 -u "$W/m"; wait "$MOUNT_PID"

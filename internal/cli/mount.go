@@ -59,6 +59,7 @@ func newMountCommand(g *globalFlags) *cobra.Command {
 	var vf viewFlags
 	var dir string
 	var allowOther, readOnly, debug, syncClose bool
+	var readAheadKB int
 	var mountOpts string
 	var mx metricsFlags
 	cmd := &cobra.Command{
@@ -99,7 +100,10 @@ system is mounted, leaving the mount running in the background.`,
 			defer stopMetrics()
 			log, _ := g.logger()
 			opts := fuse.Options{Dir: dir, FsName: "kelp:" + vf.filer + vf.filerPath, AllowOther: allowOther,
-				ReadOnly: readOnly, Debug: debug, Logger: log, SyncClose: syncClose}
+				ReadOnly: readOnly, Debug: debug, Logger: log, SyncClose: syncClose, ReadAheadKB: readAheadKB}
+			if readAheadKB == 0 {
+				opts.ReadAheadKB = -1 // 0: keep the kernel's
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "mounting %s%s on %s\n", vf.filer, vf.filerPath, dir)
 			return fuse.ServeUntil(ctx, v, opts)
 		},
@@ -111,6 +115,7 @@ system is mounted, leaving the mount running in the background.`,
 	fl.BoolVar(&readOnly, "read-only", false, "mount read-only")
 	fl.BoolVar(&syncClose, "sync-close", false, "close(2) commits the file before returning (strict close-to-open with other mounts; slower)")
 	fl.BoolVar(&debug, "fuse.debug", false, "log every FUSE request")
+	fl.IntVar(&readAheadKB, "fuse.readahead", fuse.DefaultReadAheadKB, "the kernel's read-ahead for the mount in KiB (set through sysfs: root only); 0 keeps the kernel's")
 	mx.addFlags(fl, 0)
 	fl.StringVarP(&mountOpts, "options", "o", "", "mount(8) options, with SOURCE DIR (see above)")
 	fl.StringVar(&vf.cacheDir, "cache.dir", "", "local chunk cache directory: chunks read are kept there (and reused after a restart)")

@@ -49,10 +49,12 @@ type file struct {
 	// a read that fetched without the lock retries if it moved meanwhile.
 	version uint64
 
-	ra      []byte    // read-ahead buffer of committed content at raOff
-	next    *prefetch // the read-ahead after ra, on its way
-	raOff   int64
-	lastEnd int64 // end of the last read, to see sequential reads
+	ra        []byte // read-ahead buffer of committed content at raOff
+	raOff     int64
+	raPrev    []byte // the one before ra, for READs that come late
+	raPrevOff int64
+	fetches   []*prefetch // fetches of committed content on their way
+	lastEnd   int64       // end of the last read, to see sequential reads
 
 	refs     int
 	unlinked bool // removed from the namespace: delete at the last release
@@ -224,6 +226,7 @@ func (fs *FS) finish(f *file) {
 		}
 		f.queued = false
 		f.forgotten = true
+		f.dropReadAhead() // no handle is left to read it
 		if fs.files[f.path] == f {
 			delete(fs.files, f.path)
 			fs.forgets++
@@ -272,6 +275,7 @@ func (fs *FS) release(ctx context.Context, f *file) error {
 	if last {
 		f.mu.Lock()
 		f.forgotten = true
+		f.dropReadAhead() // no handle is left to read it
 		// A change of attributes that joined the commit after the flush
 		// above (file.modify) is committed below: none can join after this.
 		late = f.dirty && err == nil
@@ -351,7 +355,7 @@ func (f *file) write(ctx context.Context, p []byte, off int64) (int, error) {
 		in := pos - b.start
 		m := min(int64(len(p)-n), bs-in)
 		if need := in + m; int64(len(b.data)) < need {
-			b.data = growBlock(b.data, need, bs, m)
+			b.data = growBlock(b.data, need, bs, m, b.start == 0)
 		}
 		copy(b.data[in:in+m], p[n:n+int(m)])
 		b.dirty = addIval(b.dirty, ival{in, in + m})
@@ -364,7 +368,7 @@ func (f *file) write(ctx context.Context, p []byte, off int64) (int, error) {
 	f.size = max(f.size, off+int64(len(p)))
 	f.mtime = time.Now()
 	f.dirty = true
-	f.ra, f.next = nil, nil
+	f.dropReadAhead()
 	if len(f.pending) >= maxPending {
 		if err := f.commitUploaded(ctx); err != nil {
 			return n, err
@@ -376,18 +380,23 @@ func (f *file) write(ctx context.Context, p []byte, off int64) (int, error) {
 // growBlock makes data need bytes long for a write of m bytes into a block
 // of bs. A large write (a sequential writer: dd, cp) gets the whole block at
 // once; others double the capacity, so that a block filled by many writes
-// is copied a few times, not at every write.
-func growBlock(data []byte, need, bs, m int64) []byte {
+// is copied a few times, not at every write. The first block of a file
+// starts at the size of its first write: a small file written in one piece
+// (cp writes 1 MiB at a time) then holds no more than it needs, and a
+// large one pays one copy of that first write. Buffers come from the pool
+// (getBuf, not cleared); the one outgrown goes back to it.
+func growBlock(data []byte, need, bs, m int64, first bool) []byte {
 	if need <= int64(cap(data)) {
 		return data[:need]
 	}
 	c := max(need, 2*int64(cap(data)))
-	if m >= bs/8 {
+	if m >= bs/8 && !(first && len(data) == 0) {
 		c = bs
 	}
 	c = min(max(c, need), bs)
-	nd := make([]byte, need, c)
+	nd := getBuf(int(c))[:need]
 	copy(nd, data)
+	putBuf(data)
 	return nd
 }
 
@@ -430,9 +439,12 @@ func (f *file) commitUploaded(ctx context.Context) error {
 	}
 	f.entry = e
 	f.version++
+	for _, u := range f.pending[:k] {
+		u.recycle()
+	}
 	f.pending = slices.Delete(f.pending, 0, k)
 	f.resolved = nil
-	f.ra, f.next = nil, nil
+	f.dropReadAhead()
 	return nil
 }
 
@@ -450,6 +462,33 @@ func addIval(s []ival, v ival) []ival {
 	out = append(out, v)
 	sort.Slice(out, func(i, j int) bool { return out[i].lo < out[j].lo })
 	return out
+}
+
+// recycle gives the buffer of a committed upload back to the pool: the
+// upload is done (PutChunk returned) and no longer in f.pending. A failed
+// one is left to the GC (an HTTP request given up may still hold its body).
+func (u *upload) recycle() {
+	if u.err == nil {
+		putBuf(u.data)
+		u.data = nil
+	}
+}
+
+// dropReadAhead forgets the read-ahead buffers (back to the pool) and the
+// fetches on their way (left to the GC: their goroutines may still be
+// filling them, and readers waiting for them find them gone and fetch
+// again).
+func (f *file) dropReadAhead() {
+	putBuf(f.ra)
+	putBuf(f.raPrev)
+	f.ra, f.raPrev, f.fetches = nil, nil, nil
+}
+
+// setReadAhead makes buf at off the read-ahead buffer.
+func (f *file) setReadAhead(buf []byte, off int64) {
+	putBuf(f.raPrev)
+	f.raPrev, f.raPrevOff = f.ra, f.raOff
+	f.ra, f.raOff = buf, off
 }
 
 func (f *file) startUpload(off int64, data []byte) {
@@ -515,9 +554,15 @@ func copyRange(dst []byte, off, end int64, src []byte, soff int64) {
 var errMoved = errors.New("fsview: committed content changed during a read")
 
 // readCommitted fills p with the committed content at off (zeros past
-// the committed size), through the read-ahead buffer. With unlock, f.mu
+// the committed size), through the read-ahead buffers. With unlock, f.mu
 // is let go while it waits for the volume servers (errMoved if the
 // committed content changed meanwhile).
+//
+// The kernel sends the READs of a sequential reader several at a time and
+// not always in order (its read-ahead, Options.ReadAheadKB in the FUSE
+// mount). A read that misses the buffers waits for a fetch on its way that
+// covers it (f.fetches) rather than fetching the same bytes again, and the
+// buffer before the current one is kept for READs that come late.
 func (f *file) readCommitted(ctx context.Context, p []byte, off int64, unlock bool) error {
 	clear(p)
 	csize := f.entry.Size
@@ -525,27 +570,25 @@ func (f *file) readCommitted(ctx context.Context, p []byte, off int64, unlock bo
 		return nil
 	}
 	end := min(off+int64(len(p)), csize)
-	seq := off == f.lastEnd && off > 0
-	if f.ra == nil || off < f.raOff || end > f.raOff+int64(len(f.ra)) {
-		if n := f.next; n != nil && off >= n.off && off < n.end {
-			// The prefetch started by an earlier read: wait for it.
-			if err := f.waitUnlocked(unlock, func() error { <-n.done; return nil }); err != nil {
+	seq := off > 0 && f.nearStream(off)
+	for {
+		if buf, bOff := f.buffered(off, end); buf != nil {
+			copy(p, buf[off-bOff:end-bOff])
+			if seq {
+				f.prefetchAfter(end, csize)
+			}
+			return nil
+		}
+		if n := f.fetchCovering(off, end); n != nil && unlock {
+			if err := f.waitUnlocked(true, func() error { <-n.done; return nil }); err != nil {
 				return err
 			}
-			if f.next == n {
-				f.next = nil
-				if n.err == nil {
-					f.ra, f.raOff = n.buf, n.off
-				}
-			}
+			// Its buffer is the read-ahead buffer now (or n failed and is
+			// dropped, and this read fetches for itself next time round).
+			f.adopt(n)
+			continue
 		}
-	}
-	if f.ra != nil && off >= f.raOff && end <= f.raOff+int64(len(f.ra)) {
-		copy(p, f.ra[off-f.raOff:end-f.raOff])
-		if seq {
-			f.prefetchAfter(end, csize)
-		}
-		return nil
+		break
 	}
 	want := int64(minRead)
 	if seq {
@@ -554,21 +597,108 @@ func (f *file) readCommitted(ctx context.Context, p []byte, off int64, unlock bo
 	if off == 0 && csize <= readAhead {
 		want = csize // a small file read from its start is read whole: one request
 	}
-	fetchEnd := min(max(end, off+want), csize)
-	buf := make([]byte, fetchEnd-off)
+	fetchEnd := min(max(end, off+want), f.nextFetch(end, csize))
 	if err := f.resolve(ctx); err != nil {
 		return err
 	}
+	buf := getBuf(int(fetchEnd - off))
 	r := chunk.NewReader(ctx, f.fs.reader, f.resolved, csize)
-	if err := f.waitUnlocked(unlock, func() error { return readFull(r, buf, off) }); err != nil {
+	if !unlock {
+		if err := readFull(r, buf, off); err != nil {
+			putBuf(buf)
+			return err
+		}
+		f.setReadAhead(buf, off)
+		copy(p, buf[:end-off])
+		return nil
+	}
+	n := &prefetch{off: off, end: fetchEnd, buf: buf, done: make(chan struct{})}
+	f.fetches = append(f.fetches, n)
+	if err := f.waitUnlocked(true, func() error {
+		n.err = readFull(r, buf, off)
+		close(n.done)
+		return n.err
+	}); err != nil {
+		if err != errMoved {
+			f.adopt(n) // failed: out of f.fetches (buf left to the GC)
+		}
 		return err
 	}
-	f.ra, f.raOff = buf, off
+	f.adopt(n)
 	copy(p, buf[:end-off])
 	if seq {
 		f.prefetchAfter(end, csize)
 	}
 	return nil
+}
+
+// nearStream reports whether a read at off continues a sequential reader:
+// near the end of the last read or of the read-ahead buffer (the kernel's
+// READs come out of order by a little).
+func (f *file) nearStream(off int64) bool {
+	near := func(at int64) bool { return off >= at-readAhead && off <= at+readAhead }
+	if f.lastEnd > 0 && near(f.lastEnd) {
+		return true
+	}
+	if f.ra != nil && near(f.raOff+int64(len(f.ra))) {
+		return true
+	}
+	for _, n := range f.fetches {
+		if near(n.end) {
+			return true
+		}
+	}
+	return false
+}
+
+// buffered returns the read-ahead buffer (and its offset) holding
+// [off, end), if one does.
+func (f *file) buffered(off, end int64) ([]byte, int64) {
+	if f.ra != nil && off >= f.raOff && end <= f.raOff+int64(len(f.ra)) {
+		return f.ra, f.raOff
+	}
+	if f.raPrev != nil && off >= f.raPrevOff && end <= f.raPrevOff+int64(len(f.raPrev)) {
+		return f.raPrev, f.raPrevOff
+	}
+	return nil, 0
+}
+
+// nextFetch returns where the first fetch on its way that starts at or
+// after at begins (limit if none): a fetch ahead stops there, so that READs
+// arriving out of order do not fetch the same bytes twice.
+func (f *file) nextFetch(at, limit int64) int64 {
+	for _, n := range f.fetches {
+		if n.off >= at && n.off < limit {
+			limit = n.off
+		}
+	}
+	return limit
+}
+
+// fetchCovering returns a fetch on its way (or done, not yet adopted)
+// covering [off, end).
+func (f *file) fetchCovering(off, end int64) *prefetch {
+	for _, n := range f.fetches {
+		if off >= n.off && end <= n.end {
+			return n
+		}
+	}
+	return nil
+}
+
+// adopt takes the finished fetch n out of f.fetches (if it is still there:
+// nothing changed the committed content meanwhile) and makes its buffer the
+// read-ahead buffer. It returns n.err.
+func (f *file) adopt(n *prefetch) error {
+	i := slices.Index(f.fetches, n)
+	if i < 0 {
+		return n.err
+	}
+	f.fetches = slices.Delete(f.fetches, i, i+1)
+	if n.err == nil {
+		f.setReadAhead(n.buf, n.off)
+	}
+	return n.err
 }
 
 // waitUnlocked runs wait, with f.mu let go if unlock; errMoved if the
@@ -587,7 +717,8 @@ func (f *file) waitUnlocked(unlock bool, wait func() error) error {
 	return err
 }
 
-// prefetch is a read-ahead fetched in the background.
+// prefetch is a fetch of committed content on its way: a read-ahead in the
+// background, or the fetch of a read that missed the buffers.
 type prefetch struct {
 	off, end int64
 	buf      []byte
@@ -595,17 +726,23 @@ type prefetch struct {
 	done     chan struct{}
 }
 
+// maxFetches bounds the fetches of one file on their way at once.
+const maxFetches = 4
+
 // prefetchAfter starts fetching the readAhead bytes after the read-ahead
 // buffer once a sequential reader (now at end) is past half of it, so
 // that the next fetch overlaps the reading of this one.
 func (f *file) prefetchAfter(end, csize int64) {
 	raEnd := f.raOff + int64(len(f.ra))
-	if f.next != nil || f.resolved == nil || raEnd >= csize || raEnd-end > readAhead/2 {
+	if f.ra == nil || f.resolved == nil || raEnd >= csize || raEnd-end > readAhead/2 || len(f.fetches) >= maxFetches {
 		return
 	}
-	n := &prefetch{off: raEnd, end: min(raEnd+readAhead, csize), done: make(chan struct{})}
-	n.buf = make([]byte, n.end-n.off)
-	f.next = n
+	if f.fetchCovering(raEnd, raEnd+1) != nil {
+		return
+	}
+	n := &prefetch{off: raEnd, end: f.nextFetch(raEnd+1, min(raEnd+readAhead, csize)), done: make(chan struct{})}
+	n.buf = getBuf(int(n.end - n.off))
+	f.fetches = append(f.fetches, n)
 	r := chunk.NewReader(context.Background(), f.fs.reader, f.resolved, csize)
 	go func() {
 		defer close(n.done)
@@ -614,6 +751,31 @@ func (f *file) prefetchAfter(end, csize int64) {
 			err = nil
 		}
 		n.err = err
+	}()
+}
+
+// prefetchSmall starts fetching a small file whole (at most readAhead
+// bytes, one request) when it is opened for reading, so that the fetch
+// overlaps the kernel's turn from OPEN to the first READ, which then waits
+// for it (readCommitted) instead of starting it. Nothing is fetched for a
+// file with buffered writes or read-ahead already.
+func (f *file) prefetchSmall(ctx context.Context) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	csize := f.entry.Size
+	if csize <= 0 || csize > readAhead || f.dirty || len(f.blocks) > 0 || len(f.pending) > 0 ||
+		f.ra != nil || len(f.fetches) > 0 || f.createErr != nil {
+		return
+	}
+	if f.resolve(ctx) != nil {
+		return // the read will say why
+	}
+	n := &prefetch{off: 0, end: csize, buf: getBuf(int(csize)), done: make(chan struct{})}
+	f.fetches = append(f.fetches, n)
+	r := chunk.NewReader(context.Background(), f.fs.reader, f.resolved, csize)
+	go func() {
+		defer close(n.done)
+		n.err = readFull(r, n.buf, 0)
 	}()
 }
 
@@ -662,6 +824,16 @@ func (f *file) flush(ctx context.Context) error {
 	return f.commitLocked(ctx)
 }
 
+// commitQuiet commits what is buffered, as flush does, but leaves a
+// failure (and an earlier background commit's) for the file's next flush.
+func (f *file) commitQuiet(ctx context.Context) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.commitLocked(ctx); err != nil && f.lateErr == nil && f.createErr == nil {
+		f.lateErr = err
+	}
+}
+
 // startFlush starts the upload of every dirty block without waiting.
 func (f *file) startFlush(ctx context.Context) error {
 	f.mu.Lock()
@@ -707,7 +879,7 @@ func (f *file) createFailure() error {
 	f.err = nil
 	f.dirty = false
 	f.size = f.entry.Size
-	f.ra, f.next = nil, nil
+	f.dropReadAhead()
 	f.forgotten = true
 	return f.createErr
 }
@@ -755,11 +927,14 @@ func (f *file) commitLocked(ctx context.Context) error {
 func (f *file) setCommitted(e *filerpb.Entry) {
 	f.entry = e
 	f.version++
+	for _, u := range f.pending {
+		u.recycle()
+	}
 	f.pending = nil
 	f.dirty = false
 	f.size = e.Size
 	f.resolved = nil
-	f.ra, f.next = nil, nil
+	f.dropReadAhead()
 }
 
 // uploadBlocks starts the upload of every dirty block: its dirty span as
@@ -773,13 +948,26 @@ func (f *file) uploadBlocks(ctx context.Context) error {
 	for _, i := range idxs {
 		b := f.blocks[i]
 		lo, hi := b.dirty[0].lo, b.dirty[len(b.dirty)-1].hi
-		data := b.data[lo:hi]
-		if len(b.dirty) > 1 {
-			data = make([]byte, hi-lo)
+		var data []byte
+		switch {
+		case len(b.dirty) > 1:
+			data = getBuf(int(hi - lo))
 			if err := f.readCommitted(ctx, data, b.start+lo, false); err != nil {
+				putBuf(data)
 				return err
 			}
 			f.overlay(data, b.start+lo)
+			putBuf(b.data)
+		case lo == 0 && int(hi) > cap(b.data)/2:
+			data = b.data[:hi]
+		default:
+			// Much less than the block's buffer (a small file written in
+			// large pieces has a whole block): upload a copy of its size,
+			// so that a closed file waiting for its commit holds no more
+			// memory than its data.
+			data = getBuf(int(hi - lo))
+			copy(data, b.data[lo:hi])
+			putBuf(b.data)
 		}
 		delete(f.blocks, i)
 		f.startUpload(b.start+lo, data)

@@ -102,6 +102,13 @@ func (h *Handle) WriteAt(ctx context.Context, p []byte, off int64) (int, error) 
 	return h.f.write(ctx, p, off)
 }
 
+// Prefetch starts fetching a small file (at most 4 MiB) whole in the
+// background, for a reader about to read it (the FUSE mount's open(2) for
+// reading: the kernel's first READ then waits for the fetch instead of
+// starting it). Not for opens that may not read (WebDAV's PROPFIND opens
+// every file it lists).
+func (h *Handle) Prefetch(ctx context.Context) { h.f.prefetchSmall(ctx) }
+
 // Flush commits the buffered writes (close(2) and fsync(2) call it).
 func (h *Handle) Flush(ctx context.Context) error { return h.f.flush(ctx) }
 

@@ -219,7 +219,21 @@ func (fs *FS) hideOpen(ctx context.Context, f *file) error {
 	if f.refs == 0 {
 		// Closed, only waiting for (or done with) its background commit,
 		// which the flush above has made: no handle needs the content.
-		return fs.delete(ctx, f.path, false)
+		if err := fs.delete(ctx, f.path, false); err != nil {
+			return err
+		}
+		// Forgotten now, not when its background commit gets round to it:
+		// until then a lookup of the name would answer from the file (a
+		// removed name found again, and cached by the kernel for a second).
+		if fs.files[f.path] == f {
+			delete(fs.files, f.path)
+			fs.forgets++
+		}
+		f.mu.Lock()
+		f.forgotten = true
+		f.dropReadAhead()
+		f.mu.Unlock()
+		return nil
 	}
 	if err := fs.mkdirAll(ctx, path.Dir(dst)); err != nil {
 		return err
@@ -310,6 +324,16 @@ func (fs *FS) Rename(ctx context.Context, from, to string, noReplace bool) error
 			}
 		}
 	}
+	if src.isDir() {
+		// The files below written here and not yet committed (a background
+		// commit after close may be on its way) commit first too: a commit
+		// sent to the old path after the rename would find nothing there,
+		// and the data written would be lost. A failed commit is the file's
+		// to report (its next flush or fsync), not the rename's.
+		for _, f := range fs.openUnder(src.name.Path) {
+			f.commitQuiet(ctx)
+		}
+	}
 	if err := fs.rename(ctx, src.name.Path, fs.full(to)); err != nil {
 		return err
 	}
@@ -318,6 +342,19 @@ func (fs *FS) Rename(ctx context.Context, from, to string, noReplace bool) error
 		return fs.dropLink(ctx, dst.linkID)
 	}
 	return nil
+}
+
+// openUnder returns the files open here below directory dir.
+func (fs *FS) openUnder(dir string) []*file {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	var fl []*file
+	for p, f := range fs.files {
+		if strings.HasPrefix(p, dir+"/") {
+			fl = append(fl, f)
+		}
+	}
+	return fl
 }
 
 // renameOpen re-keys the open files at or under from.

@@ -3,6 +3,7 @@ package fsview
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand"
@@ -389,6 +390,190 @@ func TestChmodRightAfterCloseIsNeverLost(t *testing.T) {
 		}
 		if a, err := fs.Lookup(ctx, p); err != nil || a.Mode.Perm() != 0o600 {
 			t.Fatalf("%s here: %v %v, want mode 0600", p, a, err)
+		}
+	}
+}
+
+// byteCountingOpener sums the bytes of the chunk reads sent to the volume
+// servers.
+type byteCountingOpener struct {
+	inner chunk.Opener
+	bytes atomic.Int64
+}
+
+func (c *byteCountingOpener) Open(ctx context.Context, fid string, off, n int64) (io.ReadCloser, error) {
+	rc, err := c.inner.Open(ctx, fid, off, n)
+	if err != nil {
+		return nil, err
+	}
+	return countedBody{rc, &c.bytes}, nil
+}
+
+type countedBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b countedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+// The kernel sends a sequential reader's READs several at once (its
+// read-ahead) and a little out of order: a READ that misses the buffers
+// while a fetch covering it is on its way waits for that fetch instead of
+// fetching the same bytes again, and every READ gets the right bytes.
+func TestConcurrentSequentialReadsFetchEachByteOnce(t *testing.T) {
+	s := startFiler(t)
+	fs, err := New(context.Background(), Config{Filer: s.GRPCAddr(), ChunkSize: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	const piece = 1 << 20
+	data := make([]byte, 24*piece)
+	rand.New(rand.NewSource(2)).Read(data)
+	writeFile(t, fs, "/big", data)
+	counter := &byteCountingOpener{inner: fs.reader}
+	fs.reader = counter
+	ctx := context.Background()
+	h, err := fs.Open(ctx, "/big", os.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release(ctx)
+	rng := rand.New(rand.NewSource(3))
+	read := func(k int) error {
+		buf := make([]byte, piece)
+		n, err := h.ReadAt(ctx, buf, int64(k*piece))
+		if err != nil && err != io.EOF {
+			return err
+		}
+		if !bytes.Equal(buf[:n], data[k*piece:k*piece+piece]) {
+			return fmt.Errorf("READ of piece %d: wrong bytes", k)
+		}
+		return nil
+	}
+	if err := read(0); err != nil {
+		t.Fatal(err)
+	}
+	// Then batches of 4 READs at once, shuffled within the batch, as the
+	// kernel's 4 MiB read-ahead sends them.
+	for k := 1; k < len(data)/piece; k += 4 {
+		batch := []int{}
+		for j := k; j < min(k+4, len(data)/piece); j++ {
+			batch = append(batch, j)
+		}
+		rng.Shuffle(len(batch), func(i, j int) { batch[i], batch[j] = batch[j], batch[i] })
+		errs := make(chan error, len(batch))
+		for _, j := range batch {
+			go func() { errs <- read(j) }()
+		}
+		for range batch {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := counter.bytes.Load(); got > int64(len(data))*11/10 {
+		t.Fatalf("reading %d MiB fetched %.1f MiB from the volume servers, want at most 1.1x", len(data)>>20, float64(got)/(1<<20))
+	}
+}
+
+// Renaming a directory right after closing files in it (their commits
+// still in the background) keeps their data: the commits go first, not to
+// the old path after the rename.
+func TestDirectoryRenameRightAfterCloseKeepsTheFilesBelow(t *testing.T) {
+	s := startFiler(t)
+	fs := newView(t, s)
+	ctx := context.Background()
+	rng := rand.New(rand.NewSource(7))
+	for round := range 10 {
+		d, e := fmt.Sprintf("/d%d", round), fmt.Sprintf("/e%d", round)
+		if _, err := fs.Mkdir(ctx, d, 0o755, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		data := make([]byte, 200_000+rng.Intn(100_000))
+		rng.Read(data)
+		h, err := fs.Create(ctx, d+"/f", os.O_RDWR|os.O_CREATE, 0o644, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.WriteAt(ctx, data, 0); err != nil {
+			t.Fatal(err)
+		}
+		h.ReleaseLater() // close(2): the commit runs in the background
+		if err := fs.Rename(ctx, d, e, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := readFile(t, newView(t, s), e+"/f"); !bytes.Equal(got, data) {
+			t.Fatalf("round %d: %s/f has %d bytes after the rename, want the %d written", round, e, len(got), len(data))
+		}
+	}
+}
+
+// A small file prefetched at open (the FUSE mount's open for reading) is
+// read from that one fetch, whatever the READs ask.
+func TestPrefetchedSmallFileIsOneFetch(t *testing.T) {
+	s := startFiler(t)
+	fs, err := New(context.Background(), Config{Filer: s.GRPCAddr(), ChunkSize: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	data := make([]byte, 3<<20+5)
+	rand.New(rand.NewSource(4)).Read(data)
+	writeFile(t, fs, "/f", data)
+	counter := &byteCountingOpener{inner: fs.reader}
+	fs.reader = counter
+	ctx := context.Background()
+	h, err := fs.Open(ctx, "/f", os.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release(ctx)
+	h.Prefetch(ctx)
+	got := make([]byte, len(data))
+	for _, off := range []int{1 << 20, 0, 2 << 20, 3 << 20} { // out of order
+		end := min(off+1<<20, len(data))
+		if _, err := h.ReadAt(ctx, got[off:end], int64(off)); err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("a prefetched file reads back differently")
+	}
+	if n := counter.bytes.Load(); n != int64(len(data)) {
+		t.Fatalf("fetched %d bytes for a file of %d", n, len(data))
+	}
+}
+
+// A file unlinked right after its close (its background commit still to
+// run) is gone at once: a lookup of its name is ENOENT, not the closed file.
+func TestUnlinkRightAfterCloseIsGoneAtOnce(t *testing.T) {
+	s := startFiler(t)
+	fs := newView(t, s)
+	ctx := context.Background()
+	data := make([]byte, 100_000)
+	for i := range 40 {
+		p := fmt.Sprintf("/f%d", i)
+		h, err := fs.Create(ctx, p, os.O_RDWR|os.O_CREATE, 0o644, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.WriteAt(ctx, data, 0); err != nil {
+			t.Fatal(err)
+		}
+		h.ReleaseLater()
+		if err := fs.Unlink(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fs.Lookup(ctx, p); Errno(err) != syscall.ENOENT {
+			t.Fatalf("round %d: lookup after unlink: %v, want ENOENT", i, err)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -90,17 +91,34 @@ func runModel(t *testing.T, ops int) {
 		}
 		return 0
 	}
+	// On a failure, the last operations and what each side has at the
+	// names say how the trees got apart.
+	var hist []string
 	both := func(i int, what string, f func(root string) error) {
 		t.Helper()
 		em, el := errOf(f(mnt)), errOf(f(local))
+		hist[len(hist)-1] += fmt.Sprintf(" %s: %v", what, el)
 		if em != el {
 			t.Fatalf("op %d %s: mount %v, local %v (seed %d)", i, what, em, el, seed)
 		}
 	}
 	buf := make([]byte, 64<<10)
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		t.Logf("last operations:\n%s", strings.Join(hist[max(0, len(hist)-40):], "\n"))
+		for _, n := range names {
+			var sm, sl syscall.Stat_t
+			em, el := syscall.Lstat(filepath.Join(mnt, n), &sm), syscall.Lstat(filepath.Join(local, n), &sl)
+			t.Logf("%s: mount mode %o %v, local mode %o %v", n, sm.Mode, errOf(em), sl.Mode, errOf(el))
+		}
+	}()
 	for i := 0; i < ops; i++ {
 		a, b := pick(), pick()
-		switch op := rng.Intn(14); op {
+		op := rng.Intn(14)
+		hist = append(hist, fmt.Sprintf("op %d: %d %s %s (open fds %d)", i, op, a, b, len(fds)))
+		switch op {
 		case 0, 1: // open
 			flags := []int{os.O_RDWR | os.O_CREATE, os.O_RDWR, os.O_RDONLY, os.O_RDWR | os.O_CREATE | os.O_EXCL,
 				os.O_RDWR | os.O_TRUNC, os.O_WRONLY | os.O_APPEND | os.O_CREATE}[rng.Intn(6)]

@@ -4,8 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
+	"strconv"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
@@ -30,7 +35,17 @@ type Options struct {
 	// it, close starts the uploads and the file is committed in the
 	// background after its last release (see docs/mount.md).
 	SyncClose bool
+	// ReadAheadKB is the kernel's read-ahead for the mount, in KiB (the
+	// bdi's read_ahead_kb); 0 means DefaultReadAheadKB, < 0 leaves the
+	// kernel's (128 KiB, which makes a sequential reader's READs 128 KiB
+	// each, one round trip through the mount per 128 KiB).
+	ReadAheadKB int
 }
+
+// DefaultReadAheadKB is the kernel read-ahead set on a mount: with it a
+// sequential read(2) of 1 MiB is one 1 MiB READ (max_read), and the kernel
+// keeps several such READs in flight while the view fetches ahead.
+const DefaultReadAheadKB = 4096
 
 // Mount is a mounted view.
 type Mount struct {
@@ -57,7 +72,7 @@ func New(v *fsview.FS, opts Options) (*Mount, error) {
 		FsName:       opts.FsName,
 		Name:         "kelp",
 		MaxWrite:     1 << 20,
-		MaxReadAhead: 1 << 20,
+		MaxReadAhead: 1 << 20, // see also Options.ReadAheadKB
 		// Releases (each one a background commit) and async reads are
 		// background requests: let many be in flight.
 		MaxBackground: 64,
@@ -88,7 +103,29 @@ func New(v *fsview.FS, opts Options) (*Mount, error) {
 	if err := srv.WaitMount(); err != nil {
 		return nil, fmt.Errorf("fuse: mount %s: %w", opts.Dir, err)
 	}
+	if opts.ReadAheadKB == 0 {
+		opts.ReadAheadKB = DefaultReadAheadKB
+	}
+	if opts.ReadAheadKB > 0 {
+		if err := setReadAhead(opts.Dir, opts.ReadAheadKB); err != nil {
+			opts.Logger.Debug("fuse: kernel read-ahead not set (the kernel's default stays)", "dir", opts.Dir, "err", err)
+		}
+	}
 	return &Mount{srv: srv, dir: opts.Dir, log: opts.Logger}, nil
+}
+
+// setReadAhead sets the read-ahead of the mount at dir through its bdi in
+// sysfs. The kernel takes the smaller of its default (128 KiB) and what
+// the FUSE INIT reply asks, so only sysfs can raise it; writing there needs
+// root: otherwise the default stays.
+func setReadAhead(dir string, kb int) error {
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return err
+	}
+	dev := uint64(st.Dev)
+	p := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(dev), unix.Minor(dev))
+	return os.WriteFile(p, []byte(strconv.Itoa(kb)), 0)
 }
 
 // Wait blocks until the file system is unmounted (by Unmount or by

@@ -301,6 +301,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if err != nil {
 		return nil, 0, n.v.Errno(err)
 	}
+	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		h.Prefetch(ctx) // a small file: fetched whole before the first READ comes
+	}
 	return &handle{v: n.v, h: h, syncClose: n.syncClose}, 0, 0
 }
 

@@ -1,0 +1,56 @@
+package fsview
+
+import (
+	"math/bits"
+	"sync"
+)
+
+// Buffers of file data (write-back blocks, uploads, read-ahead) come from
+// pools by power-of-two size class and go back once nothing refers to them:
+// a fresh buffer from make is zeroed by the runtime, and for a chunk-sized
+// block that clearing cost more than the write it served (an 8 MiB block
+// cleared for each 1 MiB file copied in). A pooled buffer holds stale bytes:
+// the code using one keeps track of what it wrote (block.dirty, a read fills
+// its buffer whole, holes cleared by chunk.Reader).
+const (
+	minPoolShift = 16 // 64 KiB: smaller buffers are made and left to the GC
+	maxPoolShift = 27 // 128 MiB
+)
+
+var bufPools [maxPoolShift + 1]sync.Pool
+
+// sizeClass is the pool index of a buffer of n bytes (-1: not pooled).
+func sizeClass(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	s := bits.Len(uint(n - 1))
+	if s < minPoolShift || s > maxPoolShift {
+		return -1
+	}
+	return s
+}
+
+// getBuf returns a buffer of length n with capacity at least n, its content
+// undefined.
+func getBuf(n int) []byte {
+	c := sizeClass(n)
+	if c < 0 {
+		return make([]byte, n)
+	}
+	if b, ok := bufPools[c].Get().(*[]byte); ok {
+		return (*b)[:n]
+	}
+	return make([]byte, n, 1<<c)
+}
+
+// putBuf gives b back for reuse; nothing may refer to it after. A buffer
+// not from getBuf (capacity not a pooled class) is left to the GC.
+func putBuf(b []byte) {
+	c := sizeClass(cap(b))
+	if c < 0 || cap(b) != 1<<c {
+		return
+	}
+	b = b[:0]
+	bufPools[c].Put(&b)
+}
