@@ -22,10 +22,12 @@ import (
 // errors and timeouts behave as with a remote volume server.
 //
 // The response body is a handoff, not a buffer: the caller's Read lends its
-// buffer to the handler, whose Write copies into it and whose io.Copy (the
-// volume server's http.ServeContent) reads the needle from disk straight
-// into it through ReadFrom. A large chunk thus costs one read from the page
-// cache into the caller's buffer, in pieces as large as that buffer.
+// buffer to the handler, whose Write copies into it, and the handler's
+// io.Copy (the volume server's http.ServeContent) lends its source, the
+// needle, through ReadFrom to the caller, whose Reads read it from disk
+// straight into their buffers in the caller's goroutine. A large chunk thus
+// costs one read from the page cache into the caller's buffer per piece as
+// large as that buffer, and no goroutine switch per piece.
 type Loopback struct {
 	// Handlers maps "host:port", as it appears in request URLs, to the
 	// handler that serves it.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -237,3 +238,112 @@ func (f *failAfter) Read(p []byte) (int, error) {
 	}
 	return f.Reader.Read(p[:min(int64(len(p)), f.at-pos)])
 }
+
+// goid is the calling goroutine's id, from its stack header.
+func goid() string {
+	b := make([]byte, 64)
+	b = b[:runtime.Stack(b, false)]
+	return strings.Fields(string(b))[1]
+}
+
+type goidSource struct {
+	left int
+	ids  map[string]int
+	fail any // panics with this at the end, if not nil
+}
+
+func (s *goidSource) Read(p []byte) (int, error) {
+	s.ids[goid()]++
+	if s.left == 0 {
+		if s.fail != nil {
+			panic(s.fail)
+		}
+		return 0, io.EOF
+	}
+	n := min(len(p), s.left)
+	s.left -= n
+	return n, nil
+}
+
+// A handler's ReadFrom source (a file, through http.ServeContent) is read
+// in the caller's Reads, in the caller's goroutine: no goroutine switch
+// per piece. One that panics fails the body with ErrHandlerPanic.
+func TestLoopbackReadsSourceInCaller(t *testing.T) {
+	const size = 3<<20 + 5
+	var src *goidSource
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		n, err := w.(io.ReaderFrom).ReadFrom(src)
+		if r.URL.Path == "/ok" && (n != size || err != nil) {
+			t.Errorf("ReadFrom: %d, %v", n, err)
+		}
+	})
+	c := &http.Client{Transport: &client.Loopback{Handlers: map[string]http.Handler{"vol:1": h}}}
+	src = &goidSource{left: size, ids: map[string]int{}}
+	resp, err := c.Get("http://vol:1/ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.CopyBuffer(io.Discard, resp.Body, make([]byte, 1<<20))
+	resp.Body.Close()
+	if n != size || err != nil {
+		t.Fatalf("read %d of %d bytes, err %v", n, size, err)
+	}
+	if me := goid(); len(src.ids) != 1 || src.ids[me] == 0 {
+		t.Fatalf("source read in goroutines %v, want only the caller's (%s)", src.ids, me)
+	}
+
+	src = &goidSource{left: 2 << 20, ids: map[string]int{}, fail: "disk on fire"}
+	resp, err = c.Get("http://vol:1/panic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if !errors.Is(err, client.ErrHandlerPanic) || n != 2<<20 {
+		t.Fatalf("a panicking source: read %d bytes, err %v; want ErrHandlerPanic after 2 MiB", n, err)
+	}
+}
+
+// A caller that closes the body half way ends the handler's ReadFrom, and
+// the source is not read after it returned.
+func TestLoopbackCloseDuringSource(t *testing.T) {
+	returned := make(chan struct{})
+	var after atomic.Bool
+	src := readerFunc(func(p []byte) (int, error) {
+		select {
+		case <-returned:
+			after.Store(true)
+		default:
+		}
+		return len(p), nil // endless
+	})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, err := w.(io.ReaderFrom).ReadFrom(src)
+		if !errors.Is(err, io.ErrClosedPipe) {
+			t.Errorf("ReadFrom after the caller closed: %v", err)
+		}
+		close(returned)
+	})
+	c := &http.Client{Transport: &client.Loopback{Handlers: map[string]http.Handler{"vol:1": h}}}
+	resp, err := c.Get("http://vol:1/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close() // waits for the handler
+	<-returned
+	if _, err := resp.Body.Read(buf); err == nil {
+		t.Fatal("a Read after Close succeeded")
+	}
+	if after.Load() {
+		t.Fatal("the source was read after ReadFrom returned")
+	}
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }

@@ -49,22 +49,59 @@ func (w *slowWriter) Write(p []byte) (int, error) {
 func newCopyServer() *Server {
 	s := &Server{}
 	s.bufs.New = func() any { b := make([]byte, copyBufSize); return &b }
+	s.bigBufs.New = func() any { b := make([]byte, bigBufSize); return &b }
 	return s
 }
 
-// A large body is read ahead while the previous buffer is being written.
+// A large body is read ahead while the previous buffer is being written:
+// an encrypted one a buffer ahead, a plain one three.
 func TestCopyBodyReadsAhead(t *testing.T) {
-	data := bytes.Repeat([]byte("kelp large read "), 100<<10) // 1.6 MB
-	past := make(chan struct{})
-	body := &countingReader{r: bytes.NewReader(data), at: 256 << 10, past: past}
-	w := &slowWriter{wait: past}
-	n, err := newCopyServer().copyBody(w, body, int64(len(data)))
-	if err != nil || n != int64(len(data)) || !bytes.Equal(w.Bytes(), data) {
+	for _, tc := range []struct {
+		name   string
+		sealed bool
+		size   int
+		ahead  int64 // read past this while the first Write waits
+	}{
+		{"sealed", true, 1600 << 10, copyBufSize},
+		{"plain", false, 8 * bigBufSize, 3 * bigBufSize},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := bytes.Repeat([]byte("kelp large read "), tc.size/16)
+			past := make(chan struct{})
+			body := &countingReader{r: bytes.NewReader(data), at: tc.ahead, past: past}
+			w := &slowWriter{wait: past}
+			n, err := newCopyServer().copyBody(w, body, int64(len(data)), tc.sealed)
+			if err != nil || n != int64(len(data)) || !bytes.Equal(w.Bytes(), data) {
+				t.Fatalf("copied %d of %d bytes, err %v", n, len(data), err)
+			}
+			if w.failed {
+				t.Fatalf("the body was not read past %d bytes while the first buffer was being written", tc.ahead)
+			}
+		})
+	}
+}
+
+// A plain body goes out in writes of a whole big buffer, not of the
+// 256 KiB an encrypted one uses.
+func TestCopyBodyLargeWrites(t *testing.T) {
+	data := make([]byte, 5*bigBufSize+100)
+	w := &sizesWriter{}
+	n, err := newCopyServer().copyBody(w, bytes.NewReader(data), int64(len(data)), false)
+	if err != nil || n != int64(len(data)) {
 		t.Fatalf("copied %d of %d bytes, err %v", n, len(data), err)
 	}
-	if w.failed {
-		t.Fatal("the body was not read while the first buffer was being written")
+	for i, sz := range w.sizes[:len(w.sizes)-1] {
+		if sz != bigBufSize {
+			t.Fatalf("write %d of %d: %d bytes, want %d", i, len(w.sizes), sz, bigBufSize)
+		}
 	}
+}
+
+type sizesWriter struct{ sizes []int }
+
+func (w *sizesWriter) Write(p []byte) (int, error) {
+	w.sizes = append(w.sizes, len(p))
+	return len(p), nil
 }
 
 type failingReader struct{ left int }
@@ -91,12 +128,20 @@ func (f *failingWriter) Write(p []byte) (int, error) {
 // with their error, after what came before.
 func TestCopyBodyErrors(t *testing.T) {
 	s := newCopyServer()
-	n, err := s.copyBody(io.Discard, &failingReader{left: 700 << 10}, 2<<20)
-	if err == nil || n != 700<<10 {
-		t.Fatalf("a failing body: copied %d, err %v", n, err)
-	}
-	n, err = s.copyBody(&failingWriter{}, bytes.NewReader(make([]byte, 2<<20)), 2<<20)
-	if err == nil || n != copyBufSize {
-		t.Fatalf("a failing writer: copied %d, err %v", n, err)
+	for _, sealed := range []bool{true, false} {
+		for _, size := range []int64{2 << 20, 8 << 20} {
+			n, err := s.copyBody(io.Discard, &failingReader{left: 700 << 10}, size, sealed)
+			if err == nil || n != 700<<10 {
+				t.Fatalf("sealed %v, %d bytes, a failing body: copied %d, err %v", sealed, size, n, err)
+			}
+			buf := int64(bigBufSize)
+			if sealed {
+				buf = copyBufSize
+			}
+			n, err = s.copyBody(&failingWriter{}, struct{ io.Reader }{bytes.NewReader(make([]byte, size))}, size, sealed)
+			if err == nil || n != buf {
+				t.Fatalf("sealed %v, %d bytes, a failing writer: copied %d, err %v", sealed, size, n, err)
+			}
+		}
 	}
 }

@@ -124,7 +124,7 @@ func (s *Server) readObject(rq *request, head bool) error {
 	// not as a 200 that stops short.
 	hw := httpserve.Hold(rq.w)
 	hw.WriteHeader(status)
-	n, err := s.copyBody(hw, o.Body, o.Length)
+	n, err := s.copyBody(hw, o.Body, o.Length, o.Info.SSE != nil)
 	if err == nil && n != o.Length {
 		err = io.ErrUnexpectedEOF
 	}
@@ -146,35 +146,47 @@ func (s *Server) readObject(rq *request, head bool) error {
 }
 
 // copyBody copies body (length bytes) to w. A body longer than two
-// buffers is read in a goroutine into one buffer while the other is
-// written: the chunk fetch (and decryption) overlaps the socket write, with
-// no more copies than a plain io.CopyBuffer.
+// buffers is read ahead in a goroutine into a ring of buffers while the
+// filled ones are written: the chunk fetches (and decryption) overlap the
+// socket writes, with no more copies than a plain io.CopyBuffer.
 //
-// The buffers hold sse.PieceSize bytes and a piece is sent once it has
-// pieceMin: an encrypted object's decrypter then opens four whole segments
+// A plain body goes in readAhead pieces of bigBufSize: one read from the
+// volume (one pread, in `kelp server`) and one socket write per MiB, and
+// the next chunk's request is made while three MiB still wait to be
+// written, so a stall at a chunk boundary or a late wake-up of either
+// goroutine on a busy machine does not leave the socket idle.
+//
+// An encrypted body (sealed) goes in two pieces of sse.PieceSize, each
+// sent once it has pieceMin: the decrypter then opens four whole segments
 // in place in the buffer and returns, and the next piece starts on a
 // segment boundary again (io.ReadFull would ask for the buffer's last 64
 // bytes, which cost a segment opened aside and copied, and every later
 // piece a copy).
-func (s *Server) copyBody(w io.Writer, body io.Reader, length int64) (int64, error) {
-	bp := s.bufs.Get().(*[]byte)
-	defer s.bufs.Put(bp)
+func (s *Server) copyBody(w io.Writer, body io.Reader, length int64, sealed bool) (int64, error) {
+	pool, depth, least := &s.bigBufs, readAhead, bigBufSize
+	if sealed {
+		pool, depth, least = &s.bufs, 2, pieceMin
+	}
+	bp := pool.Get().(*[]byte)
+	defer pool.Put(bp)
 	if length <= 2*int64(len(*bp)) {
 		return io.CopyBuffer(onlyWriter{w}, body, *bp)
 	}
-	bp2 := s.bufs.Get().(*[]byte)
-	defer s.bufs.Put(bp2)
 	type piece struct {
 		b   *[]byte
 		n   int
 		err error // io.EOF at the body's end
 	}
-	free := make(chan *[]byte, 2)
-	full := make(chan piece, 2)
+	free := make(chan *[]byte, depth)
+	full := make(chan piece, depth)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	free <- bp
-	free <- bp2
+	for range depth - 1 {
+		b := pool.Get().(*[]byte)
+		defer pool.Put(b)
+		free <- b
+	}
 	go func() {
 		defer close(done)
 		for {
@@ -184,11 +196,11 @@ func (s *Server) copyBody(w io.Writer, body io.Reader, length int64) (int64, err
 			case <-stop:
 				return
 			}
-			n, err := io.ReadAtLeast(body, *b, pieceMin)
+			n, err := io.ReadAtLeast(body, *b, least)
 			if err == io.ErrUnexpectedEOF {
 				err = io.EOF // a short last piece
 			}
-			full <- piece{b, n, err} // never blocks: two buffers, two slots
+			full <- piece{b, n, err} // never blocks: as many slots as buffers
 			if err != nil {
 				return
 			}
@@ -217,11 +229,14 @@ func (s *Server) copyBody(w io.Writer, body io.Reader, length int64) (int64, err
 	}
 }
 
-// copyBufSize is the size of copyBody's buffers, and pieceMin what a
-// piece holds at least unless the body ends first.
+// copyBufSize is the size of copyBody's buffers for encrypted bodies, and
+// pieceMin what such a piece holds at least unless the body ends first.
+// bigBufSize and readAhead are the size and number of a plain body's.
 const (
 	copyBufSize = sse.PieceSize
 	pieceMin    = sse.PieceSize - sse.SegmentSize - sse.TagSize
+	bigBufSize  = 1 << 20
+	readAhead   = 4
 )
 
 // onlyWriter hides ReadFrom, so that CopyBuffer uses our large buffer.

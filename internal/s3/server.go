@@ -85,7 +85,8 @@ type Server struct {
 
 	reqPrefix string
 	reqSeq    atomic.Uint64
-	bufs      sync.Pool // *[]byte copy buffers for GET
+	bufs      sync.Pool // *[]byte copy buffers for GET of encrypted objects
+	bigBufs   sync.Pool // *[]byte copy buffers for GET of plain objects
 	policies  sync.Map  // bucket -> parsedPolicy, the last policy parsed for it
 
 	bucketKeys bucketKeyCache // SSE-KMS bucket keys (sse.go)
@@ -142,6 +143,7 @@ func New(cfg Config) (*Server, error) {
 	rand.Read(b[:])
 	s.reqPrefix = hex.EncodeToString(b[:])
 	s.bufs.New = func() any { b := make([]byte, copyBufSize); return &b }
+	s.bigBufs.New = func() any { b := make([]byte, bigBufSize); return &b }
 	s.ln, err = net.Listen("tcp", net.JoinHostPort(cmp.Or(cfg.BindIP, cfg.IP), strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return nil, fmt.Errorf("s3: listen: %w", err)
