@@ -31,6 +31,7 @@ type Object struct {
 	dataOff  int64    // file offset of the data
 	pos      int64
 	seqOK    bool   // reads so far were sequential from 0
+	hashed   int64  // bytes from 0 taken into crc and dataCRC while seqOK
 	crc      uint32 // running record CRC while seqOK
 	dataCRC  uint32 // running data CRC while seqOK
 	wantData uint32
@@ -62,14 +63,23 @@ func (o *Object) Read(p []byte) (int, error) {
 		} else if err == io.EOF {
 			err = fmt.Errorf("%w: data ends early", needle.ErrCorrupt)
 		}
-		if o.seqOK {
+		// The checksums cover reads that follow each other from 0: a seek
+		// (http.ServeContent seeks to the end and back to learn the size)
+		// keeps them as long as the next read starts where they stopped.
+		if o.seqOK = o.seqOK && o.pos == o.hashed; o.seqOK {
 			o.crc = needle.UpdateCRC(o.crc, p[:n])
 			o.dataCRC = needle.UpdateCRC(o.dataCRC, p[:n])
+			o.hashed += int64(n)
 		}
 	}
 	o.pos += int64(n)
 	if err == nil && o.d != nil && o.seqOK && o.pos == o.Size {
-		err = o.verify()
+		if err = o.verify(); err != nil {
+			// The last piece is withheld: a reader (an HTTP answer with
+			// its Content-Length) must end short, not look complete.
+			o.pos -= int64(n)
+			return 0, err
+		}
 	}
 	return n, err
 }
@@ -122,9 +132,6 @@ func (o *Object) Seek(offset int64, whence int) (int64, error) {
 	}
 	if offset < 0 {
 		return 0, errors.New("volume: seek before start")
-	}
-	if offset != o.pos {
-		o.seqOK = false
 	}
 	o.pos = offset
 	return offset, nil
