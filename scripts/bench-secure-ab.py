@@ -10,6 +10,7 @@ benchmark client (its own rusage), for each phase. See docs/benchmark.md
 (Security on and off).
 
   scripts/bench-secure-ab.py plain=bin/kelp: secure=bin/kelp:"--secure --filer.encrypt-data"
+  scripts/bench-secure-ab.py plain=bin/kelp: sse=bin/kelp:bench:--sse=AES256   # SSE-S3 against plain
   scripts/bench-secure-ab.py plainB=/tmp/old/kelp: secureB=/tmp/old/kelp:"--secure --filer.encrypt-data" \\
                              plainA=bin/kelp: secureA=bin/kelp:"--secure --filer.encrypt-data"
 
@@ -67,7 +68,12 @@ def main():
             binary, _, flags = rest.partition(":")
             d = os.path.join(work, name)
             os.makedirs(d)
-            s = dict(name=name, bin=binary, secure="--secure" in flags, dir=d, s3=port(), master=port(), res=[])
+            # Flags written bench:FLAG go to this server's benchmark client
+            # (bench:--sse=AES256: every object SSE-S3), the rest to the server.
+            words = flags.split()
+            bench = [w[len("bench:"):] for w in words if w.startswith("bench:")]
+            flags = " ".join(w for w in words if not w.startswith("bench:"))
+            s = dict(name=name, bin=binary, secure="--secure" in flags, dir=d, s3=port(), master=port(), res=[], bench=bench)
             prof = [f"--cpuprofile={d}/cpu.pprof"] if os.environ.get("PROFILE") else []
             cmd = [binary] + prof + ["server", f"--dir={d}/data", "--ip=127.0.0.1", f"--master.port={s['master']}",
                                      f"--volume.port={port()}", f"--filer.port={port()}", f"--s3.port={s['s3']}",
@@ -124,7 +130,7 @@ def run(s, r, env):
         scheme = "https" if s["secure"] else "http"
         cmd = [s["bin"]] + sec + ["benchmark", "s3", f"--endpoint={scheme}://127.0.0.1:{s['s3']}",
                                   f"--size={os.environ.get('SIZE', '1MiB')}", f"--count={n}",
-                                  f"--concurrency={os.environ.get('CONC', '8')}", f"--prefix=r{r}", f"--seed={r}", "--json"]
+                                  f"--concurrency={os.environ.get('CONC', '8')}", f"--prefix=r{r}", f"--seed={r}", "--json"] + s["bench"]
         first, ops = "put:", n
     pid = s["p"].pid
     c0 = cpu(pid)

@@ -53,8 +53,8 @@ func newCopyServer() *Server {
 	return s
 }
 
-// A large body is read ahead while the previous buffer is being written:
-// an encrypted one a buffer ahead, a plain one three.
+// A large body is read ahead while the previous buffer is being written,
+// three buffers ahead, encrypted or not.
 func TestCopyBodyReadsAhead(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -62,7 +62,7 @@ func TestCopyBodyReadsAhead(t *testing.T) {
 		size   int
 		ahead  int64 // read past this while the first Write waits
 	}{
-		{"sealed", true, 1600 << 10, copyBufSize},
+		{"sealed", true, 8 * copyBufSize, 3 * copyBufSize},
 		{"plain", false, 8 * bigBufSize, 3 * bigBufSize},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

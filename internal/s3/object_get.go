@@ -156,17 +156,18 @@ func (s *Server) readObject(rq *request, head bool) error {
 // written, so a stall at a chunk boundary or a late wake-up of either
 // goroutine on a busy machine does not leave the socket idle.
 //
-// An encrypted body (sealed) goes in two pieces of sse.PieceSize, each
-// sent once it has pieceMin: the decrypter then opens four whole segments
-// in place in the buffer and returns, and the next piece starts on a
+// An encrypted body (sealed) goes in pieces of copyBufSize, each sent once
+// it has pieceMin: the decrypter then opens sixteen whole segments in place
+// in the buffer and returns, and the next piece starts on a
 // segment boundary again (io.ReadFull would ask for the buffer's last 64
 // bytes, which cost a segment opened aside and copied, and every later
 // piece a copy).
 func (s *Server) copyBody(w io.Writer, body io.Reader, length int64, sealed bool) (int64, error) {
-	pool, depth, least := &s.bigBufs, readAhead, bigBufSize
+	pool, least := &s.bigBufs, bigBufSize
 	if sealed {
-		pool, depth, least = &s.bufs, 2, pieceMin
+		pool, least = &s.bufs, pieceMin
 	}
+	depth := readAhead
 	bp := pool.Get().(*[]byte)
 	defer pool.Put(bp)
 	if length <= 2*int64(len(*bp)) {
@@ -229,12 +230,15 @@ func (s *Server) copyBody(w io.Writer, body io.Reader, length int64, sealed bool
 	}
 }
 
-// copyBufSize is the size of copyBody's buffers for encrypted bodies, and
-// pieceMin what such a piece holds at least unless the body ends first.
-// bigBufSize and readAhead are the size and number of a plain body's.
+// copyBufSize is the size of copyBody's buffers for encrypted bodies:
+// sixteen whole segments with their tags, which the decrypter fills with
+// one read of the body and opens in place (1 MiB of plaintext, as a plain
+// body's piece); pieceMin is what such a piece holds at least unless the
+// body ends first. bigBufSize is the size of a plain body's buffers, and
+// readAhead how many buffers a body has.
 const (
-	copyBufSize = sse.PieceSize
-	pieceMin    = sse.PieceSize - sse.SegmentSize - sse.TagSize
+	copyBufSize = 4 * sse.PieceSize
+	pieceMin    = copyBufSize - sse.SegmentSize - sse.TagSize
 	bigBufSize  = 1 << 20
 	readAhead   = 4
 )
