@@ -123,7 +123,7 @@ def run(s, r, env):
     if MODE == "small":
         n = int(os.environ.get("N", "20000"))
         cmd = [s["bin"]] + sec + ["benchmark", f"--master=127.0.0.1:{s['master']}", f"--n={n}", "--size=1024",
-                                  f"--concurrency={os.environ.get('CONC', '16')}", "--json"]
+                                  f"--concurrency={os.environ.get('CONC', '16')}", "--json"] + s["bench"]
         first, ops = "write:", n
     else:
         n = int(os.environ.get("COUNT", "300"))
