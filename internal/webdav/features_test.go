@@ -20,6 +20,13 @@ import (
 // startFilerOnly starts a cluster and a filer; views are made per server.
 func startFilerOnly(t *testing.T) *filerserver.Server {
 	t.Helper()
+	_, s := startFiler(t)
+	return s
+}
+
+// startFiler starts a cluster of one volume server and a filer over it.
+func startFiler(t *testing.T) (*testcluster.Cluster, *filerserver.Server) {
+	t.Helper()
 	c := testcluster.Start(t, testcluster.Options{Volumes: []testcluster.VolumeSpec{{}}})
 	log := slog.New(slog.DiscardHandler)
 	s, err := filerserver.New(filerserver.Config{Masters: c.MasterAddrs(), Dir: t.TempDir(), Logger: log})
@@ -30,7 +37,7 @@ func startFilerOnly(t *testing.T) *filerserver.Server {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return s
+	return c, s
 }
 
 // davServer runs a WebDAV server process-alike (its own view and handler)

@@ -59,15 +59,7 @@ func TestWebDAVGetFilerDown(t *testing.T) {
 // has but whose only volume server is down answers 503 before any byte,
 // never a 200 whose body stops short.
 func TestWebDAVGetContentUnreadable(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{Volumes: []testcluster.VolumeSpec{{}}})
-	s, err := filerserver.New(filerserver.Config{Masters: c.MasterAddrs(), Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	c, s := startFiler(t)
 	writer, _ := davServer(t, s, "/")
 	reader, _ := davServer(t, s, "/")
 	cl := &http.Client{Timeout: 2 * time.Minute}
