@@ -197,8 +197,8 @@ func TestLifecycleVersions(t *testing.T) {
 
 // TestExpirationHeader: PUT, GET, HEAD and copy of an object that an
 // expiration rule covers say when it expires and by which rule (the
-// earliest rule wins); other objects, disabled rules, unmatched tags and
-// reads of a given version say nothing.
+// earliest rule wins); objects no enabled rule covers (a disabled rule,
+// a tag that does not match) say nothing.
 func TestExpirationHeader(t *testing.T) {
 	e := startEnv(t, nil)
 	e.mkBucket("lexp")
