@@ -231,12 +231,14 @@ type direction struct {
 	attrs                                    atomic.Int64
 	fullSyncs                                atomic.Int64
 	cmp                                      *treeCmp // a tree comparison in progress (run's goroutine only)
-	back                                     [][2]string
-	backSeq                                  uint64 // drainBack waits until seq reaches it
-	mu                                       sync.Mutex
-	st                                       DirStatus
-	dirty                                    bool
-	lastSave                                 time.Time
+	// back: a finished comparison's dst-only entries, [source path,
+	// target path], copied to src by drainBack once seq reaches backSeq.
+	back     [][2]string
+	backSeq  uint64
+	mu       sync.Mutex
+	st       DirStatus
+	dirty    bool
+	lastSave time.Time
 }
 
 func newDirection(s *Syncer, src, dst *Site, srcRoot, dstRoot string) *direction {
