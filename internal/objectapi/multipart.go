@@ -301,6 +301,11 @@ func (l *Layer) parts(ctx context.Context, up *filer.Entry) (map[int]*filer.Entr
 	after := ""
 	for {
 		es, more, err := l.ns.ListEntries(ctx, up.Path, filer.ListOptions{StartAfter: after, Limit: pageSize})
+		if errors.Is(err, filer.ErrNotFound) {
+			// Completed or aborted since it was found (a concurrent
+			// CompleteMultipartUpload looks for its recorded result).
+			return nil, nil, errorf(ErrNoSuchUpload, "%q is gone", up.Name())
+		}
 		if err != nil {
 			return nil, nil, err
 		}
