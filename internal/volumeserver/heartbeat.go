@@ -23,7 +23,12 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 	target := s.cfg.Masters[0]
 	backoff := 200 * time.Millisecond
 	for ctx.Err() == nil {
-		leader, err := s.heartbeatTo(ctx, target)
+		leader, answered, err := s.heartbeatTo(ctx, target)
+		if answered {
+			// A master that answered was a working connection: the
+			// next failure starts a fresh round of quick retries.
+			backoff = 200 * time.Millisecond
+		}
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -51,12 +56,13 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 // master to acknowledge the end of its heartbeat stream.
 const closeWait = time.Second
 
-// heartbeatTo streams state to one master until the stream fails or the master
-// says another one leads (returned as leader).
-func (s *Server) heartbeatTo(ctx context.Context, master string) (leader string, err error) {
+// heartbeatTo streams state to one master until the stream fails, the master
+// says another one leads (returned as leader) or it has known no leader for
+// too long. answered says whether the master answered at all.
+func (s *Server) heartbeatTo(ctx context.Context, master string) (leader string, answered bool, err error) {
 	addr, err := pb.GRPCAddress(master)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	opts := pb.DialOptions()
 	if dial := s.cfg.MasterDial; dial != nil {
@@ -67,7 +73,7 @@ func (s *Server) heartbeatTo(ctx context.Context, master string) (leader string,
 	}
 	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	defer conn.Close()
 	// The stream outlives ctx by a moment: a server that stops ends it
@@ -80,7 +86,7 @@ func (s *Server) heartbeatTo(ctx context.Context, master string) (leader string,
 	defer context.AfterFunc(parent, func() { time.AfterFunc(2*closeWait, cancel) })()
 	stream, err := masterpb.NewMasterClient(conn).Heartbeat(ctx)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	replies := make(chan *masterpb.HeartbeatResponse, 1)
 	recvErr := make(chan error, 1)
@@ -105,13 +111,22 @@ func (s *Server) heartbeatTo(ctx context.Context, master string) (leader string,
 	defer ticker.Stop()
 	// The master answers every heartbeat. A master that stops answering is
 	// dead or cut off even if the connection looks open: move on.
-	lastReply := time.Now()
+	//
+	// A master that answers but has known no leader for as long is cut
+	// off from the other masters (or they have all gone): a leader may
+	// well be elected on the other side, and it hears from this server
+	// only if the server goes looking for it. Staying would leave the
+	// server out of every assign until the partition heals.
+	lastReply, lastLed := time.Now(), time.Now()
 	for {
 		if silent := time.Since(lastReply); silent > 3*s.cfg.PulseInterval {
-			return "", fmt.Errorf("master %s silent for %v", master, silent.Round(time.Second))
+			return "", answered, fmt.Errorf("master %s silent for %v", master, silent.Round(time.Second))
+		}
+		if leaderless := time.Since(lastLed); leaderless > 3*s.cfg.PulseInterval {
+			return "", answered, fmt.Errorf("master %s has known no leader for %v", master, leaderless.Round(100*time.Millisecond))
 		}
 		if err := stream.Send(s.heartbeat()); err != nil {
-			return "", err
+			return "", answered, err
 		}
 		// Wait for the next reason to send; answers arrive in between and must
 		// be read, or the receiving goroutine blocks and a dead master goes
@@ -141,11 +156,15 @@ func (s *Server) heartbeatTo(ctx context.Context, master string) (leader string,
 						}
 					}
 				}
-				return "", parent.Err()
+				return "", answered, parent.Err()
 			case err := <-recvErr:
-				return "", err
+				return "", answered, err
 			case resp := <-replies:
+				answered = true
 				lastReply = time.Now()
+				if resp.Leader != "" {
+					lastLed = lastReply
+				}
 				s.lastHeartbeat.Store(lastReply.UnixNano())
 				if s.hbLost.Swap(false) {
 					// Back after a break: deletes may have been made without
@@ -156,7 +175,7 @@ func (s *Server) heartbeatTo(ctx context.Context, master string) (leader string,
 					s.store.SetVolumeSizeLimit(int64(resp.VolumeSizeLimit))
 				}
 				if resp.Leader != "" && resp.Leader != master {
-					return resp.Leader, nil
+					return resp.Leader, answered, nil
 				}
 			case <-ticker.C:
 				break wait

@@ -264,6 +264,13 @@ func (s *Server) PublicURL() string { return s.cfg.PublicURL }
 // URL is the host:port of the HTTP data path.
 func (s *Server) URL() string { return net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.cfg.Port)) }
 
+// HeartbeatMaster is the master this server heartbeats now (or last did).
+func (s *Server) HeartbeatMaster() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.master
+}
+
 // GRPCAddr is the host:port of the admin API.
 func (s *Server) GRPCAddr() string {
 	return net.JoinHostPort(s.cfg.IP, strconv.Itoa(s.cfg.GRPCPort))
