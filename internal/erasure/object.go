@@ -47,9 +47,7 @@ type Object struct {
 	bufOff  int64 // data offset of buf[0]
 	next    int64
 	seqOK   bool
-	crc     uint32 // running record CRC while seqOK
-	dcrc    uint32 // running data CRC while seqOK
-	wantRec uint32
+	check   needle.DataCheck // of the data read so far while seqOK
 }
 
 // Bytes is a small needle's data, or nil for a streamed one.
@@ -99,10 +97,11 @@ func (v *Volume) Open(ctx context.Context, key uint64, cookie uint32, fetch Fetc
 	if err != nil {
 		return o, fmt.Errorf("ec volume %d: needle %x: %w", v.ID, key, err)
 	}
-	o.DataCRC, o.wantRec = needle.ParseTrailer(tr)
+	var wantRec uint32
+	o.DataCRC, wantRec = needle.ParseTrailer(tr)
 	o.Meta, o.Size = m, int64(dataSize)
 	o.dataOff = e.Offset + int64(dataOff)
-	o.crc = needle.CRC(head[:dataOff])
+	o.check = needle.NewDataCheck(head[:dataOff], o.DataCRC, wantRec)
 	return o, nil
 }
 
@@ -136,14 +135,11 @@ func (o *Object) Read(p []byte) (int, error) {
 	}
 	n := copy(p, o.buf[o.pos-o.bufOff:])
 	if o.seqOK {
-		o.crc = needle.UpdateCRC(o.crc, p[:n])
-		o.dcrc = needle.UpdateCRC(o.dcrc, p[:n])
+		o.check.Add(p[:n])
 	}
 	o.pos += int64(n)
 	if o.seqOK && o.pos == o.Size {
-		var tr [4]byte
-		tr[0], tr[1], tr[2], tr[3] = byte(o.DataCRC>>24), byte(o.DataCRC>>16), byte(o.DataCRC>>8), byte(o.DataCRC)
-		if o.dcrc != o.DataCRC || needle.UpdateCRC(o.crc, tr[:]) != o.wantRec {
+		if !o.check.Verify() {
 			return n, fmt.Errorf("%w: checksum mismatch in needle %x", needle.ErrCorrupt, o.Meta.Key)
 		}
 	}

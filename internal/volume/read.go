@@ -27,16 +27,13 @@ type Object struct {
 
 	data []byte // small needles: the whole data
 
-	d        *datFile // large needles
-	dataOff  int64    // file offset of the data
-	pos      int64
-	seqOK    bool   // reads so far were sequential from 0
-	hashed   int64  // bytes from 0 taken into crc and dataCRC while seqOK
-	crc      uint32 // running record CRC while seqOK
-	dataCRC  uint32 // running data CRC while seqOK
-	wantData uint32
-	wantRec  uint32
-	closed   bool
+	d       *datFile // large needles
+	dataOff int64    // file offset of the data
+	pos     int64
+	seqOK   bool  // reads so far were sequential from 0
+	hashed  int64 // bytes from 0 taken into check while seqOK
+	check   needle.DataCheck
+	closed  bool
 }
 
 // Bytes returns the data of a small needle without copying, or nil for a
@@ -67,14 +64,14 @@ func (o *Object) Read(p []byte) (int, error) {
 		// (http.ServeContent seeks to the end and back to learn the size)
 		// keeps them as long as the next read starts where they stopped.
 		if o.seqOK = o.seqOK && o.pos == o.hashed; o.seqOK {
-			o.crc = needle.UpdateCRC(o.crc, p[:n])
-			o.dataCRC = needle.UpdateCRC(o.dataCRC, p[:n])
+			o.check.Add(p[:n])
 			o.hashed += int64(n)
 		}
 	}
 	o.pos += int64(n)
 	if err == nil && o.d != nil && o.seqOK && o.pos == o.Size {
-		if err = o.verify(); err != nil {
+		if !o.check.Verify() {
+			err = fmt.Errorf("%w: checksum mismatch in needle %x", needle.ErrCorrupt, o.Meta.Key)
 			// The last piece is withheld: a reader (an HTTP answer with
 			// its Content-Length) must end short, not look complete.
 			o.pos -= int64(n)
@@ -82,15 +79,6 @@ func (o *Object) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
-}
-
-func (o *Object) verify() error {
-	var tr [4]byte
-	tr[0], tr[1], tr[2], tr[3] = byte(o.wantData>>24), byte(o.wantData>>16), byte(o.wantData>>8), byte(o.wantData)
-	if o.dataCRC != o.wantData || needle.UpdateCRC(o.crc, tr[:]) != o.wantRec {
-		return fmt.Errorf("%w: checksum mismatch in needle %x", needle.ErrCorrupt, o.Meta.Key)
-	}
-	return nil
 }
 
 // ReadAt reads data at off; it does not verify checksums of large needles.
@@ -240,7 +228,7 @@ func (v *Volume) openLarge(d *datFile, key uint64, cookie uint32, checkCookie bo
 	return &Object{
 		Meta: m, Size: int64(dataSize), ETag: etag(wantData), ModTime: modTime(&m),
 		d: d, dataOff: off + int64(dataOff), seqOK: true,
-		crc: needle.CRC(head[:dataOff]), wantData: wantData, wantRec: wantRec,
+		check: needle.NewDataCheck(head[:dataOff], wantData, wantRec),
 	}, nil
 }
 

@@ -53,7 +53,8 @@ func (v *Volume) Write(ctx context.Context, m needle.Meta, data io.Reader, size 
 			return WriteResult{}, fmt.Errorf("volume %d: reading body: %w: %w", v.cfg.ID, ErrShortBody, err)
 		}
 		dataCRC = needle.CRC(buf[n:])
-		rec = needle.AppendTrailer(buf, dataCRC, needle.CRC(buf), int64(len(buf)))
+		recCRC := needle.ExtendCRC(needle.CRC(buf[:n]), dataCRC, buf[n:])
+		rec = needle.AppendTrailer(buf, dataCRC, recCRC, int64(len(buf)))
 		*bp = rec
 	}
 
@@ -175,7 +176,6 @@ func (v *Volume) streamRecord(ctx context.Context, d *datFile, off int64, m *nee
 	if _, err := d.f.WriteAt(head, off); err != nil {
 		return 0, err
 	}
-	recCRC := needle.CRC(head)
 	var dataCRC uint32
 	pos := off + int64(len(head))
 	buf := make([]byte, streamChunk)
@@ -191,10 +191,12 @@ func (v *Volume) streamRecord(ctx context.Context, d *datFile, off int64, m *nee
 			return 0, err
 		}
 		dataCRC = needle.UpdateCRC(dataCRC, chunk)
-		recCRC = needle.UpdateCRC(recCRC, chunk)
 		pos += int64(len(chunk))
 		left -= int64(len(chunk))
 	}
+	// The record's CRC covers the head and the data: derived, not a
+	// second pass over the data.
+	recCRC := needle.CombineCRC(needle.CRC(head), dataCRC, size)
 	trailer := needle.AppendTrailer(nil, dataCRC, recCRC, pos-off)
 	if _, err := d.f.WriteAt(trailer, pos); err != nil {
 		return 0, err
