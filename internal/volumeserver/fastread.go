@@ -247,6 +247,9 @@ func (l *fastListener) serve(pc *prefixConn) {
 				}
 				l.rec.Start()
 				br.Discard(len(head))
+				// Counted before the answer goes out, so that a client
+				// that has read it finds it counted.
+				l.served.Add(1)
 				if body != nil {
 					bufs := net.Buffers{out, body}
 					_, err = bufs.WriteTo(c)
@@ -254,7 +257,6 @@ func (l *fastListener) serve(pc *prefixConn) {
 					_, err = c.Write(out)
 				}
 				l.rec.Done(time.Since(start), n)
-				l.served.Add(1)
 				if err != nil || !l.setBusy(c, false) {
 					return
 				}
