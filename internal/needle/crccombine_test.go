@@ -7,17 +7,13 @@ import (
 
 func TestCombineCRCMatchesOnePass(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	lengths := []int{0, 1, 2, 3, 4, 7, 8, 31, 64, 255, 4096, 65537, 1 << 20}
-	for _, la := range lengths {
-		for _, lb := range lengths {
-			b := make([]byte, la+lb)
-			for i := range b {
-				b[i] = byte(r.Uint32())
-			}
-			want := CRC(b)
-			if got := CombineCRC(CRC(b[:la]), CRC(b[la:]), int64(lb)); got != want {
-				t.Fatalf("len(A)=%d len(B)=%d: combined %08x, one pass %08x", la, lb, got, want)
-			}
+	for _, n := range [][2]int{{0, 0}, {5, 0}, {0, 5}, {100, 1 << 20}, {4096, 65537}} {
+		b := make([]byte, n[0]+n[1])
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		if got, want := CombineCRC(CRC(b[:n[0]]), CRC(b[n[0]:]), int64(n[1])), CRC(b); got != want {
+			t.Fatalf("%v: combined %08x, one pass %08x", n, got, want)
 		}
 	}
 }
@@ -31,25 +27,6 @@ func TestExtendCRC(t *testing.T) {
 		if got, want := ExtendCRC(CRC(head), CRC(data), data), CRC(append(head, data...)); got != want {
 			t.Fatalf("%d bytes: %08x, want %08x", n, got, want)
 		}
-	}
-}
-
-func TestCombineCRCLongLengths(t *testing.T) {
-	// x^(8n) for n beyond 2^29 wraps around the table of x^(2^k); check it
-	// with zero runs, whose CRC is cheap to chain: CRC(A‖0^n) twice.
-	zeros := make([]byte, 1<<20)
-	zeroCRC := CRC(zeros)
-	a := CRC([]byte("kelp"))
-	chained := a
-	for range 1 << 4 {
-		chained = CombineCRC(chained, zeroCRC, int64(len(zeros)))
-	}
-	direct := a
-	for range 1 << 4 {
-		direct = UpdateCRC(direct, zeros)
-	}
-	if chained != direct {
-		t.Fatalf("16 MiB of zeros: combined %08x, one pass %08x", chained, direct)
 	}
 }
 

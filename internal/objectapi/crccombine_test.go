@@ -42,13 +42,3 @@ func TestCombineCRCsMatchesWholeCRC(t *testing.T) {
 		t.Fatal("SHA256 cannot be combined")
 	}
 }
-
-// A large part length (5 GiB) exercises the exponentiation's high bits.
-func TestCombineCRCsLargeLength(t *testing.T) {
-	p := combinable[ChecksumCRC32]
-	// x^(8·(a+b)) = x^(8a)·x^(8b)
-	a, b := uint64(5<<30), uint64(123457)
-	if p.xpow8n(a+b) != p.mulmod(p.xpow8n(a), p.xpow8n(b)) {
-		t.Fatal("x^(8n) is not multiplicative")
-	}
-}
