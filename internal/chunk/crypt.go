@@ -176,7 +176,7 @@ func OpenChunk(ctx context.Context, o Opener, fid string, key []byte, size, off,
 	if off == 0 && n == size {
 		cLen = -1 // the whole sealed blob, without a range
 	}
-	rc, err := o.Open(ctx, fid, cOff, cLen)
+	rc, err := o.Open(Authenticated(ctx), fid, cOff, cLen)
 	if err != nil {
 		return nil, err
 	}

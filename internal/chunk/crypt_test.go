@@ -261,3 +261,47 @@ func TestWholeBlobWithoutRange(t *testing.T) {
 		}
 	}
 }
+
+// ctxOpener records whether each Open was marked authenticated.
+type ctxOpener struct {
+	chunk.Opener
+	marks []bool
+}
+
+func (o *ctxOpener) Open(ctx context.Context, fid string, off, n int64) (io.ReadCloser, error) {
+	o.marks = append(o.marks, chunk.IsAuthenticated(ctx))
+	return o.Opener.Open(ctx, fid, off, n)
+}
+
+// TestSealedReadsAreAuthenticated: the fetch of a sealed blob tells the
+// store that its reader checks every byte (so the volume server may skip its
+// CRC pass); the fetch of a blob in the clear does not.
+func TestSealedReadsAreAuthenticated(t *testing.T) {
+	ctx := context.Background()
+	plain := pseudo(3*chunk.SegmentSize+7, 4)
+	key, _ := chunk.NewKey()
+	sealed, _ := chunk.Seal(nil, key, plain)
+	b := chunktest.New()
+	sealedID, _ := b.Put(ctx, sealed)
+	clearID, _ := b.Put(ctx, plain)
+	o := &ctxOpener{Opener: b}
+	for _, c := range []struct {
+		fid  string
+		key  []byte
+		want bool
+	}{{sealedID, key, true}, {clearID, nil, false}} {
+		o.marks = nil
+		rc, err := chunk.OpenChunk(ctx, o, c.fid, c.key, int64(len(plain)), 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || !bytes.Equal(got, plain) {
+			t.Fatalf("read back: %v", err)
+		}
+		if len(o.marks) != 1 || o.marks[0] != c.want {
+			t.Fatalf("sealed %v: fetches marked %v, want one marked %v", c.key != nil, o.marks, c.want)
+		}
+	}
+}

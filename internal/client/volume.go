@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kelpfs/kelp/internal/chunk"
 	"github.com/kelpfs/kelp/internal/fid"
 	"github.com/kelpfs/kelp/internal/security"
 )
@@ -217,6 +218,11 @@ func multipartFrame(name, ctype string, body io.Reader, reopen func() io.Reader,
 
 var quoteEscaper = strings.NewReplacer("\\", "\\\\", `"`, "\\\"", "\r", "", "\n", "")
 
+// HeaderReaderAuthenticates on a read asks the volume server to skip its
+// CRC pass over a whole needle: the reader checks every byte itself
+// (chunk.IsAuthenticated; Get sends it when ctx says so).
+const HeaderReaderAuthenticates = "X-Kelp-Reader-Authenticates"
+
 // Get reads needle id, or the part rng selects (nil: all of it). It looks the
 // volume up (cached) and tries its locations in order until one answers; when
 // all fail it drops the cached locations and, if they were cached, tries any
@@ -258,6 +264,9 @@ func (c *Client) get(ctx context.Context, server string, id fid.FileID, rng *Ran
 	}
 	if c.readSigner != nil {
 		req.Header["Authorization"] = []string{"Bearer " + c.readSigner.Sign(id, 1)}
+	}
+	if chunk.IsAuthenticated(ctx) {
+		req.Header[HeaderReaderAuthenticates] = []string{"1"}
 	}
 	resp, err := c.doVolume(req, within)
 	if err != nil {

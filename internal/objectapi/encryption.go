@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 
+	"github.com/kelpfs/kelp/internal/chunk"
 	"github.com/kelpfs/kelp/internal/filer"
 	"github.com/kelpfs/kelp/internal/sse"
 )
@@ -113,8 +114,9 @@ func (l *Layer) openPlain(ctx context.Context, e *filer.Entry, oi ObjectInfo, f 
 	if oi.SSE == nil {
 		return l.open(ctx, e, off, n)
 	}
+	// Every byte of the ciphertext is checked against its segment's tag.
 	d, err := sse.NewDecrypter(oi.SSE, key, off, n, func(coff, cn int64) (io.ReadCloser, error) {
-		return l.open(ctx, e, coff, cn)
+		return l.open(chunk.Authenticated(ctx), e, coff, cn)
 	})
 	if err != nil || !ahead {
 		return d, err

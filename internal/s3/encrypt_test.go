@@ -43,7 +43,7 @@ func startEnvEncrypt(t testing.TB, chunks int, encrypt bool) *env {
 	gdone := make(chan error, 1)
 	go func() { gdone <- gw.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-gdone; <-fdone })
-	e := &env{t: t, gw: gw, fs: fs, ctx: context.Background()}
+	e := &env{t: t, cluster: c, gw: gw, fs: fs, ctx: context.Background()}
 	e.c = e.client(testAK, testSK)
 	return e
 }

@@ -28,11 +28,12 @@ const (
 
 // env is a cluster, a filer and a gateway on loopback.
 type env struct {
-	t   testing.TB
-	gw  *Server
-	fs  *filerserver.Server
-	c   *s3.Client
-	ctx context.Context
+	t       testing.TB
+	cluster *testcluster.Cluster
+	gw      *Server
+	fs      *filerserver.Server
+	c       *s3.Client
+	ctx     context.Context
 }
 
 // chunkSize is small so that modest objects span several chunks.
@@ -84,7 +85,7 @@ func startEnvFiler(t testing.TB, chunks int, fmod func(*filerserver.Config), mod
 	gdone := make(chan error, 1)
 	go func() { gdone <- gw.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-gdone; <-fdone })
-	e := &env{t: t, gw: gw, fs: fs, ctx: context.Background()}
+	e := &env{t: t, cluster: c, gw: gw, fs: fs, ctx: context.Background()}
 	e.c = e.client(testAK, testSK)
 	return e
 }

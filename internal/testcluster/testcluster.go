@@ -118,7 +118,9 @@ type Node struct {
 	Addr string // HTTP host:port
 	// DataCenter and Rack place a volume server; empty for masters.
 	DataCenter, Rack string
-	start            func() (runner, error)
+	// Dirs are a volume server's disk directories.
+	Dirs  []string
+	start func() (runner, error)
 
 	mu     sync.Mutex
 	ran    bool // started before: its ports are its own
@@ -474,6 +476,9 @@ func (c *Cluster) volumeNode(i int, spec VolumeSpec) *Node {
 		})
 	}
 	n := &Node{DataCenter: spec.DataCenter, Rack: spec.Rack}
+	for _, d := range cfg.Disks {
+		n.Dirs = append(n.Dirs, d.Dir)
+	}
 	if pn := c.opts.PeerNetwork; pn != nil {
 		cfg.PeerDial = pn.ContextDialer(volumeID(i))
 	}

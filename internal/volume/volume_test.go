@@ -154,6 +154,15 @@ func TestLargeNeedleStreamsAndVerifies(t *testing.T) {
 	if int64(len(got)) >= size {
 		t.Fatalf("a corrupt needle's read gave all %d bytes", len(got))
 	}
+	// A reader that authenticates the bytes itself asks for no check: it
+	// gets them all, the flipped one included, and its own check fails.
+	o, _ = v.Read(9, 3)
+	o.SkipChecksum()
+	got, err = io.ReadAll(o)
+	o.Close()
+	if err != nil || int64(len(got)) != size || got[3<<20] == data[3<<20] {
+		t.Fatalf("read without the check: %d bytes, %v", len(got), err)
+	}
 }
 
 // genReader produces n bytes without holding them.

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/fid"
 	"github.com/kelpfs/kelp/internal/needle"
 	"github.com/kelpfs/kelp/internal/volume"
@@ -86,6 +87,9 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request, id fid.FileI
 		return
 	}
 	defer obj.Close()
+	if r.Header.Get(client.HeaderReaderAuthenticates) != "" {
+		obj.SkipChecksum()
+	}
 	h := w.Header()
 	h.Set("ETag", `"`+obj.ETag+`"`)
 	h.Set("Accept-Ranges", "bytes")
