@@ -788,35 +788,43 @@ type prefetch struct {
 	done     chan struct{}
 }
 
-// maxFetches bounds the fetches of one file on their way at once.
-const maxFetches = 4
+// maxFetches bounds the fetches of one file on their way (or done and not
+// yet read) at once, and aheadWindow how far past a sequential reader they
+// reach: with a single fetch ahead, each 4 MiB took the volume server's
+// disk read and both sides' copies one after the other while the reader
+// waited; several on their way overlap them (and keep both cores busy).
+const (
+	maxFetches  = 4
+	aheadWindow = maxFetches * readAhead
+)
 
-// prefetchAfter starts fetching the readAhead bytes after the read-ahead
-// buffer once a sequential reader (now at end) is past half of it, so
-// that the next fetch overlaps the reading of this one.
+// prefetchAfter keeps fetches of readAhead bytes going past the read-ahead
+// buffer, one after the other, up to aheadWindow bytes past a sequential
+// reader now at end.
 func (f *file) prefetchAfter(end, csize int64) {
-	if f.ra == nil {
+	if f.ra == nil || f.resolved == nil {
 		return
 	}
-	raEnd := f.raOff + int64(len(f.ra.b))
-	if f.resolved == nil || raEnd >= csize || raEnd-end > readAhead/2 || len(f.fetches) >= maxFetches {
-		return
-	}
-	if f.fetchCovering(raEnd, raEnd+1) != nil {
-		return
-	}
-	n := &prefetch{off: raEnd, end: f.nextFetch(raEnd+1, min(raEnd+readAhead, csize)), done: make(chan struct{})}
-	n.buf = newSharedBuf(int(n.end - n.off))
-	f.fetches = append(f.fetches, n)
-	r := chunk.NewReader(context.Background(), f.fs.reader, f.resolved, csize)
-	go func() {
-		defer close(n.done)
-		m, err := r.ReadAt(n.buf.b, n.off)
-		if err == io.EOF && m == len(n.buf.b) {
-			err = nil
+	at := f.raOff + int64(len(f.ra.b))
+	for at < csize && at-end < aheadWindow && len(f.fetches) < maxFetches {
+		if n := f.fetchCovering(at, at+1); n != nil {
+			at = n.end
+			continue
 		}
-		n.err = err
-	}()
+		n := &prefetch{off: at, end: f.nextFetch(at+1, min(at+readAhead, csize)), done: make(chan struct{})}
+		n.buf = newSharedBuf(int(n.end - n.off))
+		f.fetches = append(f.fetches, n)
+		r := chunk.NewReader(context.Background(), f.fs.reader, f.resolved, csize)
+		go func() {
+			defer close(n.done)
+			m, err := r.ReadAt(n.buf.b, n.off)
+			if err == io.EOF && m == len(n.buf.b) {
+				err = nil
+			}
+			n.err = err
+		}()
+		at = n.end
+	}
 }
 
 // prefetchSmall starts fetching a small file whole (at most readAhead
