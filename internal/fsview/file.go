@@ -49,12 +49,13 @@ type file struct {
 	// a read that fetched without the lock retries if it moved meanwhile.
 	version uint64
 
-	ra        *sharedBuf // read-ahead buffer of committed content at raOff
-	raOff     int64
-	raPrev    *sharedBuf // the one before ra, for READs that come late
-	raPrevOff int64
-	fetches   []*prefetch // fetches of committed content on their way
-	lastEnd   int64       // end of the last read, to see sequential reads
+	// ras are the read-ahead buffers of committed content, the last one
+	// adopted last: at most maxBuffered, the one furthest back let go
+	// first (READs come a little late, and their fetches are adopted out
+	// of order).
+	ras     []raBuf
+	fetches []*prefetch // fetches of committed content on their way
+	lastEnd int64       // end of the last read, to see sequential reads
 
 	refs     int
 	unlinked bool // removed from the namespace: delete at the last release
@@ -479,17 +480,38 @@ func (u *upload) recycle() {
 // to the GC: their goroutines may still be filling them, and readers
 // waiting for them find them gone and fetch again).
 func (f *file) dropReadAhead() {
-	f.ra.release()
-	f.raPrev.release()
-	f.ra, f.raPrev, f.fetches = nil, nil, nil
+	for _, r := range f.ras {
+		r.buf.release()
+	}
+	f.ras, f.fetches = nil, nil
 }
 
-// setReadAhead makes buf at off the read-ahead buffer; the file takes over
-// the caller's reference.
+// raBuf is a read-ahead buffer holding the committed content at off.
+type raBuf struct {
+	buf *sharedBuf
+	off int64
+}
+
+func (r raBuf) end() int64 { return r.off + int64(len(r.buf.b)) }
+
+// maxBuffered is how many read-ahead buffers a file keeps.
+const maxBuffered = 3
+
+// setReadAhead adds buf at off to the read-ahead buffers, letting go of
+// the one furthest back if there are too many; the file takes over the
+// caller's reference.
 func (f *file) setReadAhead(buf *sharedBuf, off int64) {
-	f.raPrev.release()
-	f.raPrev, f.raPrevOff = f.ra, f.raOff
-	f.ra, f.raOff = buf, off
+	f.ras = append(f.ras, raBuf{buf, off})
+	if len(f.ras) > maxBuffered {
+		lo := 0
+		for i, r := range f.ras {
+			if r.off < f.ras[lo].off {
+				lo = i
+			}
+		}
+		f.ras[lo].buf.release()
+		f.ras = slices.Delete(f.ras, lo, lo+1)
+	}
 }
 
 func (f *file) startUpload(off int64, data []byte) {
@@ -606,7 +628,7 @@ var errMoved = errors.New("fsview: committed content changed during a read")
 // not always in order (its read-ahead, Options.ReadAheadKB in the FUSE
 // mount). A read that misses the buffers waits for a fetch on its way that
 // covers it (f.fetches) rather than fetching the same bytes again, and the
-// buffer before the current one is kept for READs that come late.
+// buffers behind the newest are kept for READs that come late.
 func (f *file) readCommitted(ctx context.Context, p []byte, off int64, unlock bool) error {
 	csize := f.entry.Size
 	if off >= csize {
@@ -660,6 +682,7 @@ func (f *file) committedBuf(ctx context.Context, off, end int64, unlock bool) (*
 	if err := f.resolve(ctx); err != nil {
 		return nil, 0, err
 	}
+	f.fs.readMisses.Add(1)
 	buf := newSharedBuf(int(fetchEnd - off))
 	r := chunk.NewReader(ctx, f.fs.reader, f.resolved, csize)
 	if !unlock {
@@ -702,8 +725,10 @@ func (f *file) nearStream(off int64) bool {
 	if f.lastEnd > 0 && near(f.lastEnd) {
 		return true
 	}
-	if f.ra != nil && near(f.raOff+int64(len(f.ra.b))) {
-		return true
+	for _, r := range f.ras {
+		if near(r.end()) {
+			return true
+		}
 	}
 	for _, n := range f.fetches {
 		if near(n.end) {
@@ -716,11 +741,10 @@ func (f *file) nearStream(off int64) bool {
 // buffered returns the read-ahead buffer (and its offset) holding
 // [off, end), if one does.
 func (f *file) buffered(off, end int64) (*sharedBuf, int64) {
-	if f.ra != nil && off >= f.raOff && end <= f.raOff+int64(len(f.ra.b)) {
-		return f.ra, f.raOff
-	}
-	if f.raPrev != nil && off >= f.raPrevOff && end <= f.raPrevOff+int64(len(f.raPrev.b)) {
-		return f.raPrev, f.raPrevOff
+	for _, r := range f.ras {
+		if off >= r.off && end <= r.end() {
+			return r.buf, r.off
+		}
 	}
 	return nil, 0
 }
@@ -798,18 +822,32 @@ const (
 	aheadWindow = maxFetches * readAhead
 )
 
-// prefetchAfter keeps fetches of readAhead bytes going past the read-ahead
-// buffer, one after the other, up to aheadWindow bytes past a sequential
-// reader now at end.
+// prefetchAfter keeps fetches of readAhead bytes going past what is
+// buffered or on its way, one after the other, up to aheadWindow bytes past
+// a sequential reader now at end.
+//
+// The kernel's READs come a little out of order, so fetches are adopted
+// out of order too, and the buffer adopted last may lie before another:
+// the frontier is found past every buffer and fetch, never by the last
+// buffer's end alone (that fetched bytes already buffered again, and the
+// fetch, never read, then held one of the maxFetches places for good).
 func (f *file) prefetchAfter(end, csize int64) {
-	if f.ra == nil || f.resolved == nil {
+	if f.resolved == nil {
 		return
 	}
-	at := f.raOff + int64(len(f.ra.b))
-	for at < csize && at-end < aheadWindow && len(f.fetches) < maxFetches {
+	f.pruneFetches(end)
+	at := end
+	for at < csize && at-end < aheadWindow {
+		if b, bOff := f.buffered(at, at+1); b != nil {
+			at = bOff + int64(len(b.b))
+			continue
+		}
 		if n := f.fetchCovering(at, at+1); n != nil {
 			at = n.end
 			continue
+		}
+		if len(f.fetches) >= maxFetches {
+			return
 		}
 		n := &prefetch{off: at, end: f.nextFetch(at+1, min(at+readAhead, csize)), done: make(chan struct{})}
 		n.buf = newSharedBuf(int(n.end - n.off))
@@ -827,6 +865,24 @@ func (f *file) prefetchAfter(end, csize int64) {
 	}
 }
 
+// pruneFetches forgets the finished fetches that end more than readAhead
+// before a sequential reader now at end: no READ comes back that far, and
+// one left there would hold a place of maxFetches. Their buffers are left
+// to the GC (a READ that waited for one may still hold it).
+func (f *file) pruneFetches(end int64) {
+	f.fetches = slices.DeleteFunc(f.fetches, func(n *prefetch) bool {
+		if n.end > end-readAhead {
+			return false
+		}
+		select {
+		case <-n.done:
+			return true
+		default:
+			return false
+		}
+	})
+}
+
 // prefetchSmall starts fetching a small file whole (at most readAhead
 // bytes, one request) when it is opened for reading, so that the fetch
 // overlaps the kernel's turn from OPEN to the first READ, which then waits
@@ -837,7 +893,7 @@ func (f *file) prefetchSmall(ctx context.Context) {
 	defer f.mu.Unlock()
 	csize := f.entry.Size
 	if csize <= 0 || csize > readAhead || f.dirty || len(f.blocks) > 0 || len(f.pending) > 0 ||
-		f.ra != nil || len(f.fetches) > 0 || f.createErr != nil {
+		len(f.ras) > 0 || len(f.fetches) > 0 || f.createErr != nil {
 		return
 	}
 	if f.resolve(ctx) != nil {

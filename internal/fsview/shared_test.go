@@ -8,7 +8,11 @@ import (
 	"log/slog"
 	"math/rand"
 	"os"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/chunk"
 )
 
 // ReadShared answers with the bytes ReadAt gives, whatever the mix of
@@ -155,5 +159,79 @@ func TestConcurrentSharedReads(t *testing.T) {
 			}
 			a.release()
 		}
+	}
+}
+
+// slowOpener answers each chunk read after a random delay, so that the
+// fetches of a sequential reader finish, and are adopted, out of order.
+type slowOpener struct {
+	inner chunk.Opener
+	mu    sync.Mutex
+	rng   *rand.Rand
+}
+
+func (o *slowOpener) Open(ctx context.Context, fid string, off, n int64) (io.ReadCloser, error) {
+	o.mu.Lock()
+	d := time.Duration(o.rng.Intn(8000)) * time.Microsecond
+	o.mu.Unlock()
+	time.Sleep(d) // a volume server's latency, not a wait for a condition
+	return o.inner.Open(ctx, fid, off, n)
+}
+
+// A sequential reader whose READs come in shuffled batches (the kernel's
+// read-ahead) while the fetches finish out of order still finds its bytes
+// buffered or on their way after the first few READs: the read-ahead
+// never fetches what is buffered already, and no fetch left behind the
+// reader holds a place that the fetches ahead need.
+func TestSequentialReadStaysAheadWithFetchesOutOfOrder(t *testing.T) {
+	s := startFiler(t)
+	fs, err := New(context.Background(), Config{Filer: s.GRPCAddr(), ChunkSize: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	const piece = 1 << 20
+	data := make([]byte, 96*piece)
+	rand.New(rand.NewSource(8)).Read(data)
+	writeFile(t, fs, "/big", data)
+	counter := &byteCountingOpener{inner: &slowOpener{inner: fs.reader, rng: rand.New(rand.NewSource(9))}}
+	fs.reader = counter
+	ctx := context.Background()
+	h, err := fs.Open(ctx, "/big", os.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release(ctx)
+	before := fs.Stats().ReadMisses
+	rng := rand.New(rand.NewSource(10))
+	for k := 0; k < len(data)/piece; k += 6 {
+		batch := []int{k, k + 1, k + 2, k + 3, k + 4, k + 5}
+		rng.Shuffle(len(batch), func(i, j int) { batch[i], batch[j] = batch[j], batch[i] })
+		errs := make(chan error, len(batch))
+		for _, j := range batch {
+			go func() {
+				d, rel, err := h.ReadShared(ctx, make([]byte, piece), int64(j*piece))
+				if err == nil && !bytes.Equal(d, data[j*piece:(j+1)*piece]) {
+					err = fmt.Errorf("READ of piece %d: wrong bytes", j)
+				}
+				rel()
+				errs <- err
+			}()
+		}
+		for range batch {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	m := fs.Stats().ReadMisses - before
+	t.Logf("%d read misses, %.1f MiB fetched", m, float64(counter.bytes.Load())/(1<<20))
+	if m > 12 {
+		t.Errorf("%d of %d READs fetched for themselves, want at most 12 (the read-ahead fell behind)", m, len(data)/piece)
+	}
+	// Each READ waits for its batch's, so none comes behind the buffers
+	// kept: every byte is fetched exactly once.
+	if got := counter.bytes.Load(); got != int64(len(data)) {
+		t.Errorf("reading %d MiB fetched %.1f MiB, want each byte once", len(data)>>20, float64(got)/(1<<20))
 	}
 }
