@@ -695,6 +695,11 @@ func (f *file) committedBuf(ctx context.Context, off, end int64, unlock bool) (*
 		return buf, off, nil
 	}
 	n := &prefetch{off: off, end: fetchEnd, buf: buf, done: make(chan struct{})}
+	// This read's reference, taken before n is on f.fetches: a READ
+	// waiting for n may adopt it first, and the file let it go, before
+	// this one has the lock again. (If n is dropped meanwhile, its first
+	// reference is never released and the buffer is left to the GC.)
+	buf.hold()
 	f.fetches = append(f.fetches, n)
 	if err := f.waitUnlocked(true, func() error {
 		n.err = readFull(r, buf.b, off)
@@ -704,12 +709,9 @@ func (f *file) committedBuf(ctx context.Context, off, end int64, unlock bool) (*
 		if err != errMoved {
 			f.adopt(n) // failed: out of f.fetches (buf left to the GC)
 		}
+		buf.release()
 		return nil, 0, err
 	}
-	// This read's reference, whether or not n is still the file's to
-	// adopt (if dropped meanwhile, its first reference is never released
-	// and the buffer is left to the GC).
-	buf.hold()
 	f.adopt(n)
 	if seq {
 		f.prefetchAfter(end, csize)
