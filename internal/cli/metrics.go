@@ -159,5 +159,6 @@ func registerViewMetrics(r *metrics.Registry, v *fsview.FS) {
 		counter("kelp_mount_chunk_cache_hits_total", "Chunk reads served by the local chunk cache.", func(s fsview.Stats) int64 { return s.ChunkCacheHits }),
 		counter("kelp_mount_chunk_cache_misses_total", "Chunk reads the local chunk cache did not hold.", func(s fsview.Stats) int64 { return s.ChunkCacheMisses }),
 		gauge("kelp_mount_chunk_cache_bytes", "Bytes in the local chunk cache.", func(s fsview.Stats) int64 { return s.ChunkCacheBytes }),
+		counter("kelp_mount_read_misses_total", "Reads that found their bytes neither in a read-ahead buffer nor in a fetch on its way, and fetched them themselves.", func(s fsview.Stats) int64 { return s.ReadMisses }),
 	)
 }

@@ -3,6 +3,7 @@ package fsview
 import (
 	"math/bits"
 	"sync"
+	"sync/atomic"
 )
 
 // Buffers of file data (write-back blocks, uploads, read-ahead) come from
@@ -53,4 +54,38 @@ func putBuf(b []byte) {
 	}
 	b = b[:0]
 	bufPools[c].Put(&b)
+}
+
+// sharedBuf is a pooled buffer of read-ahead data that a READ reply may
+// send from directly (File.ReadShared) while the file has already moved on
+// to the next buffer: it goes back to the pool when the last holder lets
+// go. One that is never let go (a fetch dropped on its way, a reply the
+// FUSE library never sent) is left to the GC, never reused early.
+type sharedBuf struct {
+	b    []byte
+	refs atomic.Int32
+}
+
+// newSharedBuf returns a buffer of n bytes with one reference, its content
+// undefined.
+func newSharedBuf(n int) *sharedBuf {
+	s := &sharedBuf{b: getBuf(n)}
+	s.refs.Store(1)
+	return s
+}
+
+func (s *sharedBuf) hold() { s.refs.Add(1) }
+
+// release lets go of one reference; nil is a no-op.
+func (s *sharedBuf) release() {
+	if s == nil {
+		return
+	}
+	switch r := s.refs.Add(-1); {
+	case r == 0:
+		putBuf(s.b)
+		s.b = nil
+	case r < 0:
+		panic("fsview: shared buffer released once too often")
+	}
 }

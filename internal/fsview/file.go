@@ -49,12 +49,13 @@ type file struct {
 	// a read that fetched without the lock retries if it moved meanwhile.
 	version uint64
 
-	ra        []byte // read-ahead buffer of committed content at raOff
-	raOff     int64
-	raPrev    []byte // the one before ra, for READs that come late
-	raPrevOff int64
-	fetches   []*prefetch // fetches of committed content on their way
-	lastEnd   int64       // end of the last read, to see sequential reads
+	// ras are the read-ahead buffers of committed content, the last one
+	// adopted last: at most maxBuffered, the one furthest back let go
+	// first (READs come a little late, and their fetches are adopted out
+	// of order).
+	ras     []raBuf
+	fetches []*prefetch // fetches of committed content on their way
+	lastEnd int64       // end of the last read, to see sequential reads
 
 	refs     int
 	unlinked bool // removed from the namespace: delete at the last release
@@ -474,21 +475,43 @@ func (u *upload) recycle() {
 	}
 }
 
-// dropReadAhead forgets the read-ahead buffers (back to the pool) and the
-// fetches on their way (left to the GC: their goroutines may still be
-// filling them, and readers waiting for them find them gone and fetch
-// again).
+// dropReadAhead lets go of the read-ahead buffers (back to the pool once
+// no READ reply sends from them) and forgets the fetches on their way (left
+// to the GC: their goroutines may still be filling them, and readers
+// waiting for them find them gone and fetch again).
 func (f *file) dropReadAhead() {
-	putBuf(f.ra)
-	putBuf(f.raPrev)
-	f.ra, f.raPrev, f.fetches = nil, nil, nil
+	for _, r := range f.ras {
+		r.buf.release()
+	}
+	f.ras, f.fetches = nil, nil
 }
 
-// setReadAhead makes buf at off the read-ahead buffer.
-func (f *file) setReadAhead(buf []byte, off int64) {
-	putBuf(f.raPrev)
-	f.raPrev, f.raPrevOff = f.ra, f.raOff
-	f.ra, f.raOff = buf, off
+// raBuf is a read-ahead buffer holding the committed content at off.
+type raBuf struct {
+	buf *sharedBuf
+	off int64
+}
+
+func (r raBuf) end() int64 { return r.off + int64(len(r.buf.b)) }
+
+// maxBuffered is how many read-ahead buffers a file keeps.
+const maxBuffered = 3
+
+// setReadAhead adds buf at off to the read-ahead buffers, letting go of
+// the one furthest back if there are too many; the file takes over the
+// caller's reference.
+func (f *file) setReadAhead(buf *sharedBuf, off int64) {
+	f.ras = append(f.ras, raBuf{buf, off})
+	if len(f.ras) > maxBuffered {
+		lo := 0
+		for i, r := range f.ras {
+			if r.off < f.ras[lo].off {
+				lo = i
+			}
+		}
+		f.ras[lo].buf.release()
+		f.ras = slices.Delete(f.ras, lo, lo+1)
+	}
 }
 
 func (f *file) startUpload(off int64, data []byte) {
@@ -508,6 +531,10 @@ func (f *file) startUpload(off int64, data []byte) {
 func (f *file) read(ctx context.Context, p []byte, off int64) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.readLocked(ctx, p, off)
+}
+
+func (f *file) readLocked(ctx context.Context, p []byte, off int64) (int, error) {
 	for {
 		if off >= f.size {
 			return 0, io.EOF
@@ -524,6 +551,45 @@ func (f *file) read(ctx context.Context, p []byte, off int64) (int, error) {
 		f.overlay(q, off)
 		f.lastEnd = off + int64(n)
 		return n, nil
+	}
+}
+
+// readShared is read, answered when it can with a slice of a read-ahead
+// buffer rather than a copy into p: when the range is committed content
+// and nothing buffered here lies over it. The slice stays valid until
+// release (nil when the answer is in p) is called. A READ reply then goes
+// from the buffer the volume server's answer was read into straight to the
+// kernel: a copy of each byte less.
+func (f *file) readShared(ctx context.Context, p []byte, off int64) ([]byte, *sharedBuf, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for {
+		if off >= f.size {
+			return nil, nil, io.EOF
+		}
+		end := off + min(int64(len(p)), f.size-off)
+		if end > f.entry.Size || len(f.pending) > 0 || len(f.blocks) > 0 {
+			n, err := f.readLocked(ctx, p, off)
+			return p[:n], nil, err
+		}
+		b, bOff, err := f.committedBuf(ctx, off, end, true)
+		if err == errMoved {
+			continue // committed meanwhile: what was fetched may be stale
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		data := b.b[off-bOff : end-bOff]
+		f.lastEnd = end
+		if len(f.pending) > 0 || len(f.blocks) > 0 {
+			// Written while the fetch was waited for unlocked.
+			q := p[:len(data)]
+			copy(q, data)
+			b.release()
+			f.overlay(q, off)
+			return q, nil, nil
+		}
+		return data, b, nil
 	}
 }
 
@@ -562,26 +628,41 @@ var errMoved = errors.New("fsview: committed content changed during a read")
 // not always in order (its read-ahead, Options.ReadAheadKB in the FUSE
 // mount). A read that misses the buffers waits for a fetch on its way that
 // covers it (f.fetches) rather than fetching the same bytes again, and the
-// buffer before the current one is kept for READs that come late.
+// buffers behind the newest are kept for READs that come late.
 func (f *file) readCommitted(ctx context.Context, p []byte, off int64, unlock bool) error {
-	clear(p)
 	csize := f.entry.Size
 	if off >= csize {
+		clear(p)
 		return nil
 	}
 	end := min(off+int64(len(p)), csize)
+	b, bOff, err := f.committedBuf(ctx, off, end, unlock)
+	if err != nil {
+		return err
+	}
+	copy(p, b.b[off-bOff:end-bOff])
+	b.release()
+	clear(p[end-off:]) // past the committed size
+	return nil
+}
+
+// committedBuf returns a buffer holding the committed content [off, end)
+// (end at most the committed size) at file offset bOff, with a reference
+// for the caller to release; see readCommitted.
+func (f *file) committedBuf(ctx context.Context, off, end int64, unlock bool) (*sharedBuf, int64, error) {
+	csize := f.entry.Size
 	seq := off > 0 && f.nearStream(off)
 	for {
 		if buf, bOff := f.buffered(off, end); buf != nil {
-			copy(p, buf[off-bOff:end-bOff])
+			buf.hold()
 			if seq {
 				f.prefetchAfter(end, csize)
 			}
-			return nil
+			return buf, bOff, nil
 		}
 		if n := f.fetchCovering(off, end); n != nil && unlock {
 			if err := f.waitUnlocked(true, func() error { <-n.done; return nil }); err != nil {
-				return err
+				return nil, 0, err
 			}
 			// Its buffer is the read-ahead buffer now (or n failed and is
 			// dropped, and this read fetches for itself next time round).
@@ -599,37 +680,43 @@ func (f *file) readCommitted(ctx context.Context, p []byte, off int64, unlock bo
 	}
 	fetchEnd := min(max(end, off+want), f.nextFetch(end, csize))
 	if err := f.resolve(ctx); err != nil {
-		return err
+		return nil, 0, err
 	}
-	buf := getBuf(int(fetchEnd - off))
+	f.fs.readMisses.Add(1)
+	buf := newSharedBuf(int(fetchEnd - off))
 	r := chunk.NewReader(ctx, f.fs.reader, f.resolved, csize)
 	if !unlock {
-		if err := readFull(r, buf, off); err != nil {
-			putBuf(buf)
-			return err
+		if err := readFull(r, buf.b, off); err != nil {
+			buf.release()
+			return nil, 0, err
 		}
+		buf.hold()
 		f.setReadAhead(buf, off)
-		copy(p, buf[:end-off])
-		return nil
+		return buf, off, nil
 	}
 	n := &prefetch{off: off, end: fetchEnd, buf: buf, done: make(chan struct{})}
+	// This read's reference, taken before n is on f.fetches: a READ
+	// waiting for n may adopt it first, and the file let it go, before
+	// this one has the lock again. (If n is dropped meanwhile, its first
+	// reference is never released and the buffer is left to the GC.)
+	buf.hold()
 	f.fetches = append(f.fetches, n)
 	if err := f.waitUnlocked(true, func() error {
-		n.err = readFull(r, buf, off)
+		n.err = readFull(r, buf.b, off)
 		close(n.done)
 		return n.err
 	}); err != nil {
 		if err != errMoved {
 			f.adopt(n) // failed: out of f.fetches (buf left to the GC)
 		}
-		return err
+		buf.release()
+		return nil, 0, err
 	}
 	f.adopt(n)
-	copy(p, buf[:end-off])
 	if seq {
 		f.prefetchAfter(end, csize)
 	}
-	return nil
+	return buf, off, nil
 }
 
 // nearStream reports whether a read at off continues a sequential reader:
@@ -640,8 +727,10 @@ func (f *file) nearStream(off int64) bool {
 	if f.lastEnd > 0 && near(f.lastEnd) {
 		return true
 	}
-	if f.ra != nil && near(f.raOff+int64(len(f.ra))) {
-		return true
+	for _, r := range f.ras {
+		if near(r.end()) {
+			return true
+		}
 	}
 	for _, n := range f.fetches {
 		if near(n.end) {
@@ -653,12 +742,11 @@ func (f *file) nearStream(off int64) bool {
 
 // buffered returns the read-ahead buffer (and its offset) holding
 // [off, end), if one does.
-func (f *file) buffered(off, end int64) ([]byte, int64) {
-	if f.ra != nil && off >= f.raOff && end <= f.raOff+int64(len(f.ra)) {
-		return f.ra, f.raOff
-	}
-	if f.raPrev != nil && off >= f.raPrevOff && end <= f.raPrevOff+int64(len(f.raPrev)) {
-		return f.raPrev, f.raPrevOff
+func (f *file) buffered(off, end int64) (*sharedBuf, int64) {
+	for _, r := range f.ras {
+		if off >= r.off && end <= r.end() {
+			return r.buf, r.off
+		}
 	}
 	return nil, 0
 }
@@ -721,37 +809,80 @@ func (f *file) waitUnlocked(unlock bool, wait func() error) error {
 // background, or the fetch of a read that missed the buffers.
 type prefetch struct {
 	off, end int64
-	buf      []byte
+	buf      *sharedBuf // its first reference goes to the file with adopt
 	err      error
 	done     chan struct{}
 }
 
-// maxFetches bounds the fetches of one file on their way at once.
-const maxFetches = 4
+// maxFetches bounds the fetches of one file on their way (or done and not
+// yet read) at once, and aheadWindow how far past a sequential reader they
+// reach: with a single fetch ahead, each 4 MiB took the volume server's
+// disk read and both sides' copies one after the other while the reader
+// waited; several on their way overlap them (and keep both cores busy).
+const (
+	maxFetches  = 4
+	aheadWindow = maxFetches * readAhead
+)
 
-// prefetchAfter starts fetching the readAhead bytes after the read-ahead
-// buffer once a sequential reader (now at end) is past half of it, so
-// that the next fetch overlaps the reading of this one.
+// prefetchAfter keeps fetches of readAhead bytes going past what is
+// buffered or on its way, one after the other, up to aheadWindow bytes past
+// a sequential reader now at end.
+//
+// The kernel's READs come a little out of order, so fetches are adopted
+// out of order too, and the buffer adopted last may lie before another:
+// the frontier is found past every buffer and fetch, never by the last
+// buffer's end alone (that fetched bytes already buffered again, and the
+// fetch, never read, then held one of the maxFetches places for good).
 func (f *file) prefetchAfter(end, csize int64) {
-	raEnd := f.raOff + int64(len(f.ra))
-	if f.ra == nil || f.resolved == nil || raEnd >= csize || raEnd-end > readAhead/2 || len(f.fetches) >= maxFetches {
+	if f.resolved == nil {
 		return
 	}
-	if f.fetchCovering(raEnd, raEnd+1) != nil {
-		return
-	}
-	n := &prefetch{off: raEnd, end: f.nextFetch(raEnd+1, min(raEnd+readAhead, csize)), done: make(chan struct{})}
-	n.buf = getBuf(int(n.end - n.off))
-	f.fetches = append(f.fetches, n)
-	r := chunk.NewReader(context.Background(), f.fs.reader, f.resolved, csize)
-	go func() {
-		defer close(n.done)
-		m, err := r.ReadAt(n.buf, n.off)
-		if err == io.EOF && m == len(n.buf) {
-			err = nil
+	f.pruneFetches(end)
+	at := end
+	for at < csize && at-end < aheadWindow {
+		if b, bOff := f.buffered(at, at+1); b != nil {
+			at = bOff + int64(len(b.b))
+			continue
 		}
-		n.err = err
-	}()
+		if n := f.fetchCovering(at, at+1); n != nil {
+			at = n.end
+			continue
+		}
+		if len(f.fetches) >= maxFetches {
+			return
+		}
+		n := &prefetch{off: at, end: f.nextFetch(at+1, min(at+readAhead, csize)), done: make(chan struct{})}
+		n.buf = newSharedBuf(int(n.end - n.off))
+		f.fetches = append(f.fetches, n)
+		r := chunk.NewReader(context.Background(), f.fs.reader, f.resolved, csize)
+		go func() {
+			defer close(n.done)
+			m, err := r.ReadAt(n.buf.b, n.off)
+			if err == io.EOF && m == len(n.buf.b) {
+				err = nil
+			}
+			n.err = err
+		}()
+		at = n.end
+	}
+}
+
+// pruneFetches forgets the finished fetches that end more than readAhead
+// before a sequential reader now at end: no READ comes back that far, and
+// one left there would hold a place of maxFetches. Their buffers are left
+// to the GC (a READ that waited for one may still hold it).
+func (f *file) pruneFetches(end int64) {
+	f.fetches = slices.DeleteFunc(f.fetches, func(n *prefetch) bool {
+		if n.end > end-readAhead {
+			return false
+		}
+		select {
+		case <-n.done:
+			return true
+		default:
+			return false
+		}
+	})
 }
 
 // prefetchSmall starts fetching a small file whole (at most readAhead
@@ -764,18 +895,18 @@ func (f *file) prefetchSmall(ctx context.Context) {
 	defer f.mu.Unlock()
 	csize := f.entry.Size
 	if csize <= 0 || csize > readAhead || f.dirty || len(f.blocks) > 0 || len(f.pending) > 0 ||
-		f.ra != nil || len(f.fetches) > 0 || f.createErr != nil {
+		len(f.ras) > 0 || len(f.fetches) > 0 || f.createErr != nil {
 		return
 	}
 	if f.resolve(ctx) != nil {
 		return // the read will say why
 	}
-	n := &prefetch{off: 0, end: csize, buf: getBuf(int(csize)), done: make(chan struct{})}
+	n := &prefetch{off: 0, end: csize, buf: newSharedBuf(int(csize)), done: make(chan struct{})}
 	f.fetches = append(f.fetches, n)
 	r := chunk.NewReader(context.Background(), f.fs.reader, f.resolved, csize)
 	go func() {
 		defer close(n.done)
-		n.err = readFull(r, n.buf, 0)
+		n.err = readFull(r, n.buf.b, 0)
 	}()
 }
 

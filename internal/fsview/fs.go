@@ -91,6 +91,9 @@ type FS struct {
 	followDone chan struct{}
 
 	calls atomic.Int64 // unary calls to the filer (Stats.FilerCalls)
+	// readMisses counts the reads of committed content that found nothing
+	// buffered or on its way and fetched for themselves (Stats.ReadMisses).
+	readMisses atomic.Int64
 
 	// Creates on their way (Config.AsyncCreate), and the slots bounding them.
 	createMu    sync.Mutex
@@ -518,11 +521,16 @@ type Stats struct {
 	ChunkCacheHits   int64 // chunk reads served by the local chunk cache (--cache.dir)
 	ChunkCacheMisses int64
 	ChunkCacheBytes  int64
+	// ReadMisses: reads of committed content that found it neither in a
+	// read-ahead buffer nor in a fetch on its way, and fetched it
+	// themselves. A sequential reader has a few at its start; many mean
+	// the read-ahead does not keep up or fetches what is not read.
+	ReadMisses int64
 }
 
 // Stats returns the view's counters.
 func (fs *FS) Stats() Stats {
-	st := Stats{FilerCalls: fs.calls.Load(), FilerLookups: fs.cache.rpcs.Load()}
+	st := Stats{FilerCalls: fs.calls.Load(), FilerLookups: fs.cache.rpcs.Load(), ReadMisses: fs.readMisses.Load()}
 	fs.cache.mu.Lock()
 	st.MetaCacheEntries = len(fs.cache.entries)
 	fs.cache.mu.Unlock()

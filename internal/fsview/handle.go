@@ -91,6 +91,19 @@ func (h *Handle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return h.f.read(ctx, p, off)
 }
 
+// ReadShared is ReadAt that may answer with a slice of the file's
+// read-ahead buffer instead of copying into p (which it uses otherwise):
+// the bytes are those ReadAt would give. The slice is valid until release
+// is called, which must be done exactly once, when the caller no longer
+// uses it (the FUSE mount: once the reply is written).
+func (h *Handle) ReadShared(ctx context.Context, p []byte, off int64) (data []byte, release func(), err error) {
+	data, b, err := h.f.readShared(ctx, p, off)
+	if b == nil {
+		return data, func() {}, err
+	}
+	return data, b.release, err
+}
+
 // WriteAt writes p at off (at the end with O_APPEND) into the buffer.
 func (h *Handle) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if h.flags&syscall.O_ACCMODE == syscall.O_RDONLY {

@@ -32,11 +32,32 @@ var (
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (gofuse.ReadResult, syscall.Errno) {
 	ctx, done := uninterrupted(ctx)
 	defer done()
-	n, err := h.h.ReadAt(ctx, dest, off)
+	data, release, err := h.h.ReadShared(ctx, dest, off)
 	if err != nil && !errors.Is(err, io.EOF) {
+		release()
 		return nil, h.v.Errno(err)
 	}
-	return gofuse.ReadResultData(dest[:n]), 0
+	return &sharedResult{data: data, release: release}, 0
+}
+
+// sharedResult is a READ reply sent from the view's read-ahead buffer
+// (fsview.Handle.ReadShared), given back once the reply is written: the
+// library calls Done after writing it, or when it drops it (an error
+// status). Slices makes the library write it with writev as it is, on
+// every path, never after Done.
+type sharedResult struct {
+	data    []byte
+	release func()
+}
+
+func (r *sharedResult) Bytes([]byte) ([]byte, gofuse.Status) { return r.data, gofuse.OK }
+func (r *sharedResult) Size() int                            { return len(r.data) }
+func (r *sharedResult) Slices() ([][]byte, gofuse.Status)    { return [][]byte{r.data}, gofuse.OK }
+func (r *sharedResult) Done() {
+	if r.release != nil {
+		r.release()
+		r.release = nil
+	}
 }
 
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {

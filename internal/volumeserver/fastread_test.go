@@ -159,3 +159,48 @@ func TestFastReadSameAsNetHTTP(t *testing.T) {
 		t.Errorf("dl=true: Content-Disposition %q", r[0].header.Get("Content-Disposition"))
 	}
 }
+
+// Ranges and whole reads of a large needle on a connection the fast path
+// handed to net/http (whose answers countWriter watches, to take the
+// connection back) come whole and right, copied through ReadFrom, and
+// the connection still serves the requests after them.
+func TestLargeNeedleRangesOnAReclaimedConnection(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Volumes: []testcluster.VolumeSpec{{}}})
+	cl, err := client.New(client.Config{Masters: c.MasterAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(body []byte) (addr, path string) {
+		t.Helper()
+		a, err := cl.Assign(context.Background(), client.AssignRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := do(t, "PUT", "http://"+a.URL+"/"+a.FID.String(), bytes.NewReader(body), nil)
+		if r.status != http.StatusCreated {
+			t.Fatalf("PUT: %d %s", r.status, r.body)
+		}
+		return a.URL, "/" + a.FID.String()
+	}
+	data := make([]byte, 3<<20+12345)
+	for i := range data {
+		data[i] = byte(i*7 + i>>13)
+	}
+	small := []byte("small needle")
+	addr, large := put(data)
+	_, named := put(small)
+	get := func(path string, extra ...string) string {
+		return "GET " + path + " HTTP/1.1\r\nHost: " + addr + "\r\n" + strings.Join(extra, "") + "\r\n"
+	}
+	got := exchange(t, addr, get(large, "Range: bytes=0-1048575\r\n")+get(large, "Range: bytes=1048576-3158015\r\n")+
+		get(named)+get(large, "Range: bytes=3000000-\r\n")+get(large)+get(named),
+		"GET", "GET", "GET", "GET", "GET", "GET")
+	for i, w := range []struct {
+		status int
+		body   []byte
+	}{{206, data[:1<<20]}, {206, data[1<<20 : 3158016]}, {200, small}, {206, data[3000000:]}, {200, data}, {200, small}} {
+		if got[i].status != w.status || !bytes.Equal(got[i].body, w.body) {
+			t.Errorf("answer %d: %d with %d bytes, want %d with %d bytes (or other bytes)", i+1, got[i].status, len(got[i].body), w.status, len(w.body))
+		}
+	}
+}
