@@ -76,7 +76,25 @@ func TestReaderAuthenticatesSkipsTheChecksum(t *testing.T) {
 	if got, err := read(context.Background()); err == nil && len(got) == len(data) {
 		t.Fatal("a changed needle was read whole without the reader's mark")
 	}
-	got, err := read(chunk.Authenticated(context.Background()))
+	// A range to the end is a whole read, checked; the first half is not.
+	whole, _, err := cl.Get(context.Background(), id, &client.Range{Offset: 0})
+	if err == nil {
+		got, err := io.ReadAll(whole)
+		whole.Close()
+		if err == nil && len(got) == len(data) {
+			t.Fatal("a changed needle was read whole through bytes=0-")
+		}
+	}
+	half, _, err := cl.Get(context.Background(), id, &client.Range{Offset: 0, Length: int64(len(data) / 4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(half)
+	half.Close()
+	if err != nil || !bytes.Equal(got, data[:len(data)/4]) {
+		t.Fatalf("the unchanged first quarter: %d bytes, %v", len(got), err)
+	}
+	got, err = read(chunk.Authenticated(context.Background()))
 	if err != nil || len(got) != len(data) || bytes.Equal(got, data) {
 		t.Fatalf("with the mark: %d bytes, equal %v, %v; want all, changed", len(got), bytes.Equal(got, data), err)
 	}
