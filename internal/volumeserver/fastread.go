@@ -75,6 +75,9 @@ type fastListener struct {
 	live   map[net.Conn]bool // the connections served here; true while answering
 
 	served atomic.Int64 // requests answered here (for tests)
+	wrote  atomic.Int64 // of which uploads (fastwrite.go)
+	handed atomic.Int64 // connections handed to net/http (for tests)
+	writes bool         // uploads may take the fast path (Server.fastWriteOn)
 
 	// idle and header are fastIdle and fastHeader (tests shorten them).
 	idle, header atomic.Int64
@@ -85,6 +88,7 @@ func newFastListener(ln net.Listener, s *Server) *fastListener {
 		Listener: ln, s: s, rec: s.metrics.HTTPOp("volume", "read", http.StatusOK),
 		handoff: make(chan net.Conn), done: make(chan struct{}), live: map[net.Conn]bool{},
 	}
+	l.writes = s.fastWriteOn()
 	l.idle.Store(int64(fastIdle))
 	l.header.Store(int64(fastHeader))
 	return l
@@ -210,6 +214,7 @@ func (l *fastListener) serve(pc *prefixConn) {
 	}()
 	br := bufio.NewReaderSize(pc, fastReadBuf)
 	var out []byte
+	var remote string // c's remote address, once a write needs it
 	// The read deadline is moved only when it matters, since each move
 	// costs a timer update: before waiting for a request, to fastIdle from
 	// now (again only once the last setting is a second old: the idle
@@ -237,6 +242,20 @@ func (l *fastListener) serve(pc *prefixConn) {
 				headerSet, idleSet = true, time.Time{}
 			}
 		})
+		if err == nil && head[0] == 'P' { // PUT or POST (fastMethod): fastwrite.go
+			var done bool
+			if done, err = l.serveWrite(c, br, head, &out, &remote, func() {
+				if !headerSet {
+					c.SetReadDeadline(time.Now().Add(time.Duration(l.header.Load())))
+					headerSet, idleSet = true, time.Time{}
+				}
+			}); done {
+				return
+			}
+			if err == nil {
+				continue
+			}
+		}
 		if err == nil {
 			start := time.Now()
 			var body []byte
@@ -273,6 +292,7 @@ func (l *fastListener) serve(pc *prefixConn) {
 		if errors.Is(err, errNotFast) || !errors.Is(err, os.ErrDeadlineExceeded) && br.Buffered() > 0 {
 			l.forget(c)
 			handed = true
+			l.handed.Add(1)
 			c.SetReadDeadline(time.Time{})
 			b, _ := br.Peek(br.Buffered())
 			l.give(pc.rest(b))
@@ -282,8 +302,8 @@ func (l *fastListener) serve(pc *prefixConn) {
 }
 
 // peekHead returns the request's head (request line and headers, through the
-// blank line) from br without consuming it. errNotFast: it is not a GET or
-// HEAD, its head does not fit the buffer, or it has a byte net/http might
+// blank line) from br without consuming it. errNotFast: it is not a GET,
+// HEAD, PUT or POST, its head does not fit the buffer, or it has a byte net/http might
 // read differently (see headEnd). beforeRead is called before each read
 // from the connection the head needs.
 func peekHead(br *bufio.Reader, beforeRead func()) ([]byte, error) {
@@ -312,16 +332,15 @@ func peekHead(br *bufio.Reader, beforeRead func()) ([]byte, error) {
 }
 
 // fastMethod reports whether b, the first bytes of a request, may begin
-// "GET " or "HEAD ".
+// "GET ", "HEAD ", "PUT " or "POST ".
 func fastMethod(b []byte) bool {
-	get, head := len(b), len(b)
-	if get > 4 {
-		get = 4
-	}
-	if head > 5 {
-		head = 5
-	}
-	return string(b[:get]) == "GET "[:get] || string(b[:head]) == "HEAD "[:head]
+	return prefixOf(b, "GET ") || prefixOf(b, "HEAD ") || prefixOf(b, "PUT ") || prefixOf(b, "POST ")
+}
+
+// prefixOf reports whether b and s agree on their common length.
+func prefixOf(b []byte, s string) bool {
+	n := min(len(b), len(s))
+	return string(b[:n]) == s[:n]
 }
 
 // headEnd scans b from from on for the end of a request head, "\r\n\r\n":

@@ -61,6 +61,10 @@ type Config struct {
 	// NoFastRead turns off the fast read path (fastread.go), which is also
 	// off by itself when reads need a token (ReadSigner) or TLS is on.
 	NoFastRead bool
+	// NoFastWrite turns off the fast write path (fastwrite.go), which is
+	// also off when the fast read path is, and when writes need a token
+	// (Signer).
+	NoFastWrite bool
 	// PeerDial, when set, connects to other volume servers (forwarded
 	// writes and deletes, catch-up) instead of a TCP dial with
 	// replicaDialTimeout: tests cut the links between volume servers with
