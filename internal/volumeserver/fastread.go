@@ -77,7 +77,9 @@ type fastListener struct {
 	served atomic.Int64 // requests answered here (for tests)
 	wrote  atomic.Int64 // of which uploads (fastwrite.go)
 	handed atomic.Int64 // connections handed to net/http (for tests)
-	writes bool         // uploads may take the fast path (Server.fastWriteOn)
+	// writing counts the uploads being written (fastwrite.go).
+	writing sync.WaitGroup
+	writes  bool // uploads may take the fast path (Server.fastWriteOn)
 
 	// idle and header are fastIdle and fastHeader (tests shorten them).
 	idle, header atomic.Int64

@@ -43,6 +43,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kelpfs/kelp/internal/fid"
 	"golang.org/x/net/http/httpguts"
@@ -319,7 +320,7 @@ func (l *fastListener) serveWrite(c *net.TCPConn, br *bufio.Reader, head []byte,
 		}
 	}
 	b, _ := br.Peek(size)
-	if !l.setBusy(c, true) {
+	if !l.startWrite(c) {
 		return true, nil
 	}
 	if *remote == "" {
@@ -327,6 +328,7 @@ func (l *fastListener) serveWrite(c *net.TCPConn, br *bufio.Reader, head []byte,
 	}
 	var closeAfter bool
 	*out, closeAfter, err = serveFastWrite(l.s.httpSrv.Handler, r, b[len(head):], *remote, *out)
+	l.writing.Done()
 	br.Discard(size)
 	if err != nil {
 		// The handler's answer is not one framed here: a bug (all its
@@ -345,4 +347,35 @@ func (l *fastListener) serveWrite(c *net.TCPConn, br *bufio.Reader, head []byte,
 		return true, nil
 	}
 	return false, nil
+}
+
+// startWrite marks c answering and counts a write in progress (the
+// server's Close waits for those before it closes the volumes, as
+// net/http's Shutdown waits for its requests); false means the listener
+// closed and c must be closed.
+func (l *fastListener) startWrite(c net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.live[c] = true
+	l.writing.Add(1)
+	return true
+}
+
+// waitWrites waits, at most grace, for the writes in progress; called
+// after Close, when no more can start.
+func (l *fastListener) waitWrites(grace time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		l.writing.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }

@@ -317,6 +317,10 @@ func (s *Server) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		s.httpSrv.Stop(5 * time.Second)
+		if s.fast != nil {
+			// Stop closed it; uploads it was writing finish first.
+			s.fast.waitWrites(5 * time.Second)
+		}
 		s.grpcSrv.Stop()
 		s.conns.Close()
 		err = s.store.Close()
