@@ -40,13 +40,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/kelpfs/kelp/internal/fid"
-	"golang.org/x/net/http/httpguts"
+	"github.com/kelpfs/kelp/internal/httpfast"
 )
 
 // fastWriteReq is what parseFastWrite read from a head.
@@ -171,8 +168,8 @@ func (s *Server) fastWriteOn() bool {
 // answer to out[:0]; closeAfter: the connection is to be closed after the
 // answer (the handler said "Connection: close", as the panic handler does).
 // errNotFast comes with an answer net/http would frame otherwise (none of
-// the handler's, see fastAnswer.frame): the connection must then be closed
-// with nothing sent.
+// the handler's, see httpfast.Answer.Frame): the connection must then be
+// closed with nothing sent.
 func serveFastWrite(h http.Handler, r fastWriteReq, body []byte, remote string, out []byte) ([]byte, bool, error) {
 	req := &http.Request{
 		Method: r.method, URL: &url.URL{Path: r.path}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
@@ -185,115 +182,13 @@ func serveFastWrite(h http.Handler, r fastWriteReq, body []byte, remote string, 
 	// the write runs to its end (and its fsync) whatever the client does,
 	// as a handler past its last context check does under net/http too.
 	req = req.WithContext(context.Background())
-	w := &fastAnswer{header: make(http.Header, 4)}
+	w := httpfast.NewAnswer()
 	h.ServeHTTP(w, req)
-	return w.frame(out[:0])
-}
-
-// fastAnswer is the ResponseWriter of a fast write: it keeps the answer
-// and frames it as net/http would once the handler is done.
-type fastAnswer struct {
-	header http.Header
-	code   int
-	body   []byte
-}
-
-func (w *fastAnswer) Header() http.Header { return w.header }
-
-func (w *fastAnswer) WriteHeader(code int) {
-	if w.code == 0 {
-		w.code = code
+	out, closeAfter, err := w.Frame(out[:0])
+	if err != nil {
+		return out, false, errNotFast
 	}
-}
-
-func (w *fastAnswer) Write(p []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
-	w.body = append(w.body, p...)
-	return len(p), nil
-}
-
-// fastAnswerMax: an answer without a Content-Length gets one from net/http
-// only when it is done within its first buffer (2 KiB, else it is sent
-// chunked); fast answers stay well under that.
-const fastAnswerMax = 1024
-
-// frame returns the whole answer: status line, headers and body, as
-// net/http's chunkWriter.writeHeader writes them for a complete answer to
-// an HTTP/1.1 keep-alive request whose body was read whole. An answer
-// outside what is proved the same (1xx, 204, 304, an odd Content-Length,
-// Transfer-Encoding, trailers, a Date of its own, an invalid header name,
-// no Content-Type on a body: net/http would sniff one) is errNotFast.
-func (w *fastAnswer) frame(out []byte) ([]byte, bool, error) {
-	code := w.code
-	if code == 0 {
-		code = http.StatusOK
-	}
-	h := w.header
-	if code < 200 || code > 599 || code == http.StatusNoContent || code == http.StatusNotModified ||
-		h["Transfer-Encoding"] != nil || h["Trailer"] != nil || h["Date"] != nil {
-		return nil, false, errNotFast
-	}
-	closeAfter := false
-	if c := h["Connection"]; c != nil {
-		if len(c) != 1 || c[0] != "close" {
-			return nil, false, errNotFast
-		}
-		closeAfter = true
-	}
-	addLength := false
-	if cl := h["Content-Length"]; cl != nil {
-		if len(cl) != 1 || cl[0] != strconv.Itoa(len(w.body)) {
-			return nil, false, errNotFast
-		}
-	} else if len(w.body) > fastAnswerMax {
-		return nil, false, errNotFast
-	} else {
-		addLength = true
-	}
-	if len(w.body) > 0 && h["Content-Type"] == nil {
-		return nil, false, errNotFast
-	}
-	keys := make([]string, 0, len(h))
-	for k := range h {
-		if strings.HasPrefix(k, http.TrailerPrefix) || !httpguts.ValidHeaderFieldName(k) {
-			return nil, false, errNotFast
-		}
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	n := len(w.body)
-	text := http.StatusText(code)
-	if text == "" {
-		return nil, false, errNotFast
-	}
-	out = append(out, "HTTP/1.1 "...)
-	out = strconv.AppendInt(out, int64(code), 10)
-	out = append(append(append(out, ' '), text...), "\r\n"...)
-	for _, k := range keys {
-		for _, v := range h[k] {
-			v = headerValue(v)
-			out = append(append(append(append(out, k...), ": "...), v...), "\r\n"...)
-		}
-	}
-	out = append(append(append(out, "Date: "...), httpDate()...), "\r\n"...)
-	if addLength {
-		out = append(out, "Content-Length: "...)
-		out = strconv.AppendInt(out, int64(n), 10)
-		out = append(out, "\r\n"...)
-	}
-	out = append(append(out, "\r\n"...), w.body...)
 	return out, closeAfter, nil
-}
-
-// headerValue is a header value as net/http writes it: CR and LF become
-// spaces, and leading and trailing spaces and tabs go.
-func headerValue(v string) string {
-	if strings.ContainsAny(v, "\r\n") {
-		v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
-	}
-	return strings.Trim(v, " \t")
 }
 
 // serveWrite answers the upload whose head is head, when it is one the
