@@ -137,9 +137,8 @@ func TestFastWriteDifferential(t *testing.T) {
 		{"write, 404, write", put("PUT", a, kib) + put("PUT", newFid(77), "x") + put("PUT", b, kib), 1},
 		{"read, write, read", get(a) + put("PUT", c, kib) + get(c), 3},
 		{"write, smuggle attempt", put("PUT", a, kib) + put("PUT", a, "0\r\n\r\n", "Transfer-Encoding: chunked\r\n") + get(a), 1},
-		{"write, short body", put("PUT", a, kib) + "PUT " + b + " HTTP/1.1\r\n" + host + "Content-Length: 100\r\n\r\nshort", 1},
 	}
-	half := map[string]bool{"short body": true, "head only": true, "truncated head": true, "write, short body": true}
+	half := map[string]bool{"short body": true, "head only": true, "truncated head": true}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			send := raw
@@ -261,6 +260,24 @@ func TestFastWriteBodyInPieces(t *testing.T) {
 	}
 	v, _ := d.s.store.Volume(1)
 	if obj, err := v.Read(5001, 0x1234); err == nil {
+		obj.Close()
+		t.Fatal("a needle written from half a body")
+	}
+
+	// The same behind a whole upload on the connection: the fast path
+	// answers the first and hands the second over. (Not in the
+	// differential test: net/http there answers the second 400 or, when
+	// it has seen the client's end first, 500 "context canceled".)
+	n0 = d.s.fast.wrote.Load()
+	gone = "/" + fid.FileID{Volume: 1, Key: 5002, Cookie: 0x1234}.String()
+	got = raw(t, d.addr, req+"PUT "+gone+" HTTP/1.1\r\nHost: kelp.test\r\nContent-Length: 1000\r\n\r\n"+body[:500])
+	if !bytes.HasPrefix(got, []byte("HTTP/1.1 201 ")) || bytes.Count(got, []byte("HTTP/1.1 ")) != 2 {
+		t.Errorf("a write, then half a body: %q", got)
+	}
+	if n := d.s.fast.wrote.Load() - n0; n != 1 {
+		t.Errorf("the fast path answered %d writes, want 1", n)
+	}
+	if obj, err := v.Read(5002, 0x1234); err == nil {
 		obj.Close()
 		t.Fatal("a needle written from half a body")
 	}
