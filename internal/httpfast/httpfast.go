@@ -12,6 +12,7 @@ package httpfast
 import (
 	"bufio"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -153,6 +154,12 @@ func (c *PrefixConn) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	return c.TCPConn.Read(p)
+}
+
+// WriteTo hides the TCP connection's own (splice), which would skip the
+// pending bytes.
+func (c *PrefixConn) WriteTo(w io.Writer) (int64, error) {
+	return io.Copy(w, struct{ io.Reader }{c})
 }
 
 // Rest is what is still to be read from c after the buffered bytes b, as

@@ -175,3 +175,31 @@ func TestHeadEnd(t *testing.T) {
 		t.Error("PrefixOf")
 	}
 }
+
+// A PrefixConn reads its pending bytes first, through Read and through
+// io.Copy alike (the TCP connection's own WriteTo would skip them).
+func TestPrefixConnPending(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		io.WriteString(c, "rest")
+		c.Close()
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	pc := (&PrefixConn{TCPConn: c.(*net.TCPConn)}).Rest([]byte("pending "))
+	var b bytes.Buffer
+	if _, err := io.Copy(&b, pc); err != nil || b.String() != "pending rest" {
+		t.Fatalf("%q, %v", b.String(), err)
+	}
+}
