@@ -271,8 +271,8 @@ func (l *assignListener) serve(pc *httpfast.PrefixConn) {
 				l.s.log.Error("master: fast assign: answer not framed")
 				return
 			}
+			l.served.Add(1) // before the answer leaves: a test that read it finds it counted
 			_, err = c.Write(out)
-			l.served.Add(1)
 			if cap(out) > 16<<10 {
 				out = nil
 			}

@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/fid"
+	"github.com/kelpfs/kelp/internal/httpfast"
 	"github.com/kelpfs/kelp/internal/metrics"
 )
 
@@ -196,7 +197,7 @@ func (l *fastListener) forget(c net.Conn) {
 }
 
 // errNotFast: the request is for net/http.
-var errNotFast = errors.New("not a fast read")
+var errNotFast = httpfast.ErrNotFast
 
 func (l *fastListener) serve(pc *prefixConn) {
 	c := pc.TCPConn
@@ -309,40 +310,13 @@ func (l *fastListener) serve(pc *prefixConn) {
 // read differently (see headEnd). beforeRead is called before each read
 // from the connection the head needs.
 func peekHead(br *bufio.Reader, beforeRead func()) ([]byte, error) {
-	scanned := 0
-	for {
-		b, _ := br.Peek(br.Buffered())
-		if !fastMethod(b) {
-			return nil, errNotFast
-		}
-		end, next, ok := headEnd(b, scanned)
-		if !ok {
-			return nil, errNotFast
-		}
-		if end > 0 {
-			return b[:end], nil
-		}
-		scanned = next
-		if len(b) >= br.Size() {
-			return nil, errNotFast
-		}
-		beforeRead()
-		if _, err := br.Peek(len(b) + 1); err != nil {
-			return nil, err
-		}
-	}
+	return httpfast.PeekHead(br, fastMethod, beforeRead)
 }
 
 // fastMethod reports whether b, the first bytes of a request, may begin
 // "GET ", "HEAD ", "PUT " or "POST ".
 func fastMethod(b []byte) bool {
-	return prefixOf(b, "GET ") || prefixOf(b, "HEAD ") || prefixOf(b, "PUT ") || prefixOf(b, "POST ")
-}
-
-// prefixOf reports whether b and s agree on their common length.
-func prefixOf(b []byte, s string) bool {
-	n := min(len(b), len(s))
-	return string(b[:n]) == s[:n]
+	return httpfast.PrefixOf(b, "GET ") || httpfast.PrefixOf(b, "HEAD ") || httpfast.PrefixOf(b, "PUT ") || httpfast.PrefixOf(b, "POST ")
 }
 
 // headEnd scans b from from on for the end of a request head, "\r\n\r\n":
@@ -355,27 +329,7 @@ func prefixOf(b []byte, s string) bool {
 // character but HTAB (net/http answers 400 for those). A head of CRLF lines
 // of printable bytes, HTAB and obs-text is read the same by every reader.
 func headEnd(b []byte, from int) (end, next int, ok bool) {
-	for i := from; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '\r':
-			if i+1 == len(b) {
-				return 0, i, true // its LF is still to come
-			}
-			if b[i+1] != '\n' {
-				return 0, 0, false
-			}
-		case c == '\n':
-			if i == 0 || b[i-1] != '\r' {
-				return 0, 0, false
-			}
-			if i >= 3 && b[i-2] == '\n' && b[i-3] == '\r' {
-				return i + 1, 0, true
-			}
-		case c < ' ' && c != '\t', c == 0x7f:
-			return 0, 0, false
-		}
-	}
-	return 0, len(b), true
+	return httpfast.HeadEnd(b, from)
 }
 
 // parseFastGet parses a head peekHead returned. ok only for "GET /path
@@ -445,19 +399,7 @@ func isHostChar(c byte) bool {
 }
 
 func asciiEqualFold(b []byte, lower string) bool {
-	if len(b) != len(lower) {
-		return false
-	}
-	for i := range b {
-		c := b[i]
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != lower[i] {
-			return false
-		}
-	}
-	return true
+	return httpfast.EqualFold(b, lower)
 }
 
 // fastRead answers head into out (reset first) when it is a plain read of a
@@ -535,23 +477,7 @@ func headerSafe(v string) bool {
 }
 
 // httpDate is the Date header's value, formatted once a second.
-func httpDate() []byte {
-	now := time.Now()
-	sec := now.Unix()
-	if d := dateCache.Load(); d != nil && d.sec == sec {
-		return d.b
-	}
-	d := &cachedDate{sec: sec, b: now.UTC().AppendFormat(nil, http.TimeFormat)}
-	dateCache.Store(d)
-	return d.b
-}
-
-type cachedDate struct {
-	sec int64
-	b   []byte
-}
-
-var dateCache atomic.Pointer[cachedDate]
+func httpDate() []byte { return httpfast.Date() }
 
 // prefixConn is a connection as the fast path and net/http read it: the
 // bytes an earlier reader took from the socket but did not consume come

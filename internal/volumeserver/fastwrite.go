@@ -232,9 +232,9 @@ func (l *fastListener) serveWrite(c *net.TCPConn, br *bufio.Reader, head []byte,
 		l.s.log.Error("volumeserver: fast write: answer not framed", "path", r.path)
 		return true, nil
 	}
-	_, err = c.Write(*out)
-	l.served.Add(1)
+	l.served.Add(1) // before the answer leaves: a test that read it finds it counted
 	l.wrote.Add(1)
+	_, err = c.Write(*out)
 	if cap(*out) > 2*fastCopyMax {
 		*out = nil
 	}
