@@ -260,10 +260,12 @@ func (l *assignListener) serve(pc *httpfast.PrefixConn) {
 			}
 			req.RemoteAddr = remote
 			a := httpfast.NewAnswer()
-			l.s.httpSrv.Handler.ServeHTTP(a, req.WithContext(l.ctx))
+			func() {
+				defer l.serving.Done() // also when the handler aborts (a panic serve recovers)
+				l.s.httpSrv.Handler.ServeHTTP(a, req.WithContext(l.ctx))
+			}()
 			var closeAfter bool
 			out, closeAfter, err = a.Frame(out[:0])
-			l.serving.Done()
 			br.Discard(len(head))
 			if err != nil {
 				// Not an answer framed here: a bug (TestFastAssignDifferential).

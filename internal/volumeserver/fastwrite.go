@@ -222,8 +222,10 @@ func (l *fastListener) serveWrite(c *net.TCPConn, br *bufio.Reader, head []byte,
 		*remote = c.RemoteAddr().String()
 	}
 	var closeAfter bool
-	*out, closeAfter, err = serveFastWrite(l.s.httpSrv.Handler, r, b[len(head):], *remote, *out)
-	l.writing.Done()
+	func() {
+		defer l.writing.Done() // also when the handler aborts (a panic serve recovers)
+		*out, closeAfter, err = serveFastWrite(l.s.httpSrv.Handler, r, b[len(head):], *remote, *out)
+	}()
 	br.Discard(size)
 	if err != nil {
 		// The handler's answer is not one framed here: a bug (all its
