@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -52,6 +53,8 @@ func (f *masterFlags) config(log *slog.Logger) (master.Config, error) {
 		EcRebuildAfter:       f.ecRebuildAfter,
 		RunShell:             shell.RunScriptOn,
 		Logger:               log,
+		// For A/B measurements of the fast assign path (docs/benchmark.md).
+		NoFastAssign: os.Getenv("KELP_NO_FAST_ASSIGN") != "",
 	}, err
 }
 

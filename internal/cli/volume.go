@@ -75,7 +75,8 @@ func (f *volumeFlags) config(log *slog.Logger) (volumeserver.Config, error) {
 		Fsync:      f.fsync,
 		Logger:     log,
 		// For A/B measurements of the fast read path (docs/benchmark.md).
-		NoFastRead: os.Getenv("KELP_NO_FAST_READ") != "",
+		NoFastRead:  os.Getenv("KELP_NO_FAST_READ") != "",
+		NoFastWrite: os.Getenv("KELP_NO_FAST_WRITE") != "",
 	}, nil
 }
 

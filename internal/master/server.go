@@ -108,6 +108,9 @@ type Config struct {
 	// it is called once, on that master only, with the password and the
 	// file that keeps it.
 	GenerateAdminCredential func(user, password, file string)
+	// NoFastAssign turns off the fast assign path (fastassign.go), which
+	// is also off under TLS and with Access or Audit set.
+	NoFastAssign bool
 }
 
 // Server is a master. Create with New, start with Run, stop with Close (or by
@@ -123,6 +126,7 @@ type Server struct {
 	httpLn   net.Listener
 	grpcLn   net.Listener
 	httpSrv  *httpserve.Server
+	fast     *assignListener // nil: the fast assign path is off
 	grpcSrv  *grpc.Server
 	httpAddr string
 
@@ -255,6 +259,10 @@ func New(cfg Config) (*Server, error) {
 	s.metrics.RegisterOnce("master", func(r *metrics.Registry) { r.MustRegister(newMasterCollector(s)) })
 	// Metrics outside authentication: refused requests are counted too.
 	s.httpSrv = httpserve.New(s.metrics.HTTP("master", httpOp, cfg.Access.HTTP("master", s.routes(), httpNeed, cfg.Audit)), s.log)
+	if s.fastAssignOn() {
+		s.fast = newAssignListener(s.httpLn, s) // see fastassign.go
+		s.httpLn = s.fast
+	}
 	s.grpcSrv = grpc.NewServer(slices.Concat(pb.ServerOptions(s.log), s.metrics.GRPCOptions("master"), cfg.Access.GRPC("master", s.grpcNeed, cfg.Audit))...)
 	masterpb.RegisterMasterServer(s.grpcSrv, &grpcService{s: s})
 	return s, nil
@@ -335,6 +343,10 @@ func (s *Server) Close() error {
 		err := s.httpSrv.Stop(2 * time.Second)
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
+		}
+		if s.fast != nil {
+			// Stop closed it; the assigns it serves finish first.
+			s.fast.wait()
 		}
 		// Stop, not GracefulStop: heartbeat streams never end on their own.
 		s.grpcSrv.Stop()

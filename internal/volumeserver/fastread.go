@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/fid"
+	"github.com/kelpfs/kelp/internal/httpfast"
 	"github.com/kelpfs/kelp/internal/metrics"
 )
 
@@ -75,6 +76,11 @@ type fastListener struct {
 	live   map[net.Conn]bool // the connections served here; true while answering
 
 	served atomic.Int64 // requests answered here (for tests)
+	wrote  atomic.Int64 // of which uploads (fastwrite.go)
+	handed atomic.Int64 // connections handed to net/http (for tests)
+	// writing counts the uploads being written (fastwrite.go).
+	writing sync.WaitGroup
+	writes  bool // uploads may take the fast path (Server.fastWriteOn)
 
 	// idle and header are fastIdle and fastHeader (tests shorten them).
 	idle, header atomic.Int64
@@ -85,6 +91,7 @@ func newFastListener(ln net.Listener, s *Server) *fastListener {
 		Listener: ln, s: s, rec: s.metrics.HTTPOp("volume", "read", http.StatusOK),
 		handoff: make(chan net.Conn), done: make(chan struct{}), live: map[net.Conn]bool{},
 	}
+	l.writes = s.fastWriteOn()
 	l.idle.Store(int64(fastIdle))
 	l.header.Store(int64(fastHeader))
 	return l
@@ -190,7 +197,7 @@ func (l *fastListener) forget(c net.Conn) {
 }
 
 // errNotFast: the request is for net/http.
-var errNotFast = errors.New("not a fast read")
+var errNotFast = httpfast.ErrNotFast
 
 func (l *fastListener) serve(pc *prefixConn) {
 	c := pc.TCPConn
@@ -210,6 +217,7 @@ func (l *fastListener) serve(pc *prefixConn) {
 	}()
 	br := bufio.NewReaderSize(pc, fastReadBuf)
 	var out []byte
+	var remote string // c's remote address, once a write needs it
 	// The read deadline is moved only when it matters, since each move
 	// costs a timer update: before waiting for a request, to fastIdle from
 	// now (again only once the last setting is a second old: the idle
@@ -237,6 +245,20 @@ func (l *fastListener) serve(pc *prefixConn) {
 				headerSet, idleSet = true, time.Time{}
 			}
 		})
+		if err == nil && head[0] == 'P' { // PUT or POST (fastMethod): fastwrite.go
+			var done bool
+			if done, err = l.serveWrite(c, br, head, &out, &remote, func() {
+				if !headerSet {
+					c.SetReadDeadline(time.Now().Add(time.Duration(l.header.Load())))
+					headerSet, idleSet = true, time.Time{}
+				}
+			}); done {
+				return
+			}
+			if err == nil {
+				continue
+			}
+		}
 		if err == nil {
 			start := time.Now()
 			var body []byte
@@ -273,6 +295,7 @@ func (l *fastListener) serve(pc *prefixConn) {
 		if errors.Is(err, errNotFast) || !errors.Is(err, os.ErrDeadlineExceeded) && br.Buffered() > 0 {
 			l.forget(c)
 			handed = true
+			l.handed.Add(1)
 			c.SetReadDeadline(time.Time{})
 			b, _ := br.Peek(br.Buffered())
 			l.give(pc.rest(b))
@@ -282,46 +305,18 @@ func (l *fastListener) serve(pc *prefixConn) {
 }
 
 // peekHead returns the request's head (request line and headers, through the
-// blank line) from br without consuming it. errNotFast: it is not a GET or
-// HEAD, its head does not fit the buffer, or it has a byte net/http might
+// blank line) from br without consuming it. errNotFast: it is not a GET,
+// HEAD, PUT or POST, its head does not fit the buffer, or it has a byte net/http might
 // read differently (see headEnd). beforeRead is called before each read
 // from the connection the head needs.
 func peekHead(br *bufio.Reader, beforeRead func()) ([]byte, error) {
-	scanned := 0
-	for {
-		b, _ := br.Peek(br.Buffered())
-		if !fastMethod(b) {
-			return nil, errNotFast
-		}
-		end, next, ok := headEnd(b, scanned)
-		if !ok {
-			return nil, errNotFast
-		}
-		if end > 0 {
-			return b[:end], nil
-		}
-		scanned = next
-		if len(b) >= br.Size() {
-			return nil, errNotFast
-		}
-		beforeRead()
-		if _, err := br.Peek(len(b) + 1); err != nil {
-			return nil, err
-		}
-	}
+	return httpfast.PeekHead(br, fastMethod, beforeRead)
 }
 
 // fastMethod reports whether b, the first bytes of a request, may begin
-// "GET " or "HEAD ".
+// "GET ", "HEAD ", "PUT " or "POST ".
 func fastMethod(b []byte) bool {
-	get, head := len(b), len(b)
-	if get > 4 {
-		get = 4
-	}
-	if head > 5 {
-		head = 5
-	}
-	return string(b[:get]) == "GET "[:get] || string(b[:head]) == "HEAD "[:head]
+	return httpfast.PrefixOf(b, "GET ") || httpfast.PrefixOf(b, "HEAD ") || httpfast.PrefixOf(b, "PUT ") || httpfast.PrefixOf(b, "POST ")
 }
 
 // headEnd scans b from from on for the end of a request head, "\r\n\r\n":
@@ -334,27 +329,7 @@ func fastMethod(b []byte) bool {
 // character but HTAB (net/http answers 400 for those). A head of CRLF lines
 // of printable bytes, HTAB and obs-text is read the same by every reader.
 func headEnd(b []byte, from int) (end, next int, ok bool) {
-	for i := from; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '\r':
-			if i+1 == len(b) {
-				return 0, i, true // its LF is still to come
-			}
-			if b[i+1] != '\n' {
-				return 0, 0, false
-			}
-		case c == '\n':
-			if i == 0 || b[i-1] != '\r' {
-				return 0, 0, false
-			}
-			if i >= 3 && b[i-2] == '\n' && b[i-3] == '\r' {
-				return i + 1, 0, true
-			}
-		case c < ' ' && c != '\t', c == 0x7f:
-			return 0, 0, false
-		}
-	}
-	return 0, len(b), true
+	return httpfast.HeadEnd(b, from)
 }
 
 // parseFastGet parses a head peekHead returned. ok only for "GET /path
@@ -424,19 +399,7 @@ func isHostChar(c byte) bool {
 }
 
 func asciiEqualFold(b []byte, lower string) bool {
-	if len(b) != len(lower) {
-		return false
-	}
-	for i := range b {
-		c := b[i]
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != lower[i] {
-			return false
-		}
-	}
-	return true
+	return httpfast.EqualFold(b, lower)
 }
 
 // fastRead answers head into out (reset first) when it is a plain read of a
@@ -514,23 +477,7 @@ func headerSafe(v string) bool {
 }
 
 // httpDate is the Date header's value, formatted once a second.
-func httpDate() []byte {
-	now := time.Now()
-	sec := now.Unix()
-	if d := dateCache.Load(); d != nil && d.sec == sec {
-		return d.b
-	}
-	d := &cachedDate{sec: sec, b: now.UTC().AppendFormat(nil, http.TimeFormat)}
-	dateCache.Store(d)
-	return d.b
-}
-
-type cachedDate struct {
-	sec int64
-	b   []byte
-}
-
-var dateCache atomic.Pointer[cachedDate]
+func httpDate() []byte { return httpfast.Date() }
 
 // prefixConn is a connection as the fast path and net/http read it: the
 // bytes an earlier reader took from the socket but did not consume come

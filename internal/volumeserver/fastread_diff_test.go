@@ -40,7 +40,7 @@ type diffServer struct {
 
 func startDiffServer(t testing.TB) *diffServer {
 	t.Helper()
-	s, err := New(Config{IP: "127.0.0.1", Disks: []store.DiskConfig{{Dir: t.TempDir(), MaxVolumes: 2}},
+	s, err := New(Config{IP: "127.0.0.1", Disks: []store.DiskConfig{{Dir: t.TempDir(), MaxVolumes: 4}},
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -61,6 +61,10 @@ type Config struct {
 	// NoFastRead turns off the fast read path (fastread.go), which is also
 	// off by itself when reads need a token (ReadSigner) or TLS is on.
 	NoFastRead bool
+	// NoFastWrite turns off the fast write path (fastwrite.go), which is
+	// also off when the fast read path is, and when writes need a token
+	// (Signer).
+	NoFastWrite bool
 	// PeerDial, when set, connects to other volume servers (forwarded
 	// writes and deletes, catch-up) instead of a TCP dial with
 	// replicaDialTimeout: tests cut the links between volume servers with
@@ -313,6 +317,10 @@ func (s *Server) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		s.httpSrv.Stop(5 * time.Second)
+		if s.fast != nil {
+			// Stop closed it; uploads it was writing finish first.
+			s.fast.waitWrites(5 * time.Second)
+		}
 		s.grpcSrv.Stop()
 		s.conns.Close()
 		err = s.store.Close()

@@ -1,0 +1,379 @@
+package master
+
+// The fast assign path. A 1 KiB write costs the cluster one GET
+// /dir/assign on the master and one upload on a volume server, and the
+// master's net/http machinery (a header map, a request and a response
+// object, a context with its cancel, the deadlines, a background read
+// goroutine and its wake-ups) cost it more CPU than the assign itself.
+// assignListener sits between the TCP listener and the http.Server: it
+// reads each connection's requests and serves the plain assigns itself, with
+// the very handler net/http serves (Server.httpSrv.Handler: recovery,
+// metrics, routes, onLeader, handleAssign), an http.Request built from the
+// parsed head and a ResponseWriter that frames the answer as net/http does
+// (httpfast.Answer). At the first request it does not take it hands the
+// connection, with the bytes it read, to net/http for good (clients keep
+// one connection for assigns, another kind of request is rare on it).
+//
+// It takes "GET /dir/assign" with an optional query of plain bytes
+// (letters, digits, "-._~=&%+,"), HTTP/1.1, a head of strict CRLF lines
+// (httpfast.HeadEnd: every HTTP/1.1 reader agrees where it ends), one Host
+// and otherwise only User-Agent, Accept, Accept-Encoding and "Connection:
+// keep-alive" (no body, no Authorization, no forwarding mark), and only
+// while this master leads (a follower's forwarding stays net/http's). It
+// is off under TLS, with access tokens or an audit log (Config.Access,
+// Config.Audit: their middleware reads the Authorization header), and with
+// Config.NoFastAssign. TestFastAssignDifferential, FuzzFastAssignHead.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kelpfs/kelp/internal/httpfast"
+	"github.com/kelpfs/kelp/internal/security"
+)
+
+const (
+	// fastAssignBuf is the per-connection read buffer: a request whose
+	// head does not fit is net/http's.
+	fastAssignBuf = 4096
+	// fastAssignIdle and fastAssignHeader are httpserve's IdleTimeout and
+	// ReadHeaderTimeout.
+	fastAssignIdle   = 2 * time.Minute
+	fastAssignHeader = 30 * time.Second
+	// fastAssignGrace bounds the write of an answer under way when the
+	// listener closes, and Close's wait for the assigns in progress.
+	fastAssignGrace = 2 * time.Second
+)
+
+// fastAssignOn reports whether plain assigns are served outside net/http.
+func (s *Server) fastAssignOn() bool {
+	return !s.cfg.NoFastAssign && s.cfg.Access == nil && s.cfg.Audit == nil && security.Process() == nil
+}
+
+type assignListener struct {
+	net.Listener
+	s       *Server
+	handoff chan net.Conn
+	done    chan struct{}
+	once    sync.Once
+	started sync.Once
+	ctx     context.Context // of the requests served here; cancelled by Close
+	cancel  context.CancelFunc
+
+	mu      sync.Mutex
+	closed  bool
+	live    map[net.Conn]bool // the connections served here; true while answering
+	serving sync.WaitGroup    // the assigns in progress
+
+	served atomic.Int64 // requests answered here (for tests)
+	handed atomic.Int64 // connections handed to net/http (for tests)
+
+	idle, header atomic.Int64 // fastAssignIdle and fastAssignHeader (tests shorten them)
+}
+
+func newAssignListener(ln net.Listener, s *Server) *assignListener {
+	l := &assignListener{Listener: ln, s: s, handoff: make(chan net.Conn), done: make(chan struct{}), live: map[net.Conn]bool{}}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	l.idle.Store(int64(fastAssignIdle))
+	l.header.Store(int64(fastAssignHeader))
+	return l
+}
+
+// Accept returns the next connection for net/http: one the fast path
+// handed over.
+func (l *assignListener) Accept() (net.Conn, error) {
+	l.started.Do(func() { go l.acceptLoop() })
+	select {
+	case c := <-l.handoff:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops accepting and closes the idle fast connections; one being
+// answered closes once its answer is written (within fastAssignGrace).
+func (l *assignListener) Close() error {
+	var err error
+	l.once.Do(func() {
+		close(l.done)
+		err = l.Listener.Close()
+		l.mu.Lock()
+		l.closed = true
+		for c, busy := range l.live {
+			if busy {
+				c.SetWriteDeadline(time.Now().Add(fastAssignGrace))
+			} else {
+				c.Close()
+			}
+		}
+		l.mu.Unlock()
+	})
+	return err
+}
+
+// wait waits, at most fastAssignGrace, for the assigns in progress, then
+// cancels what is left; called after Close, when no more can start.
+func (l *assignListener) wait() {
+	done := make(chan struct{})
+	go func() {
+		l.serving.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(fastAssignGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+	l.cancel()
+}
+
+func (l *assignListener) acceptLoop() {
+	backoff := 5 * time.Millisecond
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			select {
+			case <-l.done:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				l.Close()
+				return
+			}
+			// EMFILE and the like: retry, as net/http does.
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-l.done:
+				t.Stop()
+				return
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		tc, ok := c.(*net.TCPConn)
+		if !ok {
+			l.give(c)
+			continue
+		}
+		go l.serve(&httpfast.PrefixConn{TCPConn: tc})
+	}
+}
+
+func (l *assignListener) give(c net.Conn) {
+	select {
+	case l.handoff <- c:
+	case <-l.done:
+		c.Close()
+	}
+}
+
+// setBusy marks c answering (busy, counted in serving) or idle; false
+// means the listener closed and c must be closed.
+func (l *assignListener) setBusy(c net.Conn, busy bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.live[c] = busy
+	if busy {
+		l.serving.Add(1)
+	}
+	return true
+}
+
+func (l *assignListener) forget(c net.Conn) {
+	l.mu.Lock()
+	delete(l.live, c)
+	l.mu.Unlock()
+}
+
+func assignMethod(b []byte) bool { return httpfast.PrefixOf(b, "GET /dir/assign") }
+
+func (l *assignListener) serve(pc *httpfast.PrefixConn) {
+	c := pc.TCPConn
+	if !l.setBusy(c, false) {
+		c.Close()
+		return
+	}
+	handed := false
+	defer func() {
+		if v := recover(); v != nil {
+			l.s.log.Error("master: fast assign panicked", "panic", v)
+		}
+		if !handed {
+			l.forget(c)
+			c.Close()
+		}
+	}()
+	br := bufio.NewReaderSize(pc, fastAssignBuf)
+	var out []byte
+	var remote string
+	// The read deadline moves only when it matters (as in the volume
+	// server's fast path): to the idle limit before waiting for a request
+	// (again once the last setting is a second old), and to the header
+	// limit from a head's first byte when it has not arrived whole.
+	var idleSet time.Time
+	for {
+		if br.Buffered() == 0 {
+			if now := time.Now(); now.Sub(idleSet) > time.Second {
+				c.SetReadDeadline(now.Add(time.Duration(l.idle.Load())))
+				idleSet = now
+			}
+			if _, err := br.Peek(1); err != nil {
+				return
+			}
+		}
+		headerSet := false
+		head, err := httpfast.PeekHead(br, assignMethod, func() {
+			if !headerSet {
+				c.SetReadDeadline(time.Now().Add(time.Duration(l.header.Load())))
+				headerSet, idleSet = true, time.Time{}
+			}
+		})
+		var req *http.Request
+		if err == nil {
+			if req, err = parseAssign(head); err == nil && !l.s.cons.IsLeader() {
+				err = httpfast.ErrNotFast
+			}
+		}
+		if err == nil {
+			if !l.setBusy(c, true) {
+				return
+			}
+			if remote == "" {
+				remote = c.RemoteAddr().String()
+			}
+			req.RemoteAddr = remote
+			a := httpfast.NewAnswer()
+			func() {
+				defer l.serving.Done() // also when the handler aborts (a panic serve recovers)
+				l.s.httpSrv.Handler.ServeHTTP(a, req.WithContext(l.ctx))
+			}()
+			var closeAfter bool
+			out, closeAfter, err = a.Frame(out[:0])
+			br.Discard(len(head))
+			if err != nil {
+				// Not an answer framed here: a bug (TestFastAssignDifferential).
+				// Cut the connection rather than send what net/http would not.
+				l.s.log.Error("master: fast assign: answer not framed")
+				return
+			}
+			l.served.Add(1) // before the answer leaves: a test that read it finds it counted
+			_, err = c.Write(out)
+			if cap(out) > 16<<10 {
+				out = nil
+			}
+			if err != nil || closeAfter || !l.setBusy(c, false) {
+				return
+			}
+			continue
+		}
+		// Not an assign taken here, or a head that broke off (EOF, a
+		// reset): net/http's, with what arrived. A head that took longer
+		// than the header limit is closed, as net/http closes it.
+		if errors.Is(err, httpfast.ErrNotFast) || !errors.Is(err, os.ErrDeadlineExceeded) && br.Buffered() > 0 {
+			l.forget(c)
+			handed = true
+			l.handed.Add(1)
+			c.SetReadDeadline(time.Time{})
+			b, _ := br.Peek(br.Buffered())
+			l.give(pc.Rest(b))
+		}
+		return
+	}
+}
+
+// parseAssign returns the request of a head PeekHead returned when it is
+// one the fast path takes (see the top of the file), as net/http's server
+// reads it (FuzzFastAssignHead); httpfast.ErrNotFast otherwise. The
+// context and RemoteAddr are the caller's to set.
+func parseAssign(head []byte) (*http.Request, error) {
+	line, rest, _ := bytes.Cut(head, []byte("\r\n"))
+	target, proto, found := bytes.Cut(line[len("GET "):], []byte(" "))
+	if !found || string(proto) != "HTTP/1.1" || !bytes.HasPrefix(target, []byte("/dir/assign")) {
+		return nil, httpfast.ErrNotFast
+	}
+	if q := target[len("/dir/assign"):]; len(q) > 0 {
+		if q[0] != '?' {
+			return nil, httpfast.ErrNotFast
+		}
+		for _, c := range q[1:] {
+			if !queryChar(c) {
+				return nil, httpfast.ErrNotFast
+			}
+		}
+	}
+	// What net/http does with the target (url.ParseRequestURI), for the
+	// same URL (RawQuery, ForceQuery).
+	u, err := url.ParseRequestURI(string(target))
+	if err != nil || u.Path != "/dir/assign" {
+		return nil, httpfast.ErrNotFast
+	}
+	h := make(http.Header, 4)
+	var host string
+	for len(rest) > 0 {
+		var hl []byte
+		hl, rest, _ = bytes.Cut(rest, []byte("\r\n"))
+		if len(hl) == 0 {
+			break
+		}
+		name, value, found := bytes.Cut(hl, []byte(":"))
+		if !found {
+			return nil, httpfast.ErrNotFast
+		}
+		value = bytes.Trim(value, " \t")
+		switch {
+		case httpfast.EqualFold(name, "host"):
+			if host != "" || len(value) == 0 {
+				return nil, httpfast.ErrNotFast
+			}
+			for _, c := range value {
+				if !httpfast.HostChar(c) {
+					return nil, httpfast.ErrNotFast
+				}
+			}
+			host = string(value)
+		case httpfast.EqualFold(name, "user-agent"):
+			h["User-Agent"] = append(h["User-Agent"], string(value))
+		case httpfast.EqualFold(name, "accept"):
+			h["Accept"] = append(h["Accept"], string(value))
+		case httpfast.EqualFold(name, "accept-encoding"):
+			h["Accept-Encoding"] = append(h["Accept-Encoding"], string(value))
+		case httpfast.EqualFold(name, "connection"):
+			if !httpfast.EqualFold(value, "keep-alive") {
+				return nil, httpfast.ErrNotFast
+			}
+			h["Connection"] = append(h["Connection"], string(value))
+		default:
+			return nil, httpfast.ErrNotFast
+		}
+	}
+	if host == "" {
+		return nil, httpfast.ErrNotFast
+	}
+	return &http.Request{
+		Method: http.MethodGet, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Body: http.NoBody, Host: host, RequestURI: string(target),
+	}, nil
+}
+
+// queryChar: a byte of an assign query the fast path takes.
+func queryChar(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' ||
+		c == '-' || c == '.' || c == '_' || c == '~' || c == '=' || c == '&' || c == '%' || c == '+' || c == ','
+}
