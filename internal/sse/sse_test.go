@@ -235,6 +235,31 @@ func BenchmarkDecrypt1MiB(b *testing.B) {
 	}
 }
 
+// BenchmarkDecrypt1MiBRuns reads as the S3 gateway does: into a buffer of
+// sixteen segments and more, so that whole runs of segments are opened
+// with one read of the stored bytes.
+func BenchmarkDecrypt1MiBRuns(b *testing.B) {
+	dek := NewKey()
+	plain := randomBytes(4 << 20)
+	e, _ := NewEncrypter(bytes.NewReader(plain), dek, NewPart(1), SegmentSize, int64(len(plain)))
+	stored, _ := io.ReadAll(e)
+	m := NewMeta(KindS3)
+	m.Parts = []Part{{Number: 1, Size: int64(len(plain)), Nonce: e.part.Nonce}}
+	buf := make([]byte, 17*(SegmentSize+TagSize))
+	b.SetBytes(int64(len(plain)))
+	for b.Loop() {
+		d, _ := NewDecrypter(m, dek, 0, int64(len(plain)), opener(stored, nil))
+		for {
+			if _, err := d.Read(buf); err == io.EOF {
+				break
+			} else if err != nil {
+				b.Fatal(err)
+			}
+		}
+		d.Close()
+	}
+}
+
 // TestReadSizes reads ciphertext and plaintext both a byte at a time and
 // in buffers larger than a segment (sealed and opened in place): the same
 // bytes either way.
