@@ -59,20 +59,15 @@ func (s *Server) fastAssignOn() bool {
 	return !s.cfg.NoFastAssign && s.cfg.Access == nil && s.cfg.Audit == nil && security.Process() == nil
 }
 
+// assignListener is the fast path's listener (httpfast.Listener: the
+// accept loop, the hand-over to net/http, Close) with its request loop.
 type assignListener struct {
-	net.Listener
-	s       *Server
-	handoff chan net.Conn
-	done    chan struct{}
-	once    sync.Once
-	started sync.Once
-	ctx     context.Context // of the requests served here; cancelled by Close
-	cancel  context.CancelFunc
+	*httpfast.Listener
+	s      *Server
+	ctx    context.Context // of the requests served here; cancelled by wait
+	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	closed  bool
-	live    map[net.Conn]bool // the connections served here; true while answering
-	serving sync.WaitGroup    // the assigns in progress
+	serving sync.WaitGroup // the assigns in progress
 
 	served atomic.Int64 // requests answered here (for tests)
 	handed atomic.Int64 // connections handed to net/http (for tests)
@@ -81,132 +76,26 @@ type assignListener struct {
 }
 
 func newAssignListener(ln net.Listener, s *Server) *assignListener {
-	l := &assignListener{Listener: ln, s: s, handoff: make(chan net.Conn), done: make(chan struct{}), live: map[net.Conn]bool{}}
+	l := &assignListener{s: s}
+	l.Listener = httpfast.NewListener(ln, fastAssignGrace, nil, l.serve)
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.idle.Store(int64(fastAssignIdle))
 	l.header.Store(int64(fastAssignHeader))
 	return l
 }
 
-// Accept returns the next connection for net/http: one the fast path
-// handed over.
-func (l *assignListener) Accept() (net.Conn, error) {
-	l.started.Do(func() { go l.acceptLoop() })
-	select {
-	case c := <-l.handoff:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-// Close stops accepting and closes the idle fast connections; one being
-// answered closes once its answer is written (within fastAssignGrace).
-func (l *assignListener) Close() error {
-	var err error
-	l.once.Do(func() {
-		close(l.done)
-		err = l.Listener.Close()
-		l.mu.Lock()
-		l.closed = true
-		for c, busy := range l.live {
-			if busy {
-				c.SetWriteDeadline(time.Now().Add(fastAssignGrace))
-			} else {
-				c.Close()
-			}
-		}
-		l.mu.Unlock()
-	})
-	return err
-}
-
 // wait waits, at most fastAssignGrace, for the assigns in progress, then
 // cancels what is left; called after Close, when no more can start.
 func (l *assignListener) wait() {
-	done := make(chan struct{})
-	go func() {
-		l.serving.Wait()
-		close(done)
-	}()
-	t := time.NewTimer(fastAssignGrace)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-	}
+	httpfast.WaitAtMost(&l.serving, fastAssignGrace)
 	l.cancel()
-}
-
-func (l *assignListener) acceptLoop() {
-	backoff := 5 * time.Millisecond
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			select {
-			case <-l.done:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
-				l.Close()
-				return
-			}
-			// EMFILE and the like: retry, as net/http does.
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-l.done:
-				t.Stop()
-				return
-			}
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = 5 * time.Millisecond
-		tc, ok := c.(*net.TCPConn)
-		if !ok {
-			l.give(c)
-			continue
-		}
-		go l.serve(&httpfast.PrefixConn{TCPConn: tc})
-	}
-}
-
-func (l *assignListener) give(c net.Conn) {
-	select {
-	case l.handoff <- c:
-	case <-l.done:
-		c.Close()
-	}
-}
-
-// setBusy marks c answering (busy, counted in serving) or idle; false
-// means the listener closed and c must be closed.
-func (l *assignListener) setBusy(c net.Conn, busy bool) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return false
-	}
-	l.live[c] = busy
-	if busy {
-		l.serving.Add(1)
-	}
-	return true
-}
-
-func (l *assignListener) forget(c net.Conn) {
-	l.mu.Lock()
-	delete(l.live, c)
-	l.mu.Unlock()
 }
 
 func assignMethod(b []byte) bool { return httpfast.PrefixOf(b, "GET /dir/assign") }
 
 func (l *assignListener) serve(pc *httpfast.PrefixConn) {
 	c := pc.TCPConn
-	if !l.setBusy(c, false) {
+	if !l.MarkBusy(c, false, nil) {
 		c.Close()
 		return
 	}
@@ -216,7 +105,7 @@ func (l *assignListener) serve(pc *httpfast.PrefixConn) {
 			l.s.log.Error("master: fast assign panicked", "panic", v)
 		}
 		if !handed {
-			l.forget(c)
+			l.Forget(c)
 			c.Close()
 		}
 	}()
@@ -252,7 +141,7 @@ func (l *assignListener) serve(pc *httpfast.PrefixConn) {
 			}
 		}
 		if err == nil {
-			if !l.setBusy(c, true) {
+			if !l.MarkBusy(c, true, &l.serving) {
 				return
 			}
 			if remote == "" {
@@ -278,7 +167,7 @@ func (l *assignListener) serve(pc *httpfast.PrefixConn) {
 			if cap(out) > 16<<10 {
 				out = nil
 			}
-			if err != nil || closeAfter || !l.setBusy(c, false) {
+			if err != nil || closeAfter || !l.MarkBusy(c, false, nil) {
 				return
 			}
 			continue
@@ -287,12 +176,12 @@ func (l *assignListener) serve(pc *httpfast.PrefixConn) {
 		// reset): net/http's, with what arrived. A head that took longer
 		// than the header limit is closed, as net/http closes it.
 		if errors.Is(err, httpfast.ErrNotFast) || !errors.Is(err, os.ErrDeadlineExceeded) && br.Buffered() > 0 {
-			l.forget(c)
+			l.Forget(c)
 			handed = true
 			l.handed.Add(1)
 			c.SetReadDeadline(time.Time{})
 			b, _ := br.Peek(br.Buffered())
-			l.give(pc.Rest(b))
+			l.Give(pc.Rest(b))
 		}
 		return
 	}

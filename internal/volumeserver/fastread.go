@@ -62,18 +62,12 @@ const (
 	fastCloseGrace = 5 * time.Second
 )
 
+// fastListener is the fast path's listener (httpfast.Listener: the accept
+// loop, the hand-over to net/http, Close) with its request loop.
 type fastListener struct {
-	net.Listener
-	s       *Server
-	rec     *metrics.OpRecorder
-	handoff chan net.Conn
-	done    chan struct{}
-	once    sync.Once
-	started sync.Once // the accept loop, from the first Accept on
-
-	mu     sync.Mutex
-	closed bool
-	live   map[net.Conn]bool // the connections served here; true while answering
+	*httpfast.Listener
+	s   *Server
+	rec *metrics.OpRecorder
 
 	served atomic.Int64 // requests answered here (for tests)
 	wrote  atomic.Int64 // of which uploads (fastwrite.go)
@@ -87,121 +81,20 @@ type fastListener struct {
 }
 
 func newFastListener(ln net.Listener, s *Server) *fastListener {
-	l := &fastListener{
-		Listener: ln, s: s, rec: s.metrics.HTTPOp("volume", "read", http.StatusOK),
-		handoff: make(chan net.Conn), done: make(chan struct{}), live: map[net.Conn]bool{},
-	}
+	l := &fastListener{s: s, rec: s.metrics.HTTPOp("volume", "read", http.StatusOK)}
+	l.Listener = httpfast.NewListener(ln, fastCloseGrace, s.log, l.serve)
 	l.writes = s.fastWriteOn()
 	l.idle.Store(int64(fastIdle))
 	l.header.Store(int64(fastHeader))
 	return l
 }
 
-// Accept returns the next connection for net/http: a new TLS one, or one
-// the fast path handed over.
-func (l *fastListener) Accept() (net.Conn, error) {
-	l.started.Do(func() { go l.acceptLoop() })
-	select {
-	case c := <-l.handoff:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-// Close stops accepting and closes the idle fast connections; one being
-// answered closes once its answer is written.
-func (l *fastListener) Close() error {
-	var err error
-	l.once.Do(func() {
-		close(l.done)
-		err = l.Listener.Close()
-		l.mu.Lock()
-		l.closed = true
-		for c, busy := range l.live {
-			if busy {
-				// Its answer is being written: give it the grace a
-				// request in net/http's hands gets (httpserve's Stop), not
-				// forever, since a client that stopped reading would
-				// otherwise hold it open past the server's end.
-				c.SetWriteDeadline(time.Now().Add(fastCloseGrace))
-			} else {
-				c.Close()
-			}
-		}
-		l.mu.Unlock()
-	})
-	return err
-}
-
-func (l *fastListener) acceptLoop() {
-	backoff := 5 * time.Millisecond
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			select {
-			case <-l.done:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
-				l.Close()
-				return
-			}
-			// EMFILE and the like: retry, as net/http does.
-			l.s.log.Debug("volumeserver: accept", "err", err)
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-l.done:
-				t.Stop()
-				return
-			}
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = 5 * time.Millisecond
-		if _, ok := c.(*net.TCPConn); !ok {
-			l.give(c)
-			continue
-		}
-		go l.serve(&prefixConn{TCPConn: c.(*net.TCPConn)})
-	}
-}
-
-// give hands c to net/http.
-func (l *fastListener) give(c net.Conn) {
-	select {
-	case l.handoff <- c:
-	case <-l.done:
-		c.Close()
-	}
-}
-
-// setBusy marks c answering (busy) or idle; false means the listener closed
-// and c must be closed.
-func (l *fastListener) setBusy(c net.Conn, busy bool) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return false
-	}
-	l.live[c] = busy
-	return true
-}
-
-func (l *fastListener) forget(c net.Conn) {
-	l.mu.Lock()
-	delete(l.live, c)
-	l.mu.Unlock()
-}
-
 // errNotFast: the request is for net/http.
 var errNotFast = httpfast.ErrNotFast
 
-func (l *fastListener) serve(pc *prefixConn) {
+func (l *fastListener) serve(pc *httpfast.PrefixConn) {
 	c := pc.TCPConn
-	if !l.setBusy(c, false) {
+	if !l.MarkBusy(c, false, nil) {
 		c.Close()
 		return
 	}
@@ -211,7 +104,7 @@ func (l *fastListener) serve(pc *prefixConn) {
 			l.s.log.Error("volumeserver: fast read panicked", "panic", v)
 		}
 		if !handed {
-			l.forget(c)
+			l.Forget(c)
 			c.Close()
 		}
 	}()
@@ -264,7 +157,7 @@ func (l *fastListener) serve(pc *prefixConn) {
 			var body []byte
 			var n int64
 			if out, body, n, err = l.s.fastRead(head, out); err == nil {
-				if !l.setBusy(c, true) {
+				if !l.MarkBusy(c, true, nil) {
 					return
 				}
 				l.rec.Start()
@@ -279,7 +172,7 @@ func (l *fastListener) serve(pc *prefixConn) {
 					_, err = c.Write(out)
 				}
 				l.rec.Done(time.Since(start), n)
-				if err != nil || !l.setBusy(c, false) {
+				if err != nil || !l.MarkBusy(c, false, nil) {
 					return
 				}
 				if cap(out) > 2*fastCopyMax {
@@ -293,12 +186,12 @@ func (l *fastListener) serve(pc *prefixConn) {
 		// truncated head is a 400, not silence. A head that took longer than
 		// fastHeader is closed, as net/http closes it.
 		if errors.Is(err, errNotFast) || !errors.Is(err, os.ErrDeadlineExceeded) && br.Buffered() > 0 {
-			l.forget(c)
+			l.Forget(c)
 			handed = true
 			l.handed.Add(1)
 			c.SetReadDeadline(time.Time{})
 			b, _ := br.Peek(br.Buffered())
-			l.give(pc.rest(b))
+			l.Give(pc.Rest(b))
 		}
 		return
 	}
@@ -479,30 +372,6 @@ func headerSafe(v string) bool {
 // httpDate is the Date header's value, formatted once a second.
 func httpDate() []byte { return httpfast.Date() }
 
-// prefixConn is a connection as the fast path and net/http read it: the
-// bytes an earlier reader took from the socket but did not consume come
-// first. CloseWrite and ReadFrom (sendfile) pass through to the TCP
-// connection.
-type prefixConn struct {
-	*net.TCPConn
-	pending []byte
-}
-
-func (c *prefixConn) Read(p []byte) (int, error) {
-	if len(c.pending) > 0 {
-		n := copy(p, c.pending)
-		c.pending = c.pending[n:]
-		return n, nil
-	}
-	return c.TCPConn.Read(p)
-}
-
-// rest is what is still to be read from c after the buffered bytes b, as a
-// new prefixConn.
-func (c *prefixConn) rest(b []byte) *prefixConn {
-	return &prefixConn{TCPConn: c.TCPConn, pending: append(append([]byte(nil), b...), c.pending...)}
-}
-
 // connKey is the context key of the connection a request came on.
 type connKey struct{}
 
@@ -518,7 +387,7 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 // connection is not net/http's for good after one write.
 func (l *fastListener) reclaim(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		pc, _ := r.Context().Value(connKey{}).(*prefixConn)
+		pc, _ := r.Context().Value(connKey{}).(*httpfast.PrefixConn)
 		if pc == nil || r.Method != http.MethodGet || r.ProtoMajor != 1 || r.ProtoMinor != 1 || r.Close ||
 			r.Body != http.NoBody || r.Header.Get("Connection") != "" || httpOp(r) != "read" {
 			next.ServeHTTP(w, r)
@@ -542,7 +411,7 @@ func (l *fastListener) reclaim(next http.Handler) http.Handler {
 			return
 		}
 		b, _ := brw.Reader.Peek(brw.Reader.Buffered())
-		go l.serve(pc.rest(b))
+		go l.serve(pc.Rest(b))
 	})
 }
 
@@ -605,9 +474,4 @@ func (w *countWriter) complete() bool {
 	}
 	cl, err := strconv.ParseInt(h.Get("Content-Length"), 10, 64)
 	return err == nil && cl == w.n
-}
-
-// WriteTo hides the TCP connection's own, which would skip the prefix.
-func (c *prefixConn) WriteTo(w io.Writer) (int64, error) {
-	return io.Copy(w, struct{ io.Reader }{c})
 }

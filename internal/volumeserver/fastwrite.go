@@ -40,7 +40,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"time"
 
 	"github.com/kelpfs/kelp/internal/fid"
 	"github.com/kelpfs/kelp/internal/httpfast"
@@ -215,7 +214,7 @@ func (l *fastListener) serveWrite(c *net.TCPConn, br *bufio.Reader, head []byte,
 		}
 	}
 	b, _ := br.Peek(size)
-	if !l.startWrite(c) {
+	if !l.MarkBusy(c, true, &l.writing) {
 		return true, nil
 	}
 	if *remote == "" {
@@ -240,39 +239,8 @@ func (l *fastListener) serveWrite(c *net.TCPConn, br *bufio.Reader, head []byte,
 	if cap(*out) > 2*fastCopyMax {
 		*out = nil
 	}
-	if err != nil || closeAfter || !l.setBusy(c, false) {
+	if err != nil || closeAfter || !l.MarkBusy(c, false, nil) {
 		return true, nil
 	}
 	return false, nil
-}
-
-// startWrite marks c answering and counts a write in progress (the
-// server's Close waits for those before it closes the volumes, as
-// net/http's Shutdown waits for its requests); false means the listener
-// closed and c must be closed.
-func (l *fastListener) startWrite(c net.Conn) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return false
-	}
-	l.live[c] = true
-	l.writing.Add(1)
-	return true
-}
-
-// waitWrites waits, at most grace, for the writes in progress; called
-// after Close, when no more can start.
-func (l *fastListener) waitWrites(grace time.Duration) {
-	done := make(chan struct{})
-	go func() {
-		l.writing.Wait()
-		close(done)
-	}()
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-	}
 }

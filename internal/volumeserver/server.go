@@ -18,6 +18,7 @@ import (
 
 	"github.com/kelpfs/kelp/internal/auth"
 	"github.com/kelpfs/kelp/internal/client"
+	"github.com/kelpfs/kelp/internal/httpfast"
 	"github.com/kelpfs/kelp/internal/httpserve"
 	"github.com/kelpfs/kelp/internal/metrics"
 	"github.com/kelpfs/kelp/internal/pb"
@@ -319,7 +320,7 @@ func (s *Server) Close() error {
 		s.httpSrv.Stop(5 * time.Second)
 		if s.fast != nil {
 			// Stop closed it; uploads it was writing finish first.
-			s.fast.waitWrites(5 * time.Second)
+			httpfast.WaitAtMost(&s.fast.writing, 5*time.Second)
 		}
 		s.grpcSrv.Stop()
 		s.conns.Close()
