@@ -34,9 +34,12 @@ func startFiler(t *testing.T) *filerserver.Server {
 	return s
 }
 
-func newView(t *testing.T, s *filerserver.Server) *FS {
+func newView(t *testing.T, s *filerserver.Server) *FS { return newViewChunks(t, s, 0) }
+
+// newViewChunks is newView with the view's chunk size (0: the default).
+func newViewChunks(t *testing.T, s *filerserver.Server, chunkSize int) *FS {
 	t.Helper()
-	fs, err := New(context.Background(), Config{Filer: s.GRPCAddr(), Logger: slog.New(slog.DiscardHandler)})
+	fs, err := New(context.Background(), Config{Filer: s.GRPCAddr(), ChunkSize: chunkSize, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

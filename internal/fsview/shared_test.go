@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand"
 	"os"
 	"sync"
@@ -23,11 +22,7 @@ import (
 // again before it is released: a buffer still held is never reused.
 func TestReadSharedMatchesReadAtAndOutlivesTheFilesBuffers(t *testing.T) {
 	s := startFiler(t)
-	fs, err := New(context.Background(), Config{Filer: s.GRPCAddr(), ChunkSize: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Close()
+	fs := newViewChunks(t, s, 1<<20)
 	const piece = 1 << 20
 	model := make([]byte, 21*piece+12345)
 	rng := rand.New(rand.NewSource(11))
@@ -116,11 +111,7 @@ func TestReadSharedMatchesReadAtAndOutlivesTheFilesBuffers(t *testing.T) {
 // holds a reply until it is written), get the file's bytes.
 func TestConcurrentSharedReads(t *testing.T) {
 	s := startFiler(t)
-	fs, err := New(context.Background(), Config{Filer: s.GRPCAddr(), ChunkSize: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Close()
+	fs := newViewChunks(t, s, 1<<20)
 	const piece = 1 << 20
 	data := make([]byte, 40*piece)
 	rand.New(rand.NewSource(5)).Read(data)
@@ -185,11 +176,7 @@ func (o *slowOpener) Open(ctx context.Context, fid string, off, n int64) (io.Rea
 // reader holds a place that the fetches ahead need.
 func TestSequentialReadStaysAheadWithFetchesOutOfOrder(t *testing.T) {
 	s := startFiler(t)
-	fs, err := New(context.Background(), Config{Filer: s.GRPCAddr(), ChunkSize: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Close()
+	fs := newViewChunks(t, s, 1<<20)
 	const piece = 1 << 20
 	data := make([]byte, 96*piece)
 	rand.New(rand.NewSource(8)).Read(data)
