@@ -231,9 +231,9 @@ func (s *Server) copyBody(w io.Writer, body io.Reader, length int64, sealed bool
 }
 
 // copyBufSize is the size of copyBody's buffers for encrypted bodies:
-// sixteen whole segments with their tags, which the decrypter fills with
-// one read of the body and opens in place (1 MiB of plaintext, as a plain
-// body's piece); pieceMin is what such a piece holds at least unless the
+// sixteen whole segments with their tags, which the decrypter reads and
+// opens in place, each segment's plaintext right after the previous one's
+// (1 MiB of plaintext, as a plain body's piece); pieceMin is what such a piece holds at least unless the
 // body ends first. bigBufSize is the size of a plain body's buffers, and
 // readAhead how many buffers a body has.
 const (

@@ -429,11 +429,9 @@ type decrypter struct {
 
 func (d *decrypter) Read(p []byte) (int, error) {
 	// While whole segments are wanted and p has room for them, read as
-	// many as fit with one read of the body and open them in p, with no
-	// intermediate buffer: the gateway reads in large buffers and writes
-	// each to the client, and fewer, larger reads and writes cost less (a
-	// read of the body is a fetch from a volume server, or a hand-off to
-	// one in process).
+	// many as fit and open them in p, with no intermediate buffer: the
+	// gateway reads in large buffers and writes each to the client, and
+	// fewer, larger writes cost less.
 	n := 0
 	stride := d.m.Segment + TagSize
 	for len(d.out) == 0 && d.err == nil && d.skip == 0 && d.left >= int64(d.m.Segment) && len(p)-n >= stride {
@@ -464,10 +462,13 @@ func (d *decrypter) Read(p []byte) (int, error) {
 }
 
 // openRun reads up to max consecutive segments of the current part into
-// buf (room for max whole segments with their tags) with one read, opens
-// them there and packs the plaintext wanted from them at buf's start; it
-// returns that plaintext's length. Segments after the first are taken only
-// when the range wants them whole, so that a run never reads past it.
+// buf (room for max whole segments with their tags), opens them there and
+// returns the length of the plaintext wanted from them, which starts at
+// buf's start. Each segment is read to where its plaintext belongs, just
+// after the previous one's: its tag lands where the next segment goes and
+// is overwritten by it once opened, so the plaintext is never moved.
+// Segments after the first are taken only when the range wants them
+// whole, so that a run never reads past it.
 func (d *decrypter) openRun(buf []byte, max int) (int, error) {
 	for d.pi < len(d.m.Parts) && int64(d.si) >= segments(d.m.Parts[d.pi].Size, d.m.Segment) {
 		d.pi, d.si = d.pi+1, 0
@@ -482,24 +483,20 @@ func (d *decrypter) openRun(buf []byte, max int) (int, error) {
 	seg := int64(d.m.Segment)
 	nseg := segments(part.Size, d.m.Segment)
 	k := min(int64(max), nseg-int64(d.si), max1(d.left/seg))
-	// The run's stored bytes: k whole segments, the part's last one
-	// possibly shorter.
-	last := int64(d.si) + k - 1
-	ctLen := k * (seg + TagSize)
-	if last == nseg-1 {
-		ctLen -= nseg*seg - part.Size
-	}
-	if _, err := io.ReadFull(d.body, buf[:ctLen]); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return 0, err
-	}
 	out := 0
-	for at := int64(0); at < ctLen; {
+	for range k {
 		final := int64(d.si) == nseg-1
-		ct := buf[at:min(at+seg+TagSize, ctLen)]
-		at += int64(len(ct))
+		ctLen := seg + TagSize
+		if final {
+			ctLen -= nseg*seg - part.Size
+		}
+		ct := buf[out : int64(out)+ctLen]
+		if _, err := io.ReadFull(d.body, ct); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return out, err
+		}
 		d.nonce = segNonce(d.nonce, part.Nonce, d.si)
 		d.aad = segAAD(d.aad, part.Number, d.si, final)
 		pt, err := d.g.Open(ct[:0], d.nonce, ct, d.aad)
@@ -513,7 +510,7 @@ func (d *decrypter) openRun(buf []byte, max int) (int, error) {
 			pt = pt[:d.left]
 		}
 		d.left -= int64(len(pt))
-		out += copy(buf[out:], pt) // packs: a no-op for the first segment
+		out += copy(buf[out:], pt) // moves only what a skip cut off
 	}
 	return out, nil
 }
