@@ -177,7 +177,7 @@ func newSSECKey() (string, string) {
 // worker is one goroutine's reusable buffer for verifying bodies.
 type worker struct{ buf []byte }
 
-const verifyBuffer = 256 << 10 // received + expected halves
+const verifyBuffer = 256 << 10 // ReadBufferSize of newClient's transport, or more
 
 // Run puts cfg.Count objects, gets them back, prints the report to cfg.Out
 // and returns it. Failed requests are counted, not returned; an error means

@@ -210,3 +210,30 @@ func TestRunAsksForEncryption(t *testing.T) {
 		t.Fatalf("--sse=rot13: %v", err)
 	}
 }
+
+// TestMatchesAgreesWithFill compares in place exactly what fill writes:
+// across the stamp, the template's wrap and object boundaries, and not
+// one flipped byte more.
+func TestMatchesAgreesWithFill(t *testing.T) {
+	c := newContent(7)
+	for _, tc := range []struct {
+		i      int
+		off, n int64
+	}{{0, 0, 5}, {1, 3, 40}, {2, 0, templateSize + 100}, {3, templateSize - 10, 30}, {9, 15, 2}, {4, 1 << 20, 1}} {
+		b := make([]byte, tc.n)
+		c.fill(tc.i, tc.off, b)
+		if !c.matches(tc.i, tc.off, b) {
+			t.Fatalf("%+v: fill's bytes do not match", tc)
+		}
+		if tc.n >= 8 && c.matches(tc.i+1, tc.off, b) {
+			t.Fatalf("%+v: match another object's bytes", tc)
+		}
+		for _, at := range []int64{0, tc.n / 2, tc.n - 1} {
+			b[at] ^= 1
+			if c.matches(tc.i, tc.off, b) {
+				t.Fatalf("%+v: byte %d flipped still matches", tc, at)
+			}
+			b[at] ^= 1
+		}
+	}
+}
