@@ -33,8 +33,13 @@ func ghashBlocks(htab *byte, state *[16]byte, src *byte, nblocks int)
 //go:noescape
 func ghashInit(htab *byte, h1 *[16]byte)
 
+//go:noescape
+func gcmStitch(rk *byte, rounds int, ctr *[16]byte, htab *byte, state *[16]byte, dst, src, hsrc *byte, nbatches int)
+
 const (
 	blockSize = 16
+	// batch is the bytes gcmStitch handles per iteration (16 blocks).
+	batch = 16 * blockSize
 	// maxPlain is the longest plaintext GCM allows: 2^32-2 blocks.
 	maxPlain = (1<<32 - 2) * blockSize
 )
@@ -45,8 +50,9 @@ var errOpen = errors.New("cipher: message authentication failed")
 type gcmAsm struct {
 	// rk holds the round keys, each stored twice (32 bytes per round).
 	rk [15 * 32]byte
-	// htab holds R(H^k x^-1) for k = 16 down to 1 (see gcm_amd64.s).
-	htab   [16 * blockSize]byte
+	// htab holds R(H^k x^-1) for k = 16 down to 1, then the XOR of the
+	// halves of each for Karatsuba multiplication (see gcm_amd64.s).
+	htab   [32 * blockSize]byte
 	rounds int
 }
 
@@ -129,17 +135,22 @@ func (g *gcmAsm) ghash(s *[blockSize]byte, data []byte) {
 	}
 }
 
-// tag computes the GCM tag of ciphertext ct and additional data ad under
-// the counter block j0 into out.
-func (g *gcmAsm) tag(out []byte, j0 *[blockSize]byte, ct, ad []byte) {
-	var s, lens, mask [blockSize]byte
-	g.ghash(&s, ad)
-	g.ghash(&s, ct)
-	binary.BigEndian.PutUint64(lens[:8], uint64(len(ad))*8)
-	binary.BigEndian.PutUint64(lens[8:], uint64(len(ct))*8)
-	ghashBlocks(&g.htab[0], &s, &lens[0], 1)
-	ctrXOR(&g.rk[0], g.rounds, j0, &mask[0], &s[0], 1)
-	copy(out, mask[:TagSize])
+// ctrAt returns counter block cb advanced by k blocks (inc32, mod 2^32).
+func ctrAt(cb *[blockSize]byte, k int) [blockSize]byte {
+	r := *cb
+	binary.BigEndian.PutUint32(r[12:], binary.BigEndian.Uint32(r[12:])+uint32(k))
+	return r
+}
+
+// finish absorbs the length block into s and writes the tag
+// E_K(J0) ^ s to out.
+func (g *gcmAsm) finish(out []byte, s, j0 *[blockSize]byte, adLen, ctLen int) {
+	var lens, t [blockSize]byte
+	binary.BigEndian.PutUint64(lens[:8], uint64(adLen)*8)
+	binary.BigEndian.PutUint64(lens[8:], uint64(ctLen)*8)
+	ghashBlocks(&g.htab[0], s, &lens[0], 1)
+	ctrXOR(&g.rk[0], g.rounds, j0, &t[0], &s[0], 1)
+	copy(out, t[:TagSize])
 }
 
 func (g *gcmAsm) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
@@ -156,14 +167,33 @@ func (g *gcmAsm) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
 	if anyOverlap(out, additionalData) {
 		panic("crypto/cipher: invalid buffer overlap of output and additional data")
 	}
-	var j0, cb [blockSize]byte
+	var j0, s [blockSize]byte
 	copy(j0[:], nonce)
 	j0[15] = 1
-	cb = j0
-	cb[15] = 2
+	cb := ctrAt(&j0, 1)
+	g.ghash(&s, additionalData)
+
 	n := len(plaintext)
-	g.ctr(out[:n], plaintext, &cb)
-	g.tag(out[n:], &j0, out[:n], additionalData)
+	ct := out[:n]
+	done, hashed := 0, 0
+	if batches := n / batch; batches > 0 {
+		// Batch 0 alone, then batches 1.. stitched with the hashing of
+		// the batch before each; the last batch is hashed below.
+		ctrXOR(&g.rk[0], g.rounds, &cb, &ct[0], &plaintext[0], batch/blockSize)
+		if batches > 1 {
+			c1 := ctrAt(&cb, batch/blockSize)
+			gcmStitch(&g.rk[0], g.rounds, &c1, &g.htab[0], &s,
+				&ct[batch], &plaintext[batch], &ct[0], batches-1)
+		}
+		done = batches * batch
+		hashed = done - batch
+	}
+	if done < n {
+		c := ctrAt(&cb, done/blockSize)
+		g.ctr(ct[done:], plaintext[done:], &c)
+	}
+	g.ghash(&s, ct[hashed:])
+	g.finish(out[n:], &s, &j0, len(additionalData), n)
 	return ret
 }
 
@@ -182,18 +212,33 @@ func (g *gcmAsm) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte, er
 	if anyOverlap(out, additionalData) {
 		panic("crypto/cipher: invalid buffer overlap of output and additional data")
 	}
-	var j0, cb [blockSize]byte
+	var j0, s [blockSize]byte
 	copy(j0[:], nonce)
 	j0[15] = 1
+	cb := ctrAt(&j0, 1)
+	g.ghash(&s, additionalData)
+
+	ct := ciphertext[:n]
+	done := 0
+	if batches := n / batch; batches > 0 {
+		// Each batch is hashed before its plaintext is stored, so
+		// in-place decryption is safe.
+		gcmStitch(&g.rk[0], g.rounds, &cb, &g.htab[0], &s, &out[0], &ct[0], &ct[0], batches)
+		done = batches * batch
+	}
+	if done < n {
+		g.ghash(&s, ct[done:]) // before decrypting: out may alias ct
+		c := ctrAt(&cb, done/blockSize)
+		g.ctr(out[done:], ct[done:], &c)
+	}
 	var want [TagSize]byte
-	g.tag(want[:], &j0, ciphertext[:n], additionalData)
+	g.finish(want[:], &s, &j0, len(additionalData), n)
 	if subtle.ConstantTimeCompare(want[:], ciphertext[n:]) != 1 {
-		// Nothing has been decrypted: dst is untouched.
+		// Like the standard library: never release unauthenticated
+		// plaintext, clear what was decrypted.
+		clear(out)
 		return nil, errOpen
 	}
-	cb = j0
-	cb[15] = 2
-	g.ctr(out, ciphertext[:n], &cb)
 	return ret, nil
 }
 

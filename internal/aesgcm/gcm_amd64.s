@@ -43,6 +43,60 @@ DATA ctrInc22<>+16(SB)/8, $0
 DATA ctrInc22<>+24(SB)/8, $0x0000000200000000
 GLOBL ctrInc22<>(SB), (NOPTR+RODATA), $32
 
+// Added to big-endian counter blocks [c, c+1] to get [c+2k, c+2k+1] for
+// k = 1..7 when the low byte of the counter does not carry within the
+// sixteen blocks: 2k is added to byte 15 alone (the top byte of dword 3).
+DATA ctrBE<>+0(SB)/8, $0
+DATA ctrBE<>+8(SB)/8, $0x0200000000000000
+DATA ctrBE<>+16(SB)/8, $0
+DATA ctrBE<>+24(SB)/8, $0x0200000000000000
+DATA ctrBE<>+32(SB)/8, $0
+DATA ctrBE<>+40(SB)/8, $0x0400000000000000
+DATA ctrBE<>+48(SB)/8, $0
+DATA ctrBE<>+56(SB)/8, $0x0400000000000000
+DATA ctrBE<>+64(SB)/8, $0
+DATA ctrBE<>+72(SB)/8, $0x0600000000000000
+DATA ctrBE<>+80(SB)/8, $0
+DATA ctrBE<>+88(SB)/8, $0x0600000000000000
+DATA ctrBE<>+96(SB)/8, $0
+DATA ctrBE<>+104(SB)/8, $0x0800000000000000
+DATA ctrBE<>+112(SB)/8, $0
+DATA ctrBE<>+120(SB)/8, $0x0800000000000000
+DATA ctrBE<>+128(SB)/8, $0
+DATA ctrBE<>+136(SB)/8, $0x0a00000000000000
+DATA ctrBE<>+144(SB)/8, $0
+DATA ctrBE<>+152(SB)/8, $0x0a00000000000000
+DATA ctrBE<>+160(SB)/8, $0
+DATA ctrBE<>+168(SB)/8, $0x0c00000000000000
+DATA ctrBE<>+176(SB)/8, $0
+DATA ctrBE<>+184(SB)/8, $0x0c00000000000000
+DATA ctrBE<>+192(SB)/8, $0
+DATA ctrBE<>+200(SB)/8, $0x0e00000000000000
+DATA ctrBE<>+208(SB)/8, $0
+DATA ctrBE<>+216(SB)/8, $0x0e00000000000000
+GLOBL ctrBE<>(SB), (NOPTR+RODATA), $224
+
+// Adds 16 to both lanes' (little-endian) counters.
+DATA ctrInc16<>+0(SB)/8, $0
+DATA ctrInc16<>+8(SB)/8, $0x0000001000000000
+DATA ctrInc16<>+16(SB)/8, $0
+DATA ctrInc16<>+24(SB)/8, $0x0000001000000000
+GLOBL ctrInc16<>(SB), (NOPTR+RODATA), $32
+
+// CTRBE16 makes the sixteen counter blocks [c .. c+15] in Y0-Y7 from
+// Y8 = [c, c+1] (little-endian counters) with one byte swap, valid when
+// c mod 256 <= 0xf0, and advances Y8 by 16. swap is the ctrSwap mask.
+#define CTRBE16(swap) \
+	VPSHUFB swap, Y8, Y0; \
+	VPADDD  ctrBE<>+0(SB), Y0, Y1; \
+	VPADDD  ctrBE<>+32(SB), Y0, Y2; \
+	VPADDD  ctrBE<>+64(SB), Y0, Y3; \
+	VPADDD  ctrBE<>+96(SB), Y0, Y4; \
+	VPADDD  ctrBE<>+128(SB), Y0, Y5; \
+	VPADDD  ctrBE<>+160(SB), Y0, Y6; \
+	VPADDD  ctrBE<>+192(SB), Y0, Y7; \
+	VPADDD  ctrInc16<>(SB), Y8, Y8
+
 // Reverses the 16 bytes of each lane.
 DATA byteRev<>+0(SB)/8, $0x08090a0b0c0d0e0f
 DATA byteRev<>+8(SB)/8, $0x0001020304050607
@@ -136,17 +190,20 @@ TEXT ·expandKey256(SB), NOSPLIT, $0-16
 // ---------------------------------------------------------------------------
 // CTR mode with VAES: two blocks per YMM register.
 
+// One AES round on Y0-Y7; the round key is loaded once into Y15.
 #define AESRND8(off) \
-	VAESENC off(AX), Y0, Y0; VAESENC off(AX), Y1, Y1; \
-	VAESENC off(AX), Y2, Y2; VAESENC off(AX), Y3, Y3; \
-	VAESENC off(AX), Y4, Y4; VAESENC off(AX), Y5, Y5; \
-	VAESENC off(AX), Y6, Y6; VAESENC off(AX), Y7, Y7
+	VMOVDQU off(AX), Y15; \
+	VAESENC Y15, Y0, Y0; VAESENC Y15, Y1, Y1; \
+	VAESENC Y15, Y2, Y2; VAESENC Y15, Y3, Y3; \
+	VAESENC Y15, Y4, Y4; VAESENC Y15, Y5, Y5; \
+	VAESENC Y15, Y6, Y6; VAESENC Y15, Y7, Y7
 
 #define AESLAST8(off) \
-	VAESENCLAST off(AX), Y0, Y0; VAESENCLAST off(AX), Y1, Y1; \
-	VAESENCLAST off(AX), Y2, Y2; VAESENCLAST off(AX), Y3, Y3; \
-	VAESENCLAST off(AX), Y4, Y4; VAESENCLAST off(AX), Y5, Y5; \
-	VAESENCLAST off(AX), Y6, Y6; VAESENCLAST off(AX), Y7, Y7
+	VMOVDQU off(AX), Y15; \
+	VAESENCLAST Y15, Y0, Y0; VAESENCLAST Y15, Y1, Y1; \
+	VAESENCLAST Y15, Y2, Y2; VAESENCLAST Y15, Y3, Y3; \
+	VAESENCLAST Y15, Y4, Y4; VAESENCLAST Y15, Y5, Y5; \
+	VAESENCLAST Y15, Y6, Y6; VAESENCLAST Y15, Y7, Y7
 
 #define NEXTCTR(y) \
 	VPSHUFB Y10, Y8, y; VPADDD Y9, Y8, Y8
@@ -171,11 +228,21 @@ TEXT ·ctrXOR(SB), NOSPLIT, $0-48
 	VBROADCASTI128 (BX), Y8
 	VPSHUFB Y10, Y8, Y8
 	VPADDD ctrInc01<>(SB), Y8, Y8 // Y8 = [c, c+1], counters little-endian
+	MOVL   12(BX), R11
+	BSWAPL R11                     // R11 = c (public: derived from the nonce)
 
 loop16:
 	CMPQ CX, $16
 	JB   tail
 
+	MOVL R11, R12
+	ANDL $0xff, R12
+	CMPL R12, $0xf0
+	JA   carry16
+	CTRBE16(Y10)
+	JMP  ctr16ok
+
+carry16:
 	NEXTCTR(Y0)
 	NEXTCTR(Y1)
 	NEXTCTR(Y2)
@@ -184,6 +251,9 @@ loop16:
 	NEXTCTR(Y5)
 	NEXTCTR(Y6)
 	NEXTCTR(Y7)
+
+ctr16ok:
+	ADDL $16, R11
 
 	VMOVDQU (AX), Y15
 	VPXOR   Y15, Y0, Y0
@@ -306,6 +376,17 @@ done:
 	VPCLMULQDQ $0x01, m, Y4, Y5; VPXOR Y5, Y3, Y3; \
 	VPCLMULQDQ $0x10, m, Y4, Y6; VPXOR Y6, Y3, Y3
 
+// MUL3 is MUL4 with Karatsuba (see SGH): Y3 gets the middle' sums, which
+// KARFIX turns into true middle sums before FOLDREDUCE.
+#define MUL3(off) \
+	VPCLMULQDQ $0x00, off(AX), Y4, Y5; VPXOR Y5, Y1, Y1; \
+	VPCLMULQDQ $0x11, off(AX), Y4, Y6; VPXOR Y6, Y2, Y2; \
+	VPSHUFD    $0x4e, Y4, Y5; VPXOR Y4, Y5, Y5; \
+	VPCLMULQDQ $0x00, 256+off(AX), Y5, Y5; VPXOR Y5, Y3, Y3
+
+#define KARFIX \
+	VPXOR Y1, Y3, Y3; VPXOR Y2, Y3, Y3
+
 // FOLDREDUCE sums both lanes of (Y1, Y2, Y3) and reduces into X0 (upper
 // lane of Y0 zero).
 #define FOLDREDUCE \
@@ -343,23 +424,24 @@ loop16:
 	VPXOR      Y0, Y4, Y4
 	VPCLMULQDQ $0x00, (AX), Y4, Y1
 	VPCLMULQDQ $0x11, (AX), Y4, Y2
-	VPCLMULQDQ $0x01, (AX), Y4, Y3
-	VPCLMULQDQ $0x10, (AX), Y4, Y5
-	VPXOR      Y5, Y3, Y3
+	VPSHUFD    $0x4e, Y4, Y5
+	VPXOR      Y4, Y5, Y5
+	VPCLMULQDQ $0x00, 256(AX), Y5, Y3
 	LOADBLK(32)
-	MUL4(32(AX))
+	MUL3(32)
 	LOADBLK(64)
-	MUL4(64(AX))
+	MUL3(64)
 	LOADBLK(96)
-	MUL4(96(AX))
+	MUL3(96)
 	LOADBLK(128)
-	MUL4(128(AX))
+	MUL3(128)
 	LOADBLK(160)
-	MUL4(160(AX))
+	MUL3(160)
 	LOADBLK(192)
-	MUL4(192(AX))
+	MUL3(192)
 	LOADBLK(224)
-	MUL4(224(AX))
+	MUL3(224)
+	KARFIX
 	FOLDREDUCE
 
 	ADDQ $256, SI
@@ -403,7 +485,8 @@ done:
 // func ghashInit(htab *byte, h1 *[16]byte)
 //
 // h1 is R(H x^-1) as a little-endian 128-bit integer; fills htab with
-// R(H^k x^-1) at offset (16-k)*16 for k = 1..16.
+// R(H^k x^-1) at offset (16-k)*16 for k = 1..16, and at offset 256 +
+// (16-k)*16 the XOR of its two halves (in both halves) for Karatsuba.
 TEXT ·ghashInit(SB), NOSPLIT, $0-16
 	MOVQ htab+0(FP), AX
 	MOVQ h1+8(FP), BX
@@ -424,7 +507,178 @@ initloop:
 	SUBQ       $16, DX
 	JGE        initloop
 
+	// Karatsuba table: lo^hi of each power in both qwords, at +256.
+	MOVQ $240, DX
+
+karloop:
+	VMOVDQU (AX)(DX*1), X1
+	VPSHUFD $0x4e, X1, X2
+	VPXOR   X1, X2, X2
+	VMOVDQU X2, 256(AX)(DX*1)
+	SUBQ    $16, DX
+	JGE     karloop
+
 	VPXOR X0, X0, X0
 	VPXOR X7, X7, X7
+	VZEROUPPER
+	RET
+
+// ---------------------------------------------------------------------------
+// Stitched CTR + GHASH: each iteration encrypts 16 blocks (src -> dst) and
+// hashes 16 blocks at hsrc, interleaving the carry-less multiplications
+// with the AES rounds so both execution resources stay busy. Open passes
+// hsrc = src (hash the ciphertext being decrypted); Seal passes hsrc =
+// dst - 256 (hash the previous iteration's ciphertext).
+//
+// Registers: Y0-Y7 AES states, Y8 counters [c, c+1] (little-endian dword 3),
+// Y9 GHASH state (low lane), Y10/Y11/Y12 low/high/middle product sums,
+// Y13 data, Y14 temporary, Y15 round key.
+
+#define SROUND(off) AESRND8(off)
+
+#define SCTR(y) \
+	VPSHUFB ctrSwap<>(SB), Y8, y; VPADDD ctrInc22<>(SB), Y8, Y8
+
+// Karatsuba: per lane, low = a0*h0, high = a1*h1 and
+// middle' = (a0^a1)*(h0^h1); the true middle term is middle'^low^high,
+// recovered once per batch from the sums. htab+256 holds h0^h1 of each
+// power (in both qwords), laid out like the powers.
+#define SGHFIRST \
+	VMOVDQU    (R10), Y13; VPSHUFB byteRev<>(SB), Y13, Y13; VPXOR Y9, Y13, Y13; \
+	VPCLMULQDQ $0x00, (DX), Y13, Y10; \
+	VPCLMULQDQ $0x11, (DX), Y13, Y11; \
+	VPSHUFD    $0x4e, Y13, Y14; VPXOR Y13, Y14, Y14; \
+	VPCLMULQDQ $0x00, 256(DX), Y14, Y12
+
+#define SGH(off) \
+	VMOVDQU    off(R10), Y13; VPSHUFB byteRev<>(SB), Y13, Y13; \
+	VPCLMULQDQ $0x00, off(DX), Y13, Y14; VPXOR Y14, Y10, Y10; \
+	VPCLMULQDQ $0x11, off(DX), Y13, Y14; VPXOR Y14, Y11, Y11; \
+	VPSHUFD    $0x4e, Y13, Y14; VPXOR Y13, Y14, Y14; \
+	VPCLMULQDQ $0x00, 256+off(DX), Y14, Y14; VPXOR Y14, Y12, Y12
+
+#define SGHREDUCE \
+	VPXOR        Y10, Y12, Y12; VPXOR Y11, Y12, Y12; \
+	VPSLLDQ      $8, Y12, Y14; VPXOR Y14, Y10, Y10; \
+	VPSRLDQ      $8, Y12, Y12; VPXOR Y12, Y11, Y11; \
+	VEXTRACTI128 $1, Y10, X14; VPXOR X14, X10, X10; \
+	VEXTRACTI128 $1, Y11, X14; VPXOR X14, X11, X11; \
+	VPCLMULQDQ   $0x00, polyC<>(SB), X10, X14; \
+	VPSHUFD      $0x4e, X10, X10; \
+	VPXOR        X14, X10, X10; \
+	VPCLMULQDQ   $0x00, polyC<>(SB), X10, X14; \
+	VPSHUFD      $0x4e, X10, X10; \
+	VPXOR        X10, X11, X11; \
+	VPXOR        X14, X11, X9
+
+// func gcmStitch(rk *byte, rounds int, ctr *[16]byte, htab *byte, state *[16]byte, dst, src, hsrc *byte, nbatches int)
+TEXT ·gcmStitch(SB), NOSPLIT, $0-72
+	MOVQ rk+0(FP), AX
+	MOVQ rounds+8(FP), R8
+	MOVQ ctr+16(FP), BX
+	MOVQ htab+24(FP), DX
+	MOVQ state+32(FP), R9
+	MOVQ dst+40(FP), DI
+	MOVQ src+48(FP), SI
+	MOVQ hsrc+56(FP), R10
+	MOVQ nbatches+64(FP), CX
+
+	VMOVDQU (R9), X9
+	VPSHUFB byteRev<>(SB), X9, X9
+	VBROADCASTI128 (BX), Y8
+	VPSHUFB ctrSwap<>(SB), Y8, Y8
+	VPADDD ctrInc01<>(SB), Y8, Y8
+	MOVL   12(BX), R11
+	BSWAPL R11
+
+	TESTQ CX, CX
+	JZ    sdone
+
+sloop:
+	MOVL R11, R12
+	ANDL $0xff, R12
+	CMPL R12, $0xf0
+	JA   scarry
+	CTRBE16(ctrSwap<>(SB))
+	JMP  sctrok
+
+scarry:
+	SCTR(Y0)
+	SCTR(Y1)
+	SCTR(Y2)
+	SCTR(Y3)
+	SCTR(Y4)
+	SCTR(Y5)
+	SCTR(Y6)
+	SCTR(Y7)
+
+sctrok:
+	ADDL $16, R11
+	VPXOR (AX), Y0, Y0
+	VPXOR (AX), Y1, Y1
+	VPXOR (AX), Y2, Y2
+	VPXOR (AX), Y3, Y3
+	VPXOR (AX), Y4, Y4
+	VPXOR (AX), Y5, Y5
+	VPXOR (AX), Y6, Y6
+	VPXOR (AX), Y7, Y7
+
+	SROUND(32)
+	SGHFIRST
+	SROUND(64)
+	SGH(32)
+	SROUND(96)
+	SGH(64)
+	SROUND(128)
+	SGH(96)
+	SROUND(160)
+	SGH(128)
+	SROUND(192)
+	SGH(160)
+	SROUND(224)
+	SGH(192)
+	SROUND(256)
+	SGH(224)
+	SROUND(288)
+	SGHREDUCE
+	CMPQ R8, $10
+	JEQ  slast10
+	SROUND(320)
+	SROUND(352)
+	SROUND(384)
+	SROUND(416)
+	AESLAST8(448)
+	JMP  sout
+
+slast10:
+	AESLAST8(320)
+
+sout:
+	XORSTORE(Y0, 0)
+	XORSTORE(Y1, 32)
+	XORSTORE(Y2, 64)
+	XORSTORE(Y3, 96)
+	XORSTORE(Y4, 128)
+	XORSTORE(Y5, 160)
+	XORSTORE(Y6, 192)
+	XORSTORE(Y7, 224)
+	ADDQ $256, SI
+	ADDQ $256, DI
+	ADDQ $256, R10
+	DECQ CX
+	JNZ  sloop
+
+sdone:
+	VPSHUFB byteRev<>(SB), X9, X9
+	VMOVDQU X9, (R9)
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
+	VPXOR   Y2, Y2, Y2
+	VPXOR   Y3, Y3, Y3
+	VPXOR   Y4, Y4, Y4
+	VPXOR   Y5, Y5, Y5
+	VPXOR   Y6, Y6, Y6
+	VPXOR   Y7, Y7, Y7
+	VPXOR   Y15, Y15, Y15
 	VZEROUPPER
 	RET
