@@ -30,20 +30,25 @@
 //
 // # Design and constant-time notes
 //
-// The fast path encrypts with AES in counter mode, sixteen blocks per loop
-// iteration in eight YMM registers, and authenticates with GHASH over
-// sixteen blocks per iteration using precomputed powers H^1..H^16 and one
-// modular reduction per sixteen blocks. Seal encrypts and then hashes the
-// ciphertext; Open hashes and checks the tag first and decrypts only if it
-// matches, so unauthenticated plaintext is never written to dst (on failure
-// dst's spare capacity is left untouched).
+// The fast path works on batches of sixteen blocks: counter-mode AES in
+// eight YMM registers (two blocks each), and GHASH with precomputed powers
+// H^1..H^16, Karatsuba multiplication and one modular reduction per batch.
+// The two are stitched into one loop so the AES and carry-less-multiply
+// units work at the same time (Seal hashes the batch encrypted in the
+// previous iteration, Open the batch it is decrypting). Partial batches
+// and blocks use simpler loops. Open decrypts and authenticates in that
+// one pass and, like the standard library, clears the plaintext it wrote
+// if the tag does not match, so unauthenticated plaintext is never
+// returned or left in dst.
 //
 // All operations on key material and data are constant time: round keys
 // are expanded with AESKEYGENASSIST, AES rounds use VAESENC, field
 // multiplication uses carry-less multiplication, the one conditional step
 // of the H precomputation uses masks, and the tag comparison uses
 // crypto/subtle. No table is indexed by secret data and no branch depends
-// on it; only lengths steer control flow.
+// on it; only lengths and the (public, nonce-derived) block counter steer
+// control flow. H and its powers are derived with the AES and GHASH code
+// itself. The AES state registers are cleared on return.
 package aesgcm
 
 import (
