@@ -2,7 +2,6 @@ package chunk
 
 import (
 	"context"
-	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
 	"encoding/binary"
@@ -10,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/kelpfs/kelp/internal/aesgcm"
 )
 
 // Encryption at rest (see the package doc, "Encrypted chunks"): a chunk
@@ -56,11 +57,7 @@ func newAEAD(key []byte) (cipher.AEAD, error) {
 	if len(key) != KeySize {
 		return nil, fmt.Errorf("chunk: key of %d bytes, want %d", len(key), KeySize)
 	}
-	b, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	return cipher.NewGCM(b)
+	return aesgcm.New(key) // the same bytes as crypto/cipher's GCM, faster where the CPU has VAES
 }
 
 func segNonce(n *[12]byte, seg int64) []byte {

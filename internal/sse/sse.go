@@ -1,7 +1,6 @@
 package sse
 
 import (
-	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
@@ -11,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/kelpfs/kelp/internal/aesgcm"
 )
 
 // SegmentSize is the plaintext size of a segment (the last of a part is
@@ -144,11 +145,7 @@ func newGCM(key []byte) (cipher.AEAD, error) {
 	if len(key) != KeySize {
 		return nil, fmt.Errorf("sse: key of %d bytes, want %d", len(key), KeySize)
 	}
-	b, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	return cipher.NewGCM(b)
+	return aesgcm.New(key) // the same bytes as crypto/cipher's GCM, faster where the CPU has VAES
 }
 
 // segNonce and segAAD bind a segment to its part and position.

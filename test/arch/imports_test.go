@@ -16,6 +16,7 @@ var core = []string{
 	"internal/consensus", "internal/topology", "internal/store", "internal/volume", "internal/erasure",
 	"internal/needle", "internal/chunk", "internal/filer", "internal/fid", "internal/vfs",
 	"internal/replication", "internal/ttl", "internal/varenc", "internal/sse", "internal/kms", "internal/crcmath",
+	"internal/aesgcm",
 }
 
 // wire imports that core packages must not use directly.
