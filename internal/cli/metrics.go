@@ -160,5 +160,7 @@ func registerViewMetrics(r *metrics.Registry, v *fsview.FS) {
 		counter("kelp_mount_chunk_cache_misses_total", "Chunk reads the local chunk cache did not hold.", func(s fsview.Stats) int64 { return s.ChunkCacheMisses }),
 		gauge("kelp_mount_chunk_cache_bytes", "Bytes in the local chunk cache.", func(s fsview.Stats) int64 { return s.ChunkCacheBytes }),
 		counter("kelp_mount_read_misses_total", "Reads that found their bytes neither in a read-ahead buffer nor in a fetch on its way, and fetched them themselves.", func(s fsview.Stats) int64 { return s.ReadMisses }),
+		counter("kelp_mount_open_fetch_kept_total", "Small files opened for reading whose fetch, started from the cached entry during the open's filer check, was kept.", func(s fsview.Stats) int64 { return s.SpecHits }),
+		counter("kelp_mount_open_fetch_dropped_total", "Such fetches dropped: the filer's entry at the open had other content.", func(s fsview.Stats) int64 { return s.SpecMisses }),
 	)
 }

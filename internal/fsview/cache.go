@@ -3,6 +3,7 @@ package fsview
 import (
 	"context"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -73,6 +74,23 @@ func (c *metaCache) absent(full string) bool {
 	}
 	c.negHits.Add(1)
 	return true
+}
+
+// listed returns the names in dir in order, if its whole listing is known
+// (nil if not): a snapshot, not kept up to date.
+func (c *metaCache) listed(dir string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	names, ok := c.dirs[dir]
+	if !c.live || !ok {
+		return nil
+	}
+	out := make([]string, 0, len(names))
+	for n := range names {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // beginList starts a listing of dir (or a mkdir making it).

@@ -50,7 +50,10 @@
 //
 // Close-to-open, as NFS: a file opened here reads the entry as the filer has
 // it at open time; what other clients write shows after they close and this
-// view opens the file again.
+// view opens the file again. OpenForReading starts fetching a small file
+// from its cached entry while the open asks the filer, and fetches ahead
+// along a directory read in name order; those bytes are used only if the
+// filer's entry at the open has the same chunks (spec.go).
 //
 // The view caches the entries it looked up or listed (cache.go), so that
 // ls -l after a listing costs no round trip per name. The cache is only

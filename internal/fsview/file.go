@@ -890,13 +890,26 @@ func (f *file) pruneFetches(end int64) {
 // overlaps the kernel's turn from OPEN to the first READ, which then waits
 // for it (readCommitted) instead of starting it. Nothing is fetched for a
 // file with buffered writes or read-ahead already.
-func (f *file) prefetchSmall(ctx context.Context) {
+//
+// spec, if not nil, is a fetch of the file started from a cached entry
+// before the open asked the filer (OpenForReading): it is used instead of
+// a new fetch if the committed entry now has the same content, and dropped
+// otherwise (left to finish and to the GC).
+func (f *file) prefetchSmall(ctx context.Context, spec *specFetch) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	csize := f.entry.Size
 	if csize <= 0 || csize > readAhead || f.dirty || len(f.blocks) > 0 || len(f.pending) > 0 ||
 		len(f.ras) > 0 || len(f.fetches) > 0 || f.createErr != nil {
 		return
+	}
+	if spec != nil && sameContent(spec.entry, f.entry) {
+		f.fetches = append(f.fetches, spec.n)
+		f.fs.specHits.Add(1)
+		return
+	}
+	if spec != nil {
+		f.fs.specMisses.Add(1)
 	}
 	if f.resolve(ctx) != nil {
 		return // the read will say why

@@ -94,11 +94,17 @@ type FS struct {
 	// readMisses counts the reads of committed content that found nothing
 	// buffered or on its way and fetched for themselves (Stats.ReadMisses).
 	readMisses atomic.Int64
+	// specHits and specMisses count the fetches started from a cached entry
+	// at an open (OpenForReading) that were kept (the filer's entry had the
+	// same content) and dropped (Stats.SpecHits, SpecMisses).
+	specHits, specMisses atomic.Int64
 
 	// Creates on their way (Config.AsyncCreate), and the slots bounding them.
 	createMu    sync.Mutex
 	creating    map[*asyncCreate]struct{}
 	createSlots chan struct{}
+
+	walk dirWalk // a directory's files read one after the other (spec.go)
 
 	locks      lockSession             // advisory locks (locks.go)
 	lastStatfs *filerpb.StatfsResponse // under mu
@@ -526,11 +532,17 @@ type Stats struct {
 	// themselves. A sequential reader has a few at its start; many mean
 	// the read-ahead does not keep up or fetches what is not read.
 	ReadMisses int64
+	// SpecHits: small files opened for reading whose fetch, started from
+	// the cached entry while the open asked the filer, was kept; SpecMisses:
+	// such fetches dropped because the filer's entry differed (a change made
+	// elsewhere whose event had not arrived yet).
+	SpecHits, SpecMisses int64
 }
 
 // Stats returns the view's counters.
 func (fs *FS) Stats() Stats {
-	st := Stats{FilerCalls: fs.calls.Load(), FilerLookups: fs.cache.rpcs.Load(), ReadMisses: fs.readMisses.Load()}
+	st := Stats{FilerCalls: fs.calls.Load(), FilerLookups: fs.cache.rpcs.Load(), ReadMisses: fs.readMisses.Load(),
+		SpecHits: fs.specHits.Load(), SpecMisses: fs.specMisses.Load()}
 	fs.cache.mu.Lock()
 	st.MetaCacheEntries = len(fs.cache.entries)
 	fs.cache.mu.Unlock()

@@ -120,7 +120,7 @@ func (h *Handle) WriteAt(ctx context.Context, p []byte, off int64) (int, error) 
 // reading: the kernel's first READ then waits for the fetch instead of
 // starting it). Not for opens that may not read (WebDAV's PROPFIND opens
 // every file it lists).
-func (h *Handle) Prefetch(ctx context.Context) { h.f.prefetchSmall(ctx) }
+func (h *Handle) Prefetch(ctx context.Context) { h.f.prefetchSmall(ctx, nil) }
 
 // Flush commits the buffered writes (close(2) and fsync(2) call it).
 func (h *Handle) Flush(ctx context.Context) error { return h.f.flush(ctx) }

@@ -297,12 +297,15 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 			return nil, 0, e
 		}
 	}
-	h, err := n.v.Open(ctx, n.self(), int(flags))
+	open := n.v.Open
+	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		// A small file: fetched whole before the first READ comes, the
+		// fetch started while the open checks the entry with the filer.
+		open = n.v.OpenForReading
+	}
+	h, err := open(ctx, n.self(), int(flags))
 	if err != nil {
 		return nil, 0, n.v.Errno(err)
-	}
-	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
-		h.Prefetch(ctx) // a small file: fetched whole before the first READ comes
 	}
 	return &handle{v: n.v, h: h, syncClose: n.syncClose}, 0, 0
 }
