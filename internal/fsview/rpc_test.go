@@ -31,8 +31,16 @@ func waitCached(t *testing.T, fs *FS, p string) {
 		}
 		before := fs.cache.rpcs.Load()
 		fs.Lookup(context.Background(), p)
-		return fs.cache.rpcs.Load() == before
+		return fs.cache.rpcs.Load() == before && ownSettled(fs)
 	}, "lookups of "+p+" never came from the cache")
+}
+
+// ownSettled reports whether every change made through fs has had its
+// event back: none is still on its way to change the cache again.
+func ownSettled(fs *FS) bool {
+	fs.cache.mu.Lock()
+	defer fs.cache.mu.Unlock()
+	return len(fs.cache.own) == 0
 }
 
 // A chmod of a file whose background commit is done (tar sets the mode

@@ -120,8 +120,17 @@ func TestWalkFetchesAheadAndDropsWhatChanged(t *testing.T) {
 		if _, err := fs.ReadDir(ctx, "/d"); err != nil {
 			t.Fatal(err)
 		}
-		return fs.cache.listed(fs.full("/d")) != nil
-	}, "the listing of /d was never kept whole")
+		if !ownSettled(fs) || fs.cache.listed(fs.full("/d")) == nil {
+			return false
+		}
+		for _, n := range names {
+			p := fs.full("/d/" + n)
+			if _, cached := fs.cache.get(p); !cached || fs.openFile(p) != nil {
+				return false // not cached yet, or its background commit still holds it open
+			}
+		}
+		return true
+	}, "the listing of /d was never kept whole with every file cached, committed and its event seen")
 	open := func(n string) []byte {
 		t.Helper()
 		h, err := fs.OpenForReading(ctx, "/d/"+n, os.O_RDONLY)
@@ -160,7 +169,7 @@ func TestWalkFetchesAheadAndDropsWhatChanged(t *testing.T) {
 		}
 	}
 	if got := fs.specHits.Load() - hits; got != 2 {
-		t.Fatalf("%d fetches ahead kept for e and f, want 2", got)
+		t.Fatalf("%d fetches ahead kept for e and f, want 2 (misses %d)", got, fs.specMisses.Load()-misses)
 	}
 }
 
