@@ -3,7 +3,6 @@ package backup
 import (
 	"bufio"
 	"context"
-	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
@@ -13,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/kelpfs/kelp/internal/aesgcm"
 )
 
 // An encrypted backup (Config.Key) stores every file's content sealed, so
@@ -70,11 +71,7 @@ func plainSize(n int64) int64 {
 }
 
 func gcm(key []byte) (cipher.AEAD, error) {
-	b, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	return cipher.NewGCM(b)
+	return aesgcm.New(key) // crypto/cipher's GCM, byte for byte; faster where the CPU has VAES
 }
 
 func segAD(last bool) []byte {
