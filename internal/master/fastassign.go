@@ -28,11 +28,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,28 +110,12 @@ func (l *assignListener) serve(pc *httpfast.PrefixConn) {
 	br := bufio.NewReaderSize(pc, fastAssignBuf)
 	var out []byte
 	var remote string
-	// The read deadline moves only when it matters (as in the volume
-	// server's fast path): to the idle limit before waiting for a request
-	// (again once the last setting is a second old), and to the header
-	// limit from a head's first byte when it has not arrived whole.
-	var idleSet time.Time
+	dl := httpfast.NewDeadlines(c, &l.idle, &l.header)
 	for {
-		if br.Buffered() == 0 {
-			if now := time.Now(); now.Sub(idleSet) > time.Second {
-				c.SetReadDeadline(now.Add(time.Duration(l.idle.Load())))
-				idleSet = now
-			}
-			if _, err := br.Peek(1); err != nil {
-				return
-			}
+		if dl.AwaitRequest(br) != nil {
+			return
 		}
-		headerSet := false
-		head, err := httpfast.PeekHead(br, assignMethod, func() {
-			if !headerSet {
-				c.SetReadDeadline(time.Now().Add(time.Duration(l.header.Load())))
-				headerSet, idleSet = true, time.Time{}
-			}
-		})
+		head, err := httpfast.PeekHead(br, assignMethod, dl.BeforeRead)
 		var req *http.Request
 		if err == nil {
 			if req, err = parseAssign(head); err == nil && !l.s.cons.IsLeader() {
@@ -172,16 +154,11 @@ func (l *assignListener) serve(pc *httpfast.PrefixConn) {
 			}
 			continue
 		}
-		// Not an assign taken here, or a head that broke off (EOF, a
-		// reset): net/http's, with what arrived. A head that took longer
-		// than the header limit is closed, as net/http closes it.
-		if errors.Is(err, httpfast.ErrNotFast) || !errors.Is(err, os.ErrDeadlineExceeded) && br.Buffered() > 0 {
-			l.Forget(c)
+		// Not an assign taken here, or a head that broke off: net/http's,
+		// with what arrived (see HandOver).
+		if l.HandOver(pc, br, err) {
 			handed = true
 			l.handed.Add(1)
-			c.SetReadDeadline(time.Time{})
-			b, _ := br.Peek(br.Buffered())
-			l.Give(pc.Rest(b))
 		}
 		return
 	}

@@ -28,12 +28,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"mime"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -111,41 +109,15 @@ func (l *fastListener) serve(pc *httpfast.PrefixConn) {
 	br := bufio.NewReaderSize(pc, fastReadBuf)
 	var out []byte
 	var remote string // c's remote address, once a write needs it
-	// The read deadline is moved only when it matters, since each move
-	// costs a timer update: before waiting for a request, to fastIdle from
-	// now (again only once the last setting is a second old: the idle
-	// limit is 2 min, give or take a second), and, when a head has not
-	// arrived whole, to fastHeader from its first byte before reading the
-	// rest of it. A head that is already buffered needs no read.
-	var idleSet time.Time // when the idle deadline was set; zero: another deadline is on
+	dl := httpfast.NewDeadlines(c, &l.idle, &l.header)
 	for {
-		if br.Buffered() == 0 {
-			if now := time.Now(); now.Sub(idleSet) > time.Second {
-				c.SetReadDeadline(now.Add(time.Duration(l.idle.Load())))
-				idleSet = now
-			}
-			if _, err := br.Peek(1); err != nil {
-				return // closed, idle too long, or the listener closed it
-			}
+		if dl.AwaitRequest(br) != nil {
+			return // closed, idle too long, or the listener closed it
 		}
-		// Each request's head gets fastHeader from its first byte (in
-		// practice from now: it starts in the buffer), also when it was
-		// already buffered (pipelined) behind the last one.
-		headerSet := false
-		head, err := peekHead(br, func() {
-			if !headerSet {
-				c.SetReadDeadline(time.Now().Add(time.Duration(l.header.Load())))
-				headerSet, idleSet = true, time.Time{}
-			}
-		})
+		head, err := peekHead(br, dl.BeforeRead)
 		if err == nil && head[0] == 'P' { // PUT or POST (fastMethod): fastwrite.go
 			var done bool
-			if done, err = l.serveWrite(c, br, head, &out, &remote, func() {
-				if !headerSet {
-					c.SetReadDeadline(time.Now().Add(time.Duration(l.header.Load())))
-					headerSet, idleSet = true, time.Time{}
-				}
-			}); done {
+			if done, err = l.serveWrite(c, br, head, &out, &remote, dl.BeforeRead); done {
 				return
 			}
 			if err == nil {
@@ -181,17 +153,11 @@ func (l *fastListener) serve(pc *httpfast.PrefixConn) {
 				continue
 			}
 		}
-		// A request that is not a fast read, and one whose head broke off
-		// (EOF, a reset), go to net/http with what arrived: its answer to a
-		// truncated head is a 400, not silence. A head that took longer than
-		// fastHeader is closed, as net/http closes it.
-		if errors.Is(err, errNotFast) || !errors.Is(err, os.ErrDeadlineExceeded) && br.Buffered() > 0 {
-			l.Forget(c)
+		// A request that is not a fast read, and one whose head broke off,
+		// go to net/http with what arrived (see HandOver).
+		if l.HandOver(pc, br, err) {
 			handed = true
 			l.handed.Add(1)
-			c.SetReadDeadline(time.Time{})
-			b, _ := br.Peek(br.Buffered())
-			l.Give(pc.Rest(b))
 		}
 		return
 	}
