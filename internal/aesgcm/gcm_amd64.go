@@ -153,6 +153,28 @@ func (g *gcmAsm) finish(out []byte, s, j0 *[blockSize]byte, adLen, ctLen int) {
 	copy(out, t[:TagSize])
 }
 
+// checkOverlaps panics, as crypto/cipher does, when the output out
+// overlaps the input other than exactly (in place) or the additional data.
+func checkOverlaps(out, in, additionalData []byte) {
+	if inexactOverlap(out, in) {
+		panic("crypto/cipher: invalid buffer overlap of output and input")
+	}
+	if anyOverlap(out, additionalData) {
+		panic("crypto/cipher: invalid buffer overlap of output and additional data")
+	}
+}
+
+// begin returns the pre-counter block J0 of a 12-byte nonce, the counter
+// block of the first data block, and the GHASH state after the additional
+// data.
+func (g *gcmAsm) begin(nonce, additionalData []byte) (j0, cb, s [blockSize]byte) {
+	copy(j0[:], nonce)
+	j0[15] = 1
+	cb = ctrAt(&j0, 1)
+	g.ghash(&s, additionalData)
+	return j0, cb, s
+}
+
 func (g *gcmAsm) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
 	if len(nonce) != NonceSize {
 		panic("crypto/cipher: incorrect nonce length given to GCM")
@@ -161,17 +183,8 @@ func (g *gcmAsm) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
 		panic("crypto/cipher: message too large for GCM")
 	}
 	ret, out := sliceForAppend(dst, len(plaintext)+TagSize)
-	if inexactOverlap(out, plaintext) {
-		panic("crypto/cipher: invalid buffer overlap of output and input")
-	}
-	if anyOverlap(out, additionalData) {
-		panic("crypto/cipher: invalid buffer overlap of output and additional data")
-	}
-	var j0, s [blockSize]byte
-	copy(j0[:], nonce)
-	j0[15] = 1
-	cb := ctrAt(&j0, 1)
-	g.ghash(&s, additionalData)
+	checkOverlaps(out, plaintext, additionalData)
+	j0, cb, s := g.begin(nonce, additionalData)
 
 	n := len(plaintext)
 	ct := out[:n]
@@ -206,17 +219,8 @@ func (g *gcmAsm) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte, er
 	}
 	n := len(ciphertext) - TagSize
 	ret, out := sliceForAppend(dst, n)
-	if inexactOverlap(out, ciphertext) {
-		panic("crypto/cipher: invalid buffer overlap of output and input")
-	}
-	if anyOverlap(out, additionalData) {
-		panic("crypto/cipher: invalid buffer overlap of output and additional data")
-	}
-	var j0, s [blockSize]byte
-	copy(j0[:], nonce)
-	j0[15] = 1
-	cb := ctrAt(&j0, 1)
-	g.ghash(&s, additionalData)
+	checkOverlaps(out, ciphertext, additionalData)
+	j0, cb, s := g.begin(nonce, additionalData)
 
 	ct := ciphertext[:n]
 	done := 0
