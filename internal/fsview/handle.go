@@ -20,15 +20,25 @@ type Handle struct {
 
 // Open opens file p with open(2) flags (O_TRUNC and O_APPEND honoured).
 func (fs *FS) Open(ctx context.Context, p string, flags int) (*Handle, error) {
-	gen := fs.forgetGen()
-	n, err := fs.resolve(ctx, p)
+	n, gen, err := fs.resolveFile(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	if n.isDir() {
-		return nil, errnof(syscall.EISDIR, "%s", p)
-	}
 	return fs.openNode(ctx, n, p, flags, gen)
+}
+
+// resolveFile resolves p, which must not be a directory, for an open; gen
+// is forgetGen's before the resolve (see openNode).
+func (fs *FS) resolveFile(ctx context.Context, p string) (*node, uint64, error) {
+	gen := fs.forgetGen()
+	n, err := fs.resolve(ctx, p)
+	if err != nil {
+		return nil, 0, err
+	}
+	if n.isDir() {
+		return nil, 0, errnof(syscall.EISDIR, "%s", p)
+	}
+	return n, gen, nil
 }
 
 // openNode opens n, resolved after forgetGen returned gen.
@@ -114,13 +124,6 @@ func (h *Handle) WriteAt(ctx context.Context, p []byte, off int64) (int, error) 
 	}
 	return h.f.write(ctx, p, off)
 }
-
-// Prefetch starts fetching a small file (at most 4 MiB) whole in the
-// background, for a reader about to read it (the FUSE mount's open(2) for
-// reading: the kernel's first READ then waits for the fetch instead of
-// starting it). Not for opens that may not read (WebDAV's PROPFIND opens
-// every file it lists).
-func (h *Handle) Prefetch(ctx context.Context) { h.f.prefetchSmall(ctx, nil) }
 
 // Flush commits the buffered writes (close(2) and fsync(2) call it).
 func (h *Handle) Flush(ctx context.Context) error { return h.f.flush(ctx) }

@@ -68,19 +68,16 @@ func sameContent(a, b *filerpb.Entry) bool {
 
 // OpenForReading is Open for a reader about to read the file (the FUSE
 // mount's open(2) read-only, which the kernel follows with READs): a small
-// file (at most 4 MiB) is fetched whole in the background (Handle.Prefetch).
+// file (at most 4 MiB) is fetched whole in the background (prefetchSmall).
 // When the entry came from the metadata cache, the fetch starts from it
 // while the open asks the filer for the entry, and is kept if the filer's
 // entry has the same content (see specFetch); the first READ then waits for
-// a fetch that began a round trip earlier.
+// a fetch that began a round trip earlier. Not for opens that may not read
+// (WebDAV's PROPFIND opens every file it lists): those use Open.
 func (fs *FS) OpenForReading(ctx context.Context, p string, flags int) (*Handle, error) {
-	gen := fs.forgetGen()
-	n, err := fs.resolve(ctx, p)
+	n, gen, err := fs.resolveFile(ctx, p)
 	if err != nil {
 		return nil, err
-	}
-	if n.isDir() {
-		return nil, errnof(syscall.EISDIR, "%s", p)
 	}
 	rdonly := flags&syscall.O_ACCMODE == syscall.O_RDONLY
 	var spec *specFetch
