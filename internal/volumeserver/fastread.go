@@ -166,7 +166,7 @@ func (l *fastListener) serve(pc *httpfast.PrefixConn) {
 // peekHead returns the request's head (request line and headers, through the
 // blank line) from br without consuming it. errNotFast: it is not a GET,
 // HEAD, PUT or POST, its head does not fit the buffer, or it has a byte net/http might
-// read differently (see headEnd). beforeRead is called before each read
+// read differently (see httpfast.HeadEnd). beforeRead is called before each read
 // from the connection the head needs.
 func peekHead(br *bufio.Reader, beforeRead func()) ([]byte, error) {
 	return httpfast.PeekHead(br, fastMethod, beforeRead)
@@ -176,19 +176,6 @@ func peekHead(br *bufio.Reader, beforeRead func()) ([]byte, error) {
 // "GET ", "HEAD ", "PUT " or "POST ".
 func fastMethod(b []byte) bool {
 	return httpfast.PrefixOf(b, "GET ") || httpfast.PrefixOf(b, "HEAD ") || httpfast.PrefixOf(b, "PUT ") || httpfast.PrefixOf(b, "POST ")
-}
-
-// headEnd scans b from from on for the end of a request head, "\r\n\r\n":
-// end is the length of the head, 0 if it has not all arrived (next is then
-// where to go on scanning). ok is false, and the request is net/http's, at
-// the first byte where a lenient reader and a strict one could disagree on
-// where a line or the head ends: a CR not followed by LF, an LF not after
-// a CR (net/http takes a bare LF as a line end, so "\n\n" would end its
-// head early: a request hidden inside a header value), or any other control
-// character but HTAB (net/http answers 400 for those). A head of CRLF lines
-// of printable bytes, HTAB and obs-text is read the same by every reader.
-func headEnd(b []byte, from int) (end, next int, ok bool) {
-	return httpfast.HeadEnd(b, from)
 }
 
 // parseFastGet parses a head peekHead returned. ok only for "GET /path
