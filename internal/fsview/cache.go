@@ -38,8 +38,14 @@ type metaCache struct {
 	// own counts this view's changes of each path whose events have not
 	// arrived yet: until they have, dirs may not show them, and lookups of
 	// the path ask the filer.
-	own     map[string]int
-	negHits atomic.Int64 // lookups answered "no such name" from dirs
+	own map[string]int
+	// arriving counts this view's renames onto each path whose events
+	// have not arrived yet. Unlike own it is counted down only by an
+	// event that makes the path: a rename over a file is logged as the
+	// file's deletion and then the move, and between the two the name is
+	// missing from dirs while the move is still to come.
+	arriving map[string]int
+	negHits  atomic.Int64 // lookups answered "no such name" from dirs
 }
 
 // listToken is one listing (or mkdir) of a directory on its way.
@@ -56,7 +62,8 @@ const maxCached = 100_000
 
 func newMetaCache() *metaCache {
 	return &metaCache{entries: map[string]*filerpb.Entry{}, children: map[string]map[string]bool{},
-		dirs: map[string]map[string]bool{}, listing: map[*listToken]bool{}, own: map[string]int{}}
+		dirs: map[string]map[string]bool{}, listing: map[*listToken]bool{}, own: map[string]int{},
+		arriving: map[string]int{}}
 }
 
 // absent reports whether full is known not to exist: its directory's
@@ -65,7 +72,7 @@ func newMetaCache() *metaCache {
 func (c *metaCache) absent(full string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.live || c.own[full] > 0 {
+	if !c.live || c.own[full] > 0 || c.arriving[full] > 0 {
 		return false
 	}
 	names, ok := c.dirs[path.Dir(full)]
@@ -149,15 +156,36 @@ func (c *metaCache) endOwn(err error, paths ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range paths {
-		c.ownSeen(p)
+		countDown(c.own, p)
 	}
 }
 
-func (c *metaCache) ownSeen(p string) {
-	if c.own[p] > 1 {
-		c.own[p]--
+// beginRename counts a rename made here; endRename with its outcome.
+func (c *metaCache) beginRename(from, to string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.own[from]++
+	c.arriving[to]++
+	c.dropListed(from)
+	c.dropListed(to)
+}
+
+func (c *metaCache) endRename(err error, from, to string) {
+	if err == nil {
+		return // counted down by its events
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	countDown(c.own, from)
+	countDown(c.arriving, to)
+}
+
+// countDown takes one from counts[p], forgetting p at zero.
+func countDown(counts map[string]int, p string) {
+	if counts[p] > 1 {
+		counts[p]--
 	} else {
-		delete(c.own, p)
+		delete(counts, p)
 	}
 }
 
@@ -190,9 +218,14 @@ func (c *metaCache) applyNames(old, new string) {
 			}
 		}
 	}
-	for i, p := range []string{old, new} {
-		if p != "" && c.own[p] > 0 && (i == 0 || p != old) {
-			c.ownSeen(p)
+	if old != "" {
+		countDown(c.own, old)
+	}
+	if new != "" && new != old {
+		if c.arriving[new] > 0 {
+			countDown(c.arriving, new)
+		} else {
+			countDown(c.own, new)
 		}
 	}
 	if old == new {

@@ -106,6 +106,33 @@ func TestEvictReachesUncachedDirectories(t *testing.T) {
 	}
 }
 
+// TestRenameOverFileNeverCachedAbsent: the filer logs a rename over a file
+// as the file's deletion, then the move. Between the two events the target
+// is missing from its directory's listing, yet it exists: the view must
+// not answer "no such name" for it until the move's event has arrived.
+func TestRenameOverFileNeverCachedAbsent(t *testing.T) {
+	c := newMetaCache()
+	c.setLive(true)
+	t0 := c.beginList("/d")
+	c.endList(t0, true, []string{"f", ".tmp"})
+	c.beginRename("/d/.tmp", "/d/f")
+	c.endRename(nil, "/d/.tmp", "/d/f")
+	c.applyNames("/d/f", "") // the replaced file's deletion
+	if c.absent("/d/f") {
+		t.Fatal("/d/f answered absent between the deletion of the replaced file and the move")
+	}
+	c.applyNames("/d/.tmp", "/d/f") // the move
+	if c.absent("/d/f") {
+		t.Fatal("/d/f answered absent after the move")
+	}
+	if !c.absent("/d/.tmp") {
+		t.Error("/d/.tmp not answered absent after it moved")
+	}
+	if len(c.own) != 0 || len(c.arriving) != 0 {
+		t.Errorf("counts left after every event arrived: own %v arriving %v", c.own, c.arriving)
+	}
+}
+
 // TestXattrAfterListingFromCache: getxattr of the names just listed (ls -l
 // asks security.selinux of each) costs no lookup, and still sees this
 // view's own change of the attribute at once.

@@ -491,9 +491,9 @@ func (fs *FS) rename(ctx context.Context, from, to string) error {
 	fs.cache.evict(from, to)
 	defer fs.cache.evict(from, to)
 	fs.cache.moving(from, to)
-	fs.cache.beginOwn(from, to)
+	fs.cache.beginRename(from, to)
 	_, err := fs.filer.Rename(ctx, &filerpb.RenameRequest{From: from, To: to})
-	fs.cache.endOwn(err, from, to)
+	fs.cache.endRename(err, from, to)
 	return err
 }
 

@@ -40,7 +40,7 @@ func waitCached(t *testing.T, fs *FS, p string) {
 func ownSettled(fs *FS) bool {
 	fs.cache.mu.Lock()
 	defer fs.cache.mu.Unlock()
-	return len(fs.cache.own) == 0
+	return len(fs.cache.own) == 0 && len(fs.cache.arriving) == 0
 }
 
 // A chmod of a file whose background commit is done (tar sets the mode
