@@ -44,8 +44,7 @@ type Config struct {
 	// for every request, as with NetHTTP.
 	HTTPClient *http.Client
 	// NetHTTP sends every request through the library client (net/http),
-	// as before the lean client of rawhttp.go: for comparisons. TLS
-	// clusters always use it.
+	// as before the lean client of rawhttp.go: for comparisons.
 	NetHTTP bool
 	// Logger receives the first failures of each phase; nil discards.
 	Logger *slog.Logger
@@ -115,7 +114,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.N, cfg.Size, cfg.Concurrency, strings.Join(cfg.Masters, ","))
 
 	b := &bench{c: c, cfg: cfg, crc: crc32.MakeTable(crc32.Castagnoli)}
-	b.raw = !cfg.NetHTTP && cfg.HTTPClient == nil && security.Scheme() == "http"
+	b.raw = !cfg.NetHTTP && cfg.HTTPClient == nil
 	if b.raw {
 		b.master = hostOf(cfg.Masters[0])
 		if cfg.AccessToken != "" {
@@ -129,7 +128,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for i := range workers {
 		workers[i].id = i
 		if b.raw {
-			workers[i].raw = newRawConns(ctx)
+			workers[i].raw = newRawConns(ctx, security.Process().ClientConfig())
 		}
 	}
 	defer func() {

@@ -9,17 +9,19 @@ package benchmark
 // each worker owns one kept-alive connection per server and writes its
 // request and reads the answer on its own goroutine, with no pipelining.
 //
-// It speaks plain HTTP/1.1: the answer's status line and headers are parsed
-// strictly (Content-Length, chunked Transfer-Encoding, Connection: close,
-// 1xx answers skipped, a body read to the connection's end when neither
-// length nor chunking is given), and the callers check the status, the
-// length and the content. TLS and read tokens go through the library client
-// (see Run).
+// It speaks HTTP/1.1, over TLS when the process does (the same client
+// configuration as the library client's): the answer's status line and
+// headers are parsed strictly (Content-Length, chunked Transfer-Encoding,
+// Connection: close, 1xx answers skipped, a body read to the connection's
+// end when neither length nor chunking is given), and the callers check the
+// status, the length and the content. Reads that need a token go through
+// the library client (see rawRead).
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +29,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kelpfs/kelp/internal/security"
 )
 
 const (
@@ -43,10 +47,14 @@ type rawConns struct {
 	ctx   context.Context
 	conns map[string]*rawConn
 	dial  net.Dialer
+	tls   *tls.Config // nil: plain HTTP
 }
 
-func newRawConns(ctx context.Context) *rawConns {
-	return &rawConns{ctx: ctx, conns: map[string]*rawConn{}, dial: net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}}
+// newRawConns returns a worker's connections, speaking TLS with tlsConfig
+// (nil: plain HTTP).
+func newRawConns(ctx context.Context, tlsConfig *tls.Config) *rawConns {
+	return &rawConns{ctx: ctx, conns: map[string]*rawConn{}, dial: net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second},
+		tls: tlsConfig}
 }
 
 // rawConn is one kept-alive connection.
@@ -80,11 +88,38 @@ func (rs *rawConns) get(host string) (*rawConn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if rs.tls != nil {
+		if nc, err = rs.handshake(nc, host); err != nil {
+			return nil, err
+		}
+	}
 	c := &rawConn{nc: nc, br: bufio.NewReaderSize(nc, 16<<10)}
 	// The run's end breaks a request under way.
 	c.stop = context.AfterFunc(rs.ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 	rs.conns[host] = c
 	return c, nil
+}
+
+// handshake starts TLS on nc to host, checking the certificate's name as
+// net/http does (the host without its port).
+func (rs *rawConns) handshake(nc net.Conn, host string) (net.Conn, error) {
+	cfg := rs.tls.Clone()
+	if cfg.ServerName == "" {
+		name, _, err := net.SplitHostPort(host)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		cfg.ServerName = name
+	}
+	tc := tls.Client(nc, cfg)
+	ctx, cancel := context.WithTimeout(rs.ctx, rs.dial.Timeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return tc, nil
 }
 
 // rawAnswer is what do read: the status, the body's length (what the
@@ -386,8 +421,11 @@ func trimmed(b []byte) string {
 // goroutine at a time.
 type HTTP1 struct{ rs *rawConns }
 
-// NewHTTP1 returns a client whose requests end when ctx does.
-func NewHTTP1(ctx context.Context) *HTTP1 { return &HTTP1{rs: newRawConns(ctx)} }
+// NewHTTP1 returns a client whose requests end when ctx does, speaking TLS
+// when the process does.
+func NewHTTP1(ctx context.Context) *HTTP1 {
+	return &HTTP1{rs: newRawConns(ctx, security.Process().ClientConfig())}
+}
 
 // Do sends method target (path and query) to host ("host:port") with the
 // extra header lines headers (each ending in CRLF) and body, and reads the

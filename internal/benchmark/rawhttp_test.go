@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -98,8 +99,15 @@ func TestRawAnswerSameAsNetHTTP(t *testing.T) {
 // The lean client reuses one connection per server for request after
 // request, sends what net/http's server reads as the request (method,
 // target, Host, headers, body), replaces a kept-alive connection the server
-// closed while idle, and gives up on a server that does not answer.
+// closed while idle, and gives up on a server that does not answer; in
+// plain HTTP and over TLS.
 func TestRawConnsAgainstNetHTTP(t *testing.T) {
+	for _, secure := range []bool{false, true} {
+		t.Run(map[bool]string{false: "http", true: "https"}[secure], func(t *testing.T) { testRawConns(t, secure) })
+	}
+}
+
+func testRawConns(t *testing.T, secure bool) {
 	var conns, requests atomic.Int32
 	slow := make(chan struct{}, 1)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -121,12 +129,18 @@ func TestRawConnsAgainstNetHTTP(t *testing.T) {
 			conns.Add(1)
 		}
 	}
-	srv.Start()
+	var tlsConfig *tls.Config
+	if secure {
+		srv.StartTLS()
+		tlsConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig
+	} else {
+		srv.Start()
+	}
 	defer srv.Close()
-	host := strings.TrimPrefix(srv.URL, "http://")
+	_, host, _ := strings.Cut(srv.URL, "://")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	rs := newRawConns(ctx)
+	rs := newRawConns(ctx, tlsConfig)
 	defer rs.closeAll()
 	dst := make([]byte, 256)
 	for i := range 5 {
