@@ -69,8 +69,8 @@ func (l *Listener) HandOver(pc *PrefixConn, br *bufio.Reader, err error) bool {
 	if !errors.Is(err, ErrNotFast) && (errors.Is(err, os.ErrDeadlineExceeded) || br.Buffered() == 0) {
 		return false
 	}
-	l.Forget(pc.TCPConn)
-	pc.TCPConn.SetReadDeadline(time.Time{})
+	l.Forget(pc.Conn)
+	pc.Conn.SetReadDeadline(time.Time{})
 	b, _ := br.Peek(br.Buffered())
 	l.Give(pc.Rest(b))
 	return true

@@ -11,6 +11,7 @@ package httpfast
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -140,10 +141,11 @@ var dateCache atomic.Pointer[cachedDate]
 
 // PrefixConn is a connection as a fast path and net/http read it: the
 // bytes an earlier reader took from the socket but did not consume come
-// first. CloseWrite and ReadFrom (sendfile) pass through to the TCP
-// connection.
+// first. Conn is the TCP connection, or the TLS connection over it (its
+// handshake done). CloseWrite and ReadFrom (sendfile, over TCP) pass
+// through to it.
 type PrefixConn struct {
-	*net.TCPConn
+	net.Conn
 	Pending []byte
 }
 
@@ -153,7 +155,7 @@ func (c *PrefixConn) Read(p []byte) (int, error) {
 		c.Pending = c.Pending[n:]
 		return n, nil
 	}
-	return c.TCPConn.Read(p)
+	return c.Conn.Read(p)
 }
 
 // WriteTo hides the TCP connection's own (splice), which would skip the
@@ -162,10 +164,34 @@ func (c *PrefixConn) WriteTo(w io.Writer) (int64, error) {
 	return io.Copy(w, struct{ io.Reader }{c})
 }
 
+// ReadFrom is the TCP connection's (sendfile, splice) when Conn is one.
+func (c *PrefixConn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
+}
+
+// CloseWrite shuts down the writing side (net/http's graceful close).
+func (c *PrefixConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// TLSConn is the TLS connection c reads, nil when c is plain TCP: a
+// server's connection context takes the TLS state of a request net/http
+// serves on c from it (net/http sets Request.TLS only on a *tls.Conn).
+func (c *PrefixConn) TLSConn() *tls.Conn {
+	tc, _ := c.Conn.(*tls.Conn)
+	return tc
+}
+
 // Rest is what is still to be read from c after the buffered bytes b, as
 // a new PrefixConn.
 func (c *PrefixConn) Rest(b []byte) *PrefixConn {
-	return &PrefixConn{TCPConn: c.TCPConn, Pending: append(append([]byte(nil), b...), c.Pending...)}
+	return &PrefixConn{Conn: c.Conn, Pending: append(append([]byte(nil), b...), c.Pending...)}
 }
 
 // Answer is the ResponseWriter of a request served outside net/http: it

@@ -197,7 +197,7 @@ func TestPrefixConnPending(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	pc := (&PrefixConn{TCPConn: c.(*net.TCPConn)}).Rest([]byte("pending "))
+	pc := (&PrefixConn{Conn: c}).Rest([]byte("pending "))
 	var b bytes.Buffer
 	if _, err := io.Copy(&b, pc); err != nil || b.String() != "pending rest" {
 		t.Fatalf("%q, %v", b.String(), err)

@@ -1,16 +1,19 @@
 package httpfast
 
 import (
+	"crypto/tls"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
 	"time"
 )
 
-// Listener sits between a TCP listener and an http.Server. Each accepted
-// TCP connection goes to Serve in a goroutine of its own; what Serve hands
-// over (Give), and any connection that is not TCP, is what the
+// Listener sits between a TCP listener (or a TLS one over TCP) and an
+// http.Server. Each accepted TCP connection goes to Serve in a goroutine of
+// its own, a TLS one once its handshake is done there (serveTLS); what
+// Serve hands over (Give), and any other connection, is what the
 // http.Server's Accept returns. It keeps the connections Serve holds, idle
 // or answering (MarkBusy, Forget), so that Close can end them: an idle one
 // at once, one answering once its answer is written, within Grace.
@@ -100,12 +103,58 @@ func (l *Listener) acceptLoop() {
 			continue
 		}
 		backoff = 5 * time.Millisecond
-		tc, ok := c.(*net.TCPConn)
-		if !ok {
+		switch c := c.(type) {
+		case *net.TCPConn:
+			go l.serve(&PrefixConn{Conn: c})
+		case *tls.Conn:
+			go l.serveTLS(c)
+		default:
 			l.Give(c)
-			continue
 		}
-		go l.serve(&PrefixConn{TCPConn: tc})
+	}
+}
+
+// handshakeTimeout bounds a TLS handshake, as net/http bounds it: by its
+// ReadHeaderTimeout (httpserve's).
+const handshakeTimeout = 30 * time.Second
+
+// serveTLS makes the TLS handshake of c, then gives c to Serve; one that
+// agreed on another protocol than HTTP/1.1 (ALPN) goes to net/http as it is.
+func (l *Listener) serveTLS(c *tls.Conn) {
+	if !l.MarkBusy(c, false, nil) { // idle: Close ends the handshake
+		c.Close()
+		return
+	}
+	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	err := c.Handshake()
+	c.SetDeadline(time.Time{})
+	if err != nil {
+		l.Forget(c)
+		refusePlainHTTP(err)
+		c.Close()
+		if l.log != nil {
+			l.log.Debug("httpfast: TLS handshake", "remote", c.RemoteAddr().String(), "err", err)
+		}
+		return
+	}
+	if p := c.ConnectionState().NegotiatedProtocol; p != "" && p != "http/1.1" {
+		l.Forget(c)
+		l.Give(c)
+		return
+	}
+	l.serve(&PrefixConn{Conn: c})
+}
+
+// refusePlainHTTP answers a plain HTTP request sent to the TLS port with
+// a 400 that says so, as net/http's server does, instead of silence.
+func refusePlainHTTP(err error) {
+	var re tls.RecordHeaderError
+	if !errors.As(err, &re) || re.Conn == nil {
+		return
+	}
+	switch string(re.RecordHeader[:]) {
+	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO", "DELET", "PATCH", "CONNE", "TRACE":
+		io.WriteString(re.Conn, "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
 	}
 }
 

@@ -60,13 +60,27 @@ type Gatherer interface {
 type connInfo struct {
 	srv *Server
 	g   Gatherer
+	// tls is the TLS state of a connection a fast path (internal/httpfast)
+	// handshook and handed over: net/http sees no *tls.Conn there and
+	// leaves Request.TLS nil, which recoverFor fills in.
+	tls *tls.ConnectionState
 }
 
 type connKey struct{}
 
+// tlsCarrier is a connection that reads a TLS one (httpfast.PrefixConn).
+type tlsCarrier interface{ TLSConn() *tls.Conn }
+
 func (s *Server) connContext(ctx context.Context, c net.Conn) context.Context {
 	ci := &connInfo{srv: s}
-	if tc, ok := c.(*tls.Conn); ok {
+	tc, ok := c.(*tls.Conn)
+	if tcr, carries := c.(tlsCarrier); !ok && carries {
+		if tc = tcr.TLSConn(); tc != nil {
+			st := tc.ConnectionState()
+			ci.tls = &st
+		}
+	}
+	if tc != nil {
 		ci.g, _ = tc.NetConn().(Gatherer)
 	}
 	return context.WithValue(ctx, connKey{}, ci)
@@ -145,6 +159,11 @@ func recoverFor(h http.Handler, log *slog.Logger, s *Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tw := &startWriter{ResponseWriter: w}
 		if ci := ownConn(r, s); ci != nil {
+			if r.TLS == nil && ci.tls != nil {
+				r2 := *r // a shallow copy, as Request.WithContext makes
+				r2.TLS = ci.tls
+				r = &r2
+			}
 			tw.conn = true
 			// Only HTTP/1: its handler writes reach the connection before
 			// they return. Under HTTP/2 a writer goroutine frames them, and

@@ -17,17 +17,21 @@ package master
 // It takes "GET /dir/assign" with an optional query of plain bytes
 // (letters, digits, "-._~=&%+,"), HTTP/1.1, a head of strict CRLF lines
 // (httpfast.HeadEnd: every HTTP/1.1 reader agrees where it ends), one Host
-// and otherwise only User-Agent, Accept, Accept-Encoding and "Connection:
-// keep-alive" (no body, no Authorization, no forwarding mark), and only
-// while this master leads (a follower's forwarding stays net/http's). It
-// is off under TLS, with access tokens or an audit log (Config.Access,
-// Config.Audit: their middleware reads the Authorization header), and with
-// Config.NoFastAssign. TestFastAssignDifferential, FuzzFastAssignHead.
+// at most one Authorization (checked by the handler chain's access
+// middleware, Config.Access, as under net/http), and otherwise only
+// User-Agent, Accept, Accept-Encoding and "Connection: keep-alive" (no
+// body, no forwarding mark), and only while this master leads (a
+// follower's forwarding stays net/http's). Under TLS it reads the TLS
+// connection (httpfast.Listener makes the handshake) and the request
+// carries the connection's TLS state: a client certificate is an identity
+// to the access middleware. It is off with Config.NoFastAssign.
+// TestFastAssignDifferential, FuzzFastAssignHead.
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"net/url"
@@ -36,7 +40,6 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/httpfast"
-	"github.com/kelpfs/kelp/internal/security"
 )
 
 const (
@@ -54,7 +57,7 @@ const (
 
 // fastAssignOn reports whether plain assigns are served outside net/http.
 func (s *Server) fastAssignOn() bool {
-	return !s.cfg.NoFastAssign && s.cfg.Access == nil && s.cfg.Audit == nil && security.Process() == nil
+	return !s.cfg.NoFastAssign
 }
 
 // assignListener is the fast path's listener (httpfast.Listener: the
@@ -92,7 +95,7 @@ func (l *assignListener) wait() {
 func assignMethod(b []byte) bool { return httpfast.PrefixOf(b, "GET /dir/assign") }
 
 func (l *assignListener) serve(pc *httpfast.PrefixConn) {
-	c := pc.TCPConn
+	c := pc.Conn
 	if !l.MarkBusy(c, false, nil) {
 		c.Close()
 		return
@@ -110,6 +113,11 @@ func (l *assignListener) serve(pc *httpfast.PrefixConn) {
 	br := bufio.NewReaderSize(pc, fastAssignBuf)
 	var out []byte
 	var remote string
+	var st *tls.ConnectionState // c's TLS state, nil without TLS
+	if tc := pc.TLSConn(); tc != nil {
+		s := tc.ConnectionState()
+		st = &s
+	}
 	dl := httpfast.NewDeadlines(c, &l.idle, &l.header)
 	for {
 		if dl.AwaitRequest(br) != nil {
@@ -129,7 +137,7 @@ func (l *assignListener) serve(pc *httpfast.PrefixConn) {
 			if remote == "" {
 				remote = c.RemoteAddr().String()
 			}
-			req.RemoteAddr = remote
+			req.RemoteAddr, req.TLS = remote, st
 			a := httpfast.NewAnswer()
 			func() {
 				defer l.serving.Done() // also when the handler aborts (a panic serve recovers)
@@ -214,6 +222,11 @@ func parseAssign(head []byte) (*http.Request, error) {
 				}
 			}
 			host = string(value)
+		case httpfast.EqualFold(name, "authorization"):
+			if h["Authorization"] != nil {
+				return nil, httpfast.ErrNotFast
+			}
+			h["Authorization"] = []string{string(value)}
 		case httpfast.EqualFold(name, "user-agent"):
 			h["User-Agent"] = append(h["User-Agent"], string(value))
 		case httpfast.EqualFold(name, "accept"):

@@ -27,7 +27,14 @@ import (
 // plain net/http server of the same handler (ref).
 func startFastMaster(t testing.TB) (s *Server, ref string) {
 	t.Helper()
-	s = startMaster(t, t.TempDir())
+	return startFastMasterWith(t, "")
+}
+
+// startFastMasterWith is startFastMaster with the configuration changed by
+// mutate; token authenticates the assign that checks it is ready.
+func startFastMasterWith(t testing.TB, token string, mutate ...func(*Config)) (s *Server, ref string) {
+	t.Helper()
+	s = startMaster(t, t.TempDir(), mutate...)
 	if s.fast == nil {
 		t.Fatal("the fast assign path is off")
 	}
@@ -40,7 +47,11 @@ func startFastMaster(t testing.TB) (s *Server, ref string) {
 	// Leading, with a writable volume: an assign succeeds.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		resp, err := http.Get("http://" + s.HTTPAddr() + "/dir/assign")
+		req, _ := http.NewRequest(http.MethodGet, "http://"+s.HTTPAddr()+"/dir/assign", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK && s.cons.IsLeader() {
@@ -142,7 +153,8 @@ func TestFastAssignDifferential(t *testing.T) {
 		{"absolute form", get("http://kelp.test/dir/assign"), 0},
 		{"HTTP/1.0", "GET /dir/assign HTTP/1.0\r\n\r\n", 0},
 		{"Connection: close", get("/dir/assign", "Connection: close\r\n") + get("/dir/assign"), 0},
-		{"Authorization", get("/dir/assign", "Authorization: Bearer x\r\n"), 0},
+		{"Authorization", get("/dir/assign", "Authorization: Bearer x\r\n"), 1},
+		{"two Authorizations", get("/dir/assign", "Authorization: Bearer x\r\nAuthorization: Bearer y\r\n"), 0},
 		{"forwarded", get("/dir/assign", "X-Kelp-Forwarded-By: 127.0.0.1:1\r\n"), 0},
 		{"Content-Length", get("/dir/assign", "Content-Length: 5\r\n") + "hello", 0},
 		{"chunked", get("/dir/assign", "Transfer-Encoding: chunked\r\n") + "0\r\n\r\n", 0},
@@ -186,7 +198,7 @@ func TestFastAssignDifferential(t *testing.T) {
 	}
 }
 
-// TestFastAssignOff: with access tokens the fast assign path is off.
+// TestFastAssignOff: NoFastAssign turns the fast assign path off.
 func TestFastAssignOff(t *testing.T) {
 	s := startMaster(t, t.TempDir(), func(c *Config) { c.NoFastAssign = true })
 	if s.fast != nil {

@@ -21,8 +21,10 @@ package volumeserver
 // a second parser must never split a byte stream differently from net/http
 // or from a proxy in front (request smuggling).
 //
-// It is off when reads need a token (Config.ReadSigner) and under TLS
-// (Server.fastReadOn); a TLS connection would be handed over as accepted.
+// It is off when reads need a token (Config.ReadSigner, Server.fastReadOn).
+// Under TLS it reads the TLS connection (httpfast.Listener makes the
+// handshake), and a connection it hands over keeps its TLS state for the
+// handler (httpserve's connection context).
 
 import (
 	"bufio"
@@ -91,7 +93,7 @@ func newFastListener(ln net.Listener, s *Server) *fastListener {
 var errNotFast = httpfast.ErrNotFast
 
 func (l *fastListener) serve(pc *httpfast.PrefixConn) {
-	c := pc.TCPConn
+	c := pc.Conn
 	if !l.MarkBusy(c, false, nil) {
 		c.Close()
 		return
@@ -117,7 +119,7 @@ func (l *fastListener) serve(pc *httpfast.PrefixConn) {
 		head, err := peekHead(br, dl.BeforeRead)
 		if err == nil && head[0] == 'P' { // PUT or POST (fastMethod): fastwrite.go
 			var done bool
-			if done, err = l.serveWrite(c, br, head, &out, &remote, dl.BeforeRead); done {
+			if done, err = l.serveWrite(pc, br, head, &out, &remote, dl.BeforeRead); done {
 				return
 			}
 			if err == nil {

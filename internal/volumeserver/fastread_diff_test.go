@@ -335,10 +335,10 @@ func clip(b []byte) []byte {
 	return b
 }
 
-// TestFastReadOffWhenGuarded: with read tokens the fast path is off (the
-// token check is authorize's) and a read without a token is refused; with
-// TLS it is off too and reads are net/http's over TLS.
-func TestFastReadOffWhenGuarded(t *testing.T) {
+// TestFastPathGuardedAndOverTLS: with read tokens the fast path is off (the
+// token check is authorize's) and a read without a token is refused; under
+// TLS it is on and serves reads over the TLS connection.
+func TestFastPathGuardedAndOverTLS(t *testing.T) {
 	newServer := func(cfg Config) *Server {
 		t.Helper()
 		cfg.IP, cfg.Logger = "127.0.0.1", slog.New(slog.DiscardHandler)
@@ -397,8 +397,8 @@ func TestFastReadOffWhenGuarded(t *testing.T) {
 	t.Cleanup(func() { security.SetProcess(nil) })
 	s = newServer(Config{})
 	put(s)
-	if s.fast != nil {
-		t.Error("fast read path on with TLS")
+	if s.fast == nil {
+		t.Fatal("fast read path off with TLS")
 	}
 	c, err := tls.Dial("tcp", s.URL(), tl.ClientConfig())
 	if err != nil {
@@ -417,5 +417,29 @@ func TestFastReadOffWhenGuarded(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || string(b) != "guarded" {
 			t.Errorf("TLS answer %d: %d %q", i+1, resp.StatusCode, b)
 		}
+	}
+	if n := s.fast.served.Load(); n != 2 {
+		t.Errorf("the fast path answered %d reads over TLS, want 2", n)
+	}
+	// A write, then a ranged read (net/http's: the connection is handed
+	// over), then a plain read (taken back) on the same TLS connection.
+	other := "/" + fid.FileID{Volume: 1, Key: 2, Cookie: 7}.String()
+	io.WriteString(c, "PUT "+other+" HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"+
+		"GET "+other+" HTTP/1.1\r\nHost: x\r\nRange: bytes=1-2\r\n\r\n"+"GET "+other+" HTTP/1.1\r\nHost: x\r\n\r\n")
+	for i, want := range []struct {
+		code int
+		body string
+	}{{http.StatusCreated, ""}, {http.StatusPartialContent, "el"}, {http.StatusOK, "hello"}} {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("TLS answer %d: %v", i+3, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != want.code || want.body != "" && string(b) != want.body {
+			t.Errorf("TLS answer %d: %d %q, want %d %q", i+3, resp.StatusCode, b, want.code, want.body)
+		}
+	}
+	if w, h := s.fast.wrote.Load(), s.fast.handed.Load(); w != 1 || h != 1 {
+		t.Errorf("over TLS the fast path wrote %d and handed over %d connections, want 1 and 1", w, h)
 	}
 }

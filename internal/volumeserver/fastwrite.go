@@ -12,12 +12,11 @@ package volumeserver
 // (strict CRLF lines of printable bytes), "PUT" or "POST", a file id path
 // with no query, HTTP/1.1, exactly one Host and one Content-Length (digits
 // only, no sign, no leading zero), at most one Content-Type (not multipart),
+// at most one Authorization (the write's token, which the handler checks),
 // and otherwise only User-Agent, Accept, Accept-Encoding and "Connection:
-// keep-alive": no Transfer-Encoding, no Expect, no Authorization. And only
-// for a volume this server holds that has one copy: a replicated write,
-// whose forwarding and write policy are the handler's business, goes to
-// net/http as it came (as does anything when writes need a token: the fast
-// path is then off). The whole body must have arrived before anything is
+// keep-alive": no Transfer-Encoding, no Expect. And only for a volume this
+// server holds that has one copy: a replicated write, whose forwarding and
+// write policy are the handler's business, goes to net/http as it came. The whole body must have arrived before anything is
 // done; a body that does not come (the client went, or it took longer than
 // the head may take) goes to net/http with the bytes read, which then reads
 // the rest or answers the short body as it always did.
@@ -36,8 +35,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 
@@ -122,6 +121,11 @@ func parseFastWrite(head []byte, maxBody int) (fastWriteReq, bool) {
 				return r, false
 			}
 			h["Content-Type"] = []string{string(value)}
+		case asciiEqualFold(name, "authorization"):
+			if h["Authorization"] != nil {
+				return r, false
+			}
+			h["Authorization"] = []string{string(value)}
 		case asciiEqualFold(name, "user-agent"):
 			h["User-Agent"] = append(h["User-Agent"], string(value))
 		case asciiEqualFold(name, "accept"):
@@ -156,23 +160,23 @@ func (s *Server) fastWriteTakes(path string) bool {
 	return ok && v.Stats().Replication.Copies() <= 1
 }
 
-// fastWriteOn reports whether uploads may take the fast path: on top of
-// the fast read path's conditions, not when writes need a token (checking
-// it is authorize's, with the Authorization header the subset excludes).
-func (s *Server) fastWriteOn() bool {
-	return !s.cfg.NoFastWrite && !s.cfg.Signer.Enabled()
-}
+// fastWriteOn reports whether uploads may take the fast path (on top of
+// the fast read path's conditions). A write's token is checked by the
+// handler the fast path calls (authorize), as under net/http.
+func (s *Server) fastWriteOn() bool { return !s.cfg.NoFastWrite }
 
-// serveFastWrite serves r, whose body is body, with h and appends the
+// serveFastWrite serves r, whose body is body, with h (st: the
+// connection's TLS state, nil without TLS) and appends the
 // answer to out[:0]; closeAfter: the connection is to be closed after the
 // answer (the handler said "Connection: close", as the panic handler does).
 // errNotFast comes with an answer net/http would frame otherwise (none of
 // the handler's, see httpfast.Answer.Frame): the connection must then be
 // closed with nothing sent.
-func serveFastWrite(h http.Handler, r fastWriteReq, body []byte, remote string, out []byte) ([]byte, bool, error) {
+func serveFastWrite(h http.Handler, r fastWriteReq, body []byte, remote string, st *tls.ConnectionState, out []byte) ([]byte, bool, error) {
 	req := &http.Request{
 		Method: r.method, URL: &url.URL{Path: r.path}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: r.header, Body: http.NoBody, ContentLength: r.n, Host: r.host, RemoteAddr: remote, RequestURI: r.path,
+		TLS: st,
 	}
 	if r.n > 0 {
 		req.Body = io.NopCloser(bytes.NewReader(body))
@@ -190,12 +194,22 @@ func serveFastWrite(h http.Handler, r fastWriteReq, body []byte, remote string, 
 	return out, closeAfter, nil
 }
 
+// tlsState is the TLS state of pc's connection, nil without TLS.
+func tlsState(pc *httpfast.PrefixConn) *tls.ConnectionState {
+	tc := pc.TLSConn()
+	if tc == nil {
+		return nil
+	}
+	st := tc.ConnectionState()
+	return &st
+}
+
 // serveWrite answers the upload whose head is head, when it is one the
-// fast path takes, on c. err nil: answered, go on with the next request;
+// fast path takes, on pc. err nil: answered, go on with the next request;
 // errNotFast: the request is net/http's, with everything buffered; done: c
 // is finished with (closed by serve). beforeRead is called before waiting
 // for the body (it sets the head's deadline).
-func (l *fastListener) serveWrite(c *net.TCPConn, br *bufio.Reader, head []byte, out *[]byte, remote *string, beforeRead func()) (done bool, err error) {
+func (l *fastListener) serveWrite(pc *httpfast.PrefixConn, br *bufio.Reader, head []byte, out *[]byte, remote *string, beforeRead func()) (done bool, err error) {
 	if !l.writes {
 		return false, errNotFast
 	}
@@ -214,6 +228,7 @@ func (l *fastListener) serveWrite(c *net.TCPConn, br *bufio.Reader, head []byte,
 		}
 	}
 	b, _ := br.Peek(size)
+	c := pc.Conn
 	if !l.MarkBusy(c, true, &l.writing) {
 		return true, nil
 	}
@@ -223,7 +238,7 @@ func (l *fastListener) serveWrite(c *net.TCPConn, br *bufio.Reader, head []byte,
 	var closeAfter bool
 	func() {
 		defer l.writing.Done() // also when the handler aborts (a panic serve recovers)
-		*out, closeAfter, err = serveFastWrite(l.s.httpSrv.Handler, r, b[len(head):], *remote, *out)
+		*out, closeAfter, err = serveFastWrite(l.s.httpSrv.Handler, r, b[len(head):], *remote, tlsState(pc), *out)
 	}()
 	br.Discard(size)
 	if err != nil {

@@ -115,7 +115,7 @@ func FuzzFastWriteHead(f *testing.F) {
 		if !d.s.fastWriteTakes(r.path) {
 			return
 		}
-		out, closeAfter, err := serveFastWrite(d.s.Handler(), r, data[len(head):size], "127.0.0.1:1", nil)
+		out, closeAfter, err := serveFastWrite(d.s.Handler(), r, data[len(head):size], "127.0.0.1:1", nil, nil)
 		if err != nil || closeAfter {
 			t.Fatalf("%q: not framed (%v), close %v", data, err, closeAfter)
 		}

@@ -123,7 +123,8 @@ func TestFastWriteDifferential(t *testing.T) {
 		{"bare LF in head", "PUT " + a + " HTTP/1.1\n" + host[:len(host)-2] + "\nContent-Length: 1\n\nx", 0},
 		{"bare LF hides CL", put("PUT", a, "xy", "User-Agent: a\nContent-Length: 1\r\n"), 0},
 		{"Expect 100-continue", put("PUT", a, "x", "Expect: 100-continue\r\n"), 0},
-		{"Authorization", put("PUT", a, "x", "Authorization: Bearer x\r\n"), 0},
+		{"Authorization", put("PUT", a, "x", "Authorization: Bearer x\r\n"), 1},
+		{"two Authorizations", put("PUT", a, "x", "Authorization: Bearer x\r\nAuthorization: Bearer y\r\n"), 0},
 		{"Connection: close", put("PUT", a, "x", "Connection: close\r\n") + get(a), 0},
 		{"Content-Type twice", put("PUT", a, "x", "Content-Type: text/plain\r\n"), 0},
 		{"multipart", "POST " + newFid(1) + " HTTP/1.1\r\n" + host + "Content-Type: multipart/form-data; boundary=xx\r\nContent-Length: 76\r\n\r\n" +
@@ -283,11 +284,13 @@ func TestFastWriteBodyInPieces(t *testing.T) {
 	}
 }
 
-// TestFastWriteOffWhenSigned: when writes need a token the fast write path
-// is off and an upload without one is refused by authorize.
-func TestFastWriteOffWhenSigned(t *testing.T) {
+// TestFastWriteWhenSigned: when writes need a token the fast write path
+// serves them through authorize: an upload without a token, or with one
+// for another file id, is refused; one with its own token is written.
+func TestFastWriteWhenSigned(t *testing.T) {
+	signer := auth.NewSigner("write-key", time.Minute)
 	s, err := New(Config{IP: "127.0.0.1", Disks: []store.DiskConfig{{Dir: t.TempDir(), MaxVolumes: 1}},
-		Logger: slog.New(slog.DiscardHandler), Signer: auth.NewSigner("write-key", time.Minute)})
+		Logger: slog.New(slog.DiscardHandler), Signer: signer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,15 +299,34 @@ func TestFastWriteOffWhenSigned(t *testing.T) {
 	}
 	go s.httpSrv.Serve(s.httpLn)
 	t.Cleanup(func() { s.Close() })
-	if s.fast == nil || s.fast.writes {
-		t.Fatal("want the fast read path on and the fast write path off")
+	if s.fast == nil || !s.fast.writes {
+		t.Fatal("want the fast read and write paths on")
 	}
-	path := "/" + fid.FileID{Volume: 1, Key: 1, Cookie: 7}.String()
-	if got := raw(t, s.URL(), "PUT "+path+" HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx"); !bytes.HasPrefix(got, []byte("HTTP/1.1 401 ")) {
+	id := fid.FileID{Volume: 1, Key: 1, Cookie: 7}
+	put := func(token string) []byte {
+		t.Helper()
+		h := ""
+		if token != "" {
+			h = "Authorization: Bearer " + token + "\r\n"
+		}
+		return raw(t, s.URL(), "PUT /"+id.String()+" HTTP/1.1\r\nHost: x\r\n"+h+"Content-Length: 1\r\n\r\nx")
+	}
+	if got := put(""); !bytes.HasPrefix(got, []byte("HTTP/1.1 401 ")) {
 		t.Errorf("write without a token: %q", got)
 	}
-	if s.fast.wrote.Load() != 0 {
-		t.Error("the fast path took a write")
+	if got := put(signer.Sign(fid.FileID{Volume: 1, Key: 2, Cookie: 7}, 1)); !bytes.HasPrefix(got, []byte("HTTP/1.1 401 ")) {
+		t.Errorf("write with another file's token: %q", got)
+	}
+	v, _ := s.store.Volume(1)
+	if obj, err := v.Read(id.Key, id.Cookie); err == nil {
+		obj.Close()
+		t.Fatal("a refused write was stored")
+	}
+	if got := put(signer.Sign(id, 1)); !bytes.HasPrefix(got, []byte("HTTP/1.1 201 ")) {
+		t.Errorf("write with its token: %q", got)
+	}
+	if n := s.fast.wrote.Load(); n != 3 {
+		t.Errorf("the fast path answered %d writes, want 3", n)
 	}
 	s2, err := New(Config{IP: "127.0.0.1", Disks: []store.DiskConfig{{Dir: t.TempDir(), MaxVolumes: 1}},
 		Logger: slog.New(slog.DiscardHandler), NoFastWrite: true})

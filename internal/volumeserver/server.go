@@ -23,7 +23,6 @@ import (
 	"github.com/kelpfs/kelp/internal/metrics"
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/volumepb"
-	"github.com/kelpfs/kelp/internal/security"
 	"github.com/kelpfs/kelp/internal/store"
 	"github.com/kelpfs/kelp/internal/vfs"
 )
@@ -240,14 +239,11 @@ func New(cfg Config) (*Server, error) {
 
 // fastReadOn reports whether plain reads are answered outside net/http
 // (fastread.go). Not with read tokens: checking them is authorize's job.
-// Not with TLS: the listener's connections are then *tls.Conn, which the
-// fast path would hand over anyway; leaving the listener alone keeps the
-// TLS path exactly net/http's (HTTP/2 included). The fast path skips the
-// handler chain New builds (metrics are counted by it; authorize is a
+// The fast path skips the handler chain New builds (metrics are counted by it; authorize is a
 // no-op for reads without ReadSigner): a middleware added there that acts
 // on plain reads must be mirrored in fastread.go or turn it off here.
 func (s *Server) fastReadOn() bool {
-	return !s.cfg.NoFastRead && !s.cfg.ReadSigner.Enabled() && security.Process() == nil
+	return !s.cfg.NoFastRead && !s.cfg.ReadSigner.Enabled()
 }
 
 func (s *Server) listen() error {
