@@ -40,6 +40,24 @@ type File interface {
 	Name() string
 }
 
+// WillNeeder is implemented by files that can start reading a range into
+// memory ahead of the reads (posix_fadvise WILLNEED).
+type WillNeeder interface {
+	WillNeed(off, n int64)
+}
+
+// WillNeed asks f to start reading [off, off+n) in the background, when it
+// can: the reads of a large needle that follow (its head, its trailer, its
+// body in pieces) then find the bytes on their way in one disk read, where
+// each would otherwise be a disk round trip of its own (a jump from head to
+// trailer and back resets the kernel's read-ahead, which the concurrent
+// readers of a volume file share). A hint: nothing fails.
+func WillNeed(f File, off, n int64) {
+	if w, ok := f.(WillNeeder); ok {
+		w.WillNeed(off, n)
+	}
+}
+
 // FreeSpacer is implemented by file systems that can report free bytes
 // (statfs) under a directory.
 type FreeSpacer interface {
