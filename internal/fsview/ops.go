@@ -620,21 +620,28 @@ func (fs *FS) truncate(ctx context.Context, cp string, size int64) error {
 	return f.truncate(ctx, size)
 }
 
-// Xattrs the view shows: the kernel only passes names in these namespaces.
+// Xattrs the view keeps: names in these namespaces but security.selinux.
+//
+// The others are not supported (ENOTSUP, as from a file system without
+// them): POSIX ACLs (system.posix_acl_access and _default: the mount
+// enforces none) and SELinux labels (security.selinux: SELinux labels a
+// FUSE mount by its policy, never from the file system, and refuses to set
+// one on it). ls -l asks both of every name it lists; ENOTSUP makes it stop
+// asking for the rest of the mount (coreutils remembers it per device),
+// where ENODATA cost two kernel round trips per name.
 func visibleXattr(k string) bool {
-	return strings.HasPrefix(k, "user.") || strings.HasPrefix(k, "trusted.") || strings.HasPrefix(k, "security.")
+	return k != "security.selinux" &&
+		(strings.HasPrefix(k, "user.") || strings.HasPrefix(k, "trusted.") || strings.HasPrefix(k, "security."))
 }
 
-// GetXattr returns the value of extended attribute k of p (ENODATA if unset).
+// GetXattr returns the value of extended attribute k of p (ENODATA if
+// unset, ENOTSUP for a name not kept, see visibleXattr).
 func (fs *FS) GetXattr(ctx context.Context, p, k string) ([]byte, error) {
 	if !visibleXattr(k) {
-		// Never stored (system.posix_acl_access, which ls -l asks of every
-		// name): no need to resolve p.
-		return nil, syscall.ENODATA
+		return nil, syscall.ENOTSUP // no need to resolve p
 	}
 	if v, found, ok := fs.cachedXattr(p, k); ok {
-		// ls -l asks security.selinux of every name: answered from the
-		// metadata cache without copying the entry.
+		// Answered from the metadata cache without copying the entry.
 		if !found {
 			return nil, syscall.ENODATA
 		}
@@ -675,7 +682,7 @@ func (fs *FS) cachedXattr(p, k string) (v []byte, found, ok bool) {
 // filer call (ok false when it cannot be answered so: then call GetXattr).
 func (fs *FS) CachedXattr(p, k string) (v []byte, ok bool, err error) {
 	if !visibleXattr(k) {
-		return nil, true, syscall.ENODATA
+		return nil, true, syscall.ENOTSUP
 	}
 	v, found, ok := fs.cachedXattr(p, k)
 	if !ok {
@@ -740,6 +747,9 @@ func (fs *FS) SetXattr(ctx context.Context, p, k string, v []byte, flags int) er
 
 // RemoveXattr removes extended attribute k of p (ENODATA if unset).
 func (fs *FS) RemoveXattr(ctx context.Context, p, k string) error {
+	if !visibleXattr(k) {
+		return syscall.ENOTSUP
+	}
 	n, err := fs.resolve(ctx, p)
 	if err != nil {
 		return err

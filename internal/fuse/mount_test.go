@@ -153,6 +153,15 @@ func TestMountPOSIXBasics(t *testing.T) {
 	}
 	_, err = syscall.Getxattr(p("a", "g"), "user.none", buf)
 	wantErrno(t, err, syscall.ENODATA)
+	// No POSIX ACLs and no SELinux labels: refused as a file system without
+	// them refuses them (ls -l then stops asking for them).
+	for _, k := range []string{"system.posix_acl_access", "security.selinux"} {
+		_, err = syscall.Getxattr(p("a", "g"), k, buf)
+		wantErrno(t, err, syscall.EOPNOTSUPP)
+		wantErrno(t, syscall.Removexattr(p("a", "g"), k), syscall.EOPNOTSUPP)
+	}
+	// (The kernel checks an ACL's value before passing it on.)
+	wantErrno(t, syscall.Setxattr(p("a", "g"), "security.selinux", []byte("x"), 0), syscall.EOPNOTSUPP)
 	wantErrno(t, syscall.Rmdir(p("a")), syscall.ENOTEMPTY)
 	_, err = os.Create(p(strings.Repeat("x", 256)))
 	wantErrno(t, err, syscall.ENAMETOOLONG)

@@ -361,9 +361,9 @@ func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 }
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	// ls -l asks security.selinux and system.posix_acl_access of every
-	// name: answered from the view's metadata cache (or never stored),
-	// with no filer call and so no need for the uninterruptible context.
+	// Answered from the view's metadata cache where it can be (or refused:
+	// names not kept), with no filer call and so no need for the
+	// uninterruptible context.
 	v, ok, err := n.v.CachedXattr(n.self(), attr)
 	if !ok {
 		var done context.CancelFunc
