@@ -131,8 +131,26 @@ func TestSecureServerRealClients(t *testing.T) {
 	t.Run("aws", func(t *testing.T) { secureAWS(t, s, payload) })
 	t.Run("webdav-curl", func(t *testing.T) { secureWebDAV(t, s, payload) })
 	t.Run("fuse-mount", func(t *testing.T) { secureMount(t, s, payload) })
+	t.Run("kelp-benchmark", func(t *testing.T) { secureBenchmark(t, s) })
 	if t.Failed() {
 		t.Logf("server log (tail):\n%s", tail(s.proc.log.String()))
+	}
+}
+
+// secureBenchmark runs `kelp benchmark` with the generated security.toml:
+// its own HTTP client speaks TLS to the master and the volume server (the
+// fast assign, upload and read paths, with the client certificate as the
+// master's identity and a token per write) and checks every answer.
+func secureBenchmark(t *testing.T, s *secureServer) {
+	out, err := exec.Command(kelpBin, "benchmark", "--security.config="+s.config, "--master="+hostport(s.ports.master),
+		"--n=300", "--size=1024", "--concurrency=4").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kelp benchmark against --secure: %v\n%s", err, out)
+	}
+	for _, phase := range []string{"write:  300 requests, 0 failed", "read:   300 requests, 0 failed"} {
+		if !strings.Contains(string(out), phase) {
+			t.Errorf("kelp benchmark output lacks %q:\n%s", phase, out)
+		}
 	}
 }
 
