@@ -11,8 +11,9 @@ package master
 // metrics, routes, onLeader, handleAssign), an http.Request built from the
 // parsed head and a ResponseWriter that frames the answer as net/http does
 // (httpfast.Answer). At the first request it does not take it hands the
-// connection, with the bytes it read, to net/http for good (clients keep
-// one connection for assigns, another kind of request is rare on it).
+// connection, with the bytes it read, to net/http, which takes it back
+// after the next assign it answers whole (httpfast.Reclaim): clients keep
+// one pool of connections for assigns and lookups alike.
 //
 // It takes "GET /dir/assign" with an optional query of plain bytes
 // (letters, digits, "-._~=&%+,"), HTTP/1.1, a head of strict CRLF lines

@@ -20,6 +20,7 @@ import (
 
 	"github.com/kelpfs/kelp/internal/httpfast"
 	"github.com/kelpfs/kelp/internal/httpserve"
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 // startFastMaster is a leading master with a volume server, reachable two
@@ -195,6 +196,31 @@ func TestFastAssignDifferential(t *testing.T) {
 				t.Errorf("request %q: no answer", tc.req)
 			}
 		})
+	}
+}
+
+// TestFastAssignTakesBackConnection: a connection handed to net/http (by
+// a lookup) comes back to the fast path after net/http answered an assign
+// on it, so a client that mixes lookups and assigns on its connections
+// keeps the fast path.
+func TestFastAssignTakesBackConnection(t *testing.T) {
+	s, _ := startFastMaster(t)
+	assign := "GET /dir/assign HTTP/1.1\r\nHost: kelp.test\r\n\r\n"
+	lookup := "GET /dir/lookup?volumeId=1 HTTP/1.1\r\nHost: kelp.test\r\n\r\n"
+	served, handed := s.fast.served.Load(), s.fast.handed.Load()
+	got := rawAssign(t, s.HTTPAddr(), assign+lookup+assign+assign+assign, false)
+	if n := bytes.Count(got, []byte("HTTP/1.1 200 OK")); n != 6 { // and the closing /healthz
+		t.Fatalf("%d answers of 200, want 6:\n%s", n, got)
+	}
+	// assign: fast; lookup: handed over; assign: net/http's, then taken
+	// back; two assigns: fast; /healthz: handed over.
+	if n := s.fast.served.Load() - served; n != 3 {
+		t.Errorf("the fast path answered %d assigns, want 3", n)
+	}
+	// Counted once net/http took the connection, which may be after its answer.
+	testutil.Eventually(5*time.Second, func() bool { return s.fast.handed.Load()-handed >= 2 })
+	if n := s.fast.handed.Load() - handed; n != 2 {
+		t.Errorf("%d hand-overs to net/http, want 2", n)
 	}
 }
 

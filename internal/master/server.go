@@ -21,6 +21,7 @@ import (
 
 	"github.com/kelpfs/kelp/internal/auth"
 	"github.com/kelpfs/kelp/internal/consensus"
+	"github.com/kelpfs/kelp/internal/httpfast"
 	"github.com/kelpfs/kelp/internal/httpserve"
 	"github.com/kelpfs/kelp/internal/metrics"
 	"github.com/kelpfs/kelp/internal/pb"
@@ -258,10 +259,20 @@ func New(cfg Config) (*Server, error) {
 	s.metrics = metrics.OrNew(cfg.Metrics)
 	s.metrics.RegisterOnce("master", func(r *metrics.Registry) { r.MustRegister(newMasterCollector(s)) })
 	// Metrics outside authentication: refused requests are counted too.
-	s.httpSrv = httpserve.New(s.metrics.HTTP("master", httpOp, cfg.Access.HTTP("master", s.routes(), httpNeed, cfg.Audit)), s.log)
+	h := s.metrics.HTTP("master", httpOp, cfg.Access.HTTP("master", s.routes(), httpNeed, cfg.Audit))
 	if s.fastAssignOn() {
 		s.fast = newAssignListener(s.httpLn, s) // see fastassign.go
 		s.httpLn = s.fast
+		// An assign net/http answered on a connection the fast path handed
+		// over (after a lookup, say) takes it back.
+		h = httpfast.Reclaim(h, func(r *http.Request) bool { return r.URL.Path == "/dir/assign" && s.cons.IsLeader() }, s.fast.serve)
+	}
+	s.httpSrv = httpserve.New(h, s.log)
+	if s.fast != nil {
+		base := s.httpSrv.ConnContext
+		s.httpSrv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+			return httpfast.WithConn(base(ctx, c), c)
+		}
 	}
 	s.grpcSrv = grpc.NewServer(slices.Concat(pb.ServerOptions(s.log), s.metrics.GRPCOptions("master"), cfg.Access.GRPC("master", s.grpcNeed, cfg.Audit))...)
 	masterpb.RegisterMasterServer(s.grpcSrv, &grpcService{s: s})

@@ -14,7 +14,7 @@ package volumeserver
 // a request that does not fit its buffer or that broke off), it hands the
 // connection, with the bytes it read still unconsumed, to net/http, which
 // then serves it, that request included, until it has answered a plain GET
-// whole (reclaim). So every answer but the plain small read is net/http's
+// whole (httpfast.Reclaim). So every answer but the plain small read is net/http's
 // own, and that one is the same bytes net/http would send
 // (TestFastReadDifferential, FuzzFastReadHead). The rule for what it takes
 // is a subset on which every HTTP/1.1 reader agrees where the request ends:
@@ -29,8 +29,6 @@ package volumeserver
 import (
 	"bufio"
 	"bytes"
-	"context"
-	"io"
 	"mime"
 	"net"
 	"net/http"
@@ -326,107 +324,3 @@ func headerSafe(v string) bool {
 
 // httpDate is the Date header's value, formatted once a second.
 func httpDate() []byte { return httpfast.Date() }
-
-// connKey is the context key of the connection a request came on.
-type connKey struct{}
-
-// connContext remembers a request's connection (http.Server.ConnContext).
-func connContext(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(ctx, connKey{}, c)
-}
-
-// reclaim wraps the HTTP handler: a plain GET of a file id that net/http
-// answered on a connection the fast path handed over (after a write, say:
-// clients keep their connections for reads and writes alike) takes the
-// connection back to the fast path once its answer is complete, so that a
-// connection is not net/http's for good after one write.
-func (l *fastListener) reclaim(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		pc, _ := r.Context().Value(connKey{}).(*httpfast.PrefixConn)
-		if pc == nil || r.Method != http.MethodGet || r.ProtoMajor != 1 || r.ProtoMinor != 1 || r.Close ||
-			r.Body != http.NoBody || r.Header.Get("Connection") != "" || httpOp(r) != "read" {
-			next.ServeHTTP(w, r)
-			return
-		}
-		cw := &countWriter{ResponseWriter: w}
-		next.ServeHTTP(cw, r)
-		if !cw.complete() {
-			return
-		}
-		rc := http.NewResponseController(w)
-		if rc.Flush() != nil {
-			return
-		}
-		conn, brw, err := rc.Hijack()
-		if err != nil {
-			return
-		}
-		if conn != net.Conn(pc) {
-			conn.Close() // cannot happen: pc is this request's connection
-			return
-		}
-		b, _ := brw.Reader.Peek(brw.Reader.Buffered())
-		go l.serve(pc.Rest(b))
-	})
-}
-
-// countWriter records whether an answer was sent whole: a status, a
-// Content-Length and that many body bytes.
-type countWriter struct {
-	http.ResponseWriter
-	code int
-	n    int64
-}
-
-func (w *countWriter) WriteHeader(code int) {
-	if w.code == 0 && code >= 200 {
-		w.code = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *countWriter) Write(p []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
-	n, err := w.ResponseWriter.Write(p)
-	w.n += int64(n)
-	if err != nil {
-		w.code = -1
-	}
-	return n, err
-}
-
-// ReadFrom passes a body sent from a reader (http.ServeContent's copy of a
-// large needle or a range of one) on to the ReadFrom below, which sends it
-// through a 256 KiB buffer (httpserve's startWriter) or the kernel: without
-// it the copy went through Write 32 KiB at a time, one pread and one socket
-// write per 32 KiB.
-func (w *countWriter) ReadFrom(r io.Reader) (int64, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
-	var n int64
-	var err error
-	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
-		n, err = rf.ReadFrom(r)
-	} else {
-		n, err = io.Copy(w.ResponseWriter, r)
-	}
-	w.n += n
-	if err != nil {
-		w.code = -1
-	}
-	return n, err
-}
-
-func (w *countWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-func (w *countWriter) complete() bool {
-	h := w.Header()
-	if w.code < 200 || w.code == http.StatusNoContent || w.code == http.StatusNotModified || h.Get("Connection") != "" {
-		return false
-	}
-	cl, err := strconv.ParseInt(h.Get("Content-Length"), 10, 64)
-	return err == nil && cl == w.n
-}

@@ -23,6 +23,7 @@ import (
 	"github.com/kelpfs/kelp/internal/replication"
 	"github.com/kelpfs/kelp/internal/security"
 	"github.com/kelpfs/kelp/internal/store"
+	"github.com/kelpfs/kelp/internal/testutil"
 	"github.com/kelpfs/kelp/internal/ttl"
 )
 
@@ -439,6 +440,9 @@ func TestFastPathGuardedAndOverTLS(t *testing.T) {
 			t.Errorf("TLS answer %d: %d %q, want %d %q", i+3, resp.StatusCode, b, want.code, want.body)
 		}
 	}
+	// A hand-over is counted once net/http took the connection, which may
+	// be after its answer.
+	testutil.Eventually(5*time.Second, func() bool { return s.fast.handed.Load() >= 1 })
 	if w, h := s.fast.wrote.Load(), s.fast.handed.Load(); w != 1 || h != 1 {
 		t.Errorf("over TLS the fast path wrote %d and handed over %d connections, want 1 and 1", w, h)
 	}

@@ -216,7 +216,9 @@ func New(cfg Config) (*Server, error) {
 	h := s.metrics.HTTP("volume", httpOp, s.authorize(s.routes()))
 	if s.fastReadOn() {
 		s.fast = newFastListener(s.httpLn, s) // see fastread.go
-		s.httpLn, h = s.fast, s.fast.reclaim(h)
+		// A plain read net/http answered on a connection the fast path
+		// handed over (after a write, say) takes it back.
+		s.httpLn, h = s.fast, httpfast.Reclaim(h, func(r *http.Request) bool { return httpOp(r) == "read" }, s.fast.serve)
 	}
 	s.httpSrv = httpserve.New(h, s.log)
 	if s.fast != nil {
@@ -224,7 +226,7 @@ func New(cfg Config) (*Server, error) {
 		// large ReadFrom copies) under the fast path's.
 		base := s.httpSrv.ConnContext
 		s.httpSrv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-			return connContext(base(ctx, c), c)
+			return httpfast.WithConn(base(ctx, c), c)
 		}
 	}
 	access, err := s.adminAccess()
