@@ -7,13 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kelpfs/kelp/internal/auth"
-	"github.com/kelpfs/kelp/internal/security"
+	"github.com/kelpfs/kelp/internal/security/tlstest"
 	"github.com/kelpfs/kelp/internal/testutil"
 )
 
@@ -64,16 +63,7 @@ func TestFastAssignWithAccessTokens(t *testing.T) {
 // for an assign it serves and for a request it hands to net/http; a plain
 // HTTP request to the TLS port gets net/http's 400.
 func TestFastAssignOverTLS(t *testing.T) {
-	dir := t.TempDir()
-	if _, err := security.CertsFor(dir, []string{"127.0.0.1"}); err != nil {
-		t.Fatal(err)
-	}
-	tl, err := security.Load(security.Files{Cert: filepath.Join(dir, "127.0.0.1.crt"), Key: filepath.Join(dir, "127.0.0.1.key"), CA: filepath.Join(dir, "ca.crt")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	security.SetProcess(tl)
-	t.Cleanup(func() { security.SetProcess(nil) })
+	_, tl := tlstest.Use(t)
 	access, err := auth.NewAccess("", auth.NewSigner("signing-key-fast-tls", time.Minute))
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -21,7 +20,7 @@ import (
 	"github.com/kelpfs/kelp/internal/fid"
 	"github.com/kelpfs/kelp/internal/httpserve"
 	"github.com/kelpfs/kelp/internal/replication"
-	"github.com/kelpfs/kelp/internal/security"
+	"github.com/kelpfs/kelp/internal/security/tlstest"
 	"github.com/kelpfs/kelp/internal/store"
 	"github.com/kelpfs/kelp/internal/testutil"
 	"github.com/kelpfs/kelp/internal/ttl"
@@ -386,16 +385,7 @@ func TestFastPathGuardedAndOverTLS(t *testing.T) {
 		t.Error("fast read path on with NoFastRead")
 	}
 
-	dir := t.TempDir()
-	if _, err := security.CertsFor(dir, []string{"127.0.0.1"}); err != nil {
-		t.Fatal(err)
-	}
-	tl, err := security.Load(security.Files{Cert: filepath.Join(dir, "127.0.0.1.crt"), Key: filepath.Join(dir, "127.0.0.1.key"), CA: filepath.Join(dir, "ca.crt")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	security.SetProcess(tl)
-	t.Cleanup(func() { security.SetProcess(nil) })
+	_, tl := tlstest.Use(t)
 	s = newServer(Config{})
 	put(s)
 	if s.fast == nil {

@@ -35,23 +35,6 @@ import (
 	"github.com/kelpfs/kelp/internal/testcluster"
 )
 
-// useTLS makes a CA and a certificate for 127.0.0.1 in a new directory and
-// turns TLS on for the process until the test ends.
-func useTLS(t *testing.T) (dir string, tl *security.TLS) {
-	t.Helper()
-	dir = t.TempDir()
-	if _, err := security.CertsFor(dir, []string{"127.0.0.1"}); err != nil {
-		t.Fatal(err)
-	}
-	tl, err := security.Load(security.Files{Cert: filepath.Join(dir, "127.0.0.1.crt"), Key: filepath.Join(dir, "127.0.0.1.key"), CA: filepath.Join(dir, "ca.crt")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	security.SetProcess(tl)
-	t.Cleanup(func() { security.SetProcess(nil) })
-	return dir, tl
-}
-
 func caPool(t *testing.T, dir string) *x509.CertPool {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
@@ -66,7 +49,7 @@ func caPool(t *testing.T, dir string) *x509.CertPool {
 // TestClusterOverTLS: three masters (Raft under TLS), two volume servers, a
 // filer and the S3 gateway, all over TLS with mutual TLS between servers.
 func TestClusterOverTLS(t *testing.T) {
-	dir, _ := useTLS(t)
+	dir, _ := Use(t)
 	log := slog.New(slog.DiscardHandler)
 	c := testcluster.Start(t, testcluster.Options{Masters: 3, Volumes: []testcluster.VolumeSpec{{}, {}}, Logger: log})
 	c.WaitForVolumeServers(2)
