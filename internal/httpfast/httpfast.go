@@ -188,6 +188,19 @@ func (c *PrefixConn) TLSConn() *tls.Conn {
 	return tc
 }
 
+// TLSState is the state of the TLS connection c reads (its handshake
+// done), nil when c is plain TCP: a request served outside net/http
+// carries it as Request.TLS. Each call copies it: take it once per
+// connection.
+func (c *PrefixConn) TLSState() *tls.ConnectionState {
+	tc := c.TLSConn()
+	if tc == nil {
+		return nil
+	}
+	st := tc.ConnectionState()
+	return &st
+}
+
 // Rest is what is still to be read from c after the buffered bytes b, as
 // a new PrefixConn.
 func (c *PrefixConn) Rest(b []byte) *PrefixConn {

@@ -32,7 +32,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
 	"net"
 	"net/http"
 	"net/url"
@@ -114,11 +113,7 @@ func (l *assignListener) serve(pc *httpfast.PrefixConn) {
 	br := bufio.NewReaderSize(pc, fastAssignBuf)
 	var out []byte
 	var remote string
-	var st *tls.ConnectionState // c's TLS state, nil without TLS
-	if tc := pc.TLSConn(); tc != nil {
-		s := tc.ConnectionState()
-		st = &s
-	}
+	st := pc.TLSState() // nil without TLS
 	dl := httpfast.NewDeadlines(c, &l.idle, &l.header)
 	for {
 		if dl.AwaitRequest(br) != nil {

@@ -109,6 +109,7 @@ func (l *fastListener) serve(pc *httpfast.PrefixConn) {
 	br := bufio.NewReaderSize(pc, fastReadBuf)
 	var out []byte
 	var remote string // c's remote address, once a write needs it
+	st := pc.TLSState()
 	dl := httpfast.NewDeadlines(c, &l.idle, &l.header)
 	for {
 		if dl.AwaitRequest(br) != nil {
@@ -117,7 +118,7 @@ func (l *fastListener) serve(pc *httpfast.PrefixConn) {
 		head, err := peekHead(br, dl.BeforeRead)
 		if err == nil && head[0] == 'P' { // PUT or POST (fastMethod): fastwrite.go
 			var done bool
-			if done, err = l.serveWrite(pc, br, head, &out, &remote, dl.BeforeRead); done {
+			if done, err = l.serveWrite(pc, st, br, head, &out, &remote, dl.BeforeRead); done {
 				return
 			}
 			if err == nil {

@@ -16,10 +16,11 @@ package volumeserver
 // and otherwise only User-Agent, Accept, Accept-Encoding and "Connection:
 // keep-alive": no Transfer-Encoding, no Expect. And only for a volume this
 // server holds that has one copy: a replicated write, whose forwarding and
-// write policy are the handler's business, goes to net/http as it came. The whole body must have arrived before anything is
-// done; a body that does not come (the client went, or it took longer than
-// the head may take) goes to net/http with the bytes read, which then reads
-// the rest or answers the short body as it always did.
+// write policy are the handler's business, goes to net/http as it came.
+// The whole body must have arrived before anything is done; a body that
+// does not come (the client went, or it took longer than the head may
+// take) goes to net/http with the bytes read, which then reads the rest or
+// answers the short body as it always did.
 //
 // The request is then served by the very handler net/http serves
 // (Server.Handler: recovery, metrics, authorize, routes, handleWrite), with
@@ -194,22 +195,12 @@ func serveFastWrite(h http.Handler, r fastWriteReq, body []byte, remote string, 
 	return out, closeAfter, nil
 }
 
-// tlsState is the TLS state of pc's connection, nil without TLS.
-func tlsState(pc *httpfast.PrefixConn) *tls.ConnectionState {
-	tc := pc.TLSConn()
-	if tc == nil {
-		return nil
-	}
-	st := tc.ConnectionState()
-	return &st
-}
-
 // serveWrite answers the upload whose head is head, when it is one the
-// fast path takes, on pc. err nil: answered, go on with the next request;
+// fast path takes, on pc (st: its TLS state, nil without TLS). err nil: answered, go on with the next request;
 // errNotFast: the request is net/http's, with everything buffered; done: c
 // is finished with (closed by serve). beforeRead is called before waiting
 // for the body (it sets the head's deadline).
-func (l *fastListener) serveWrite(pc *httpfast.PrefixConn, br *bufio.Reader, head []byte, out *[]byte, remote *string, beforeRead func()) (done bool, err error) {
+func (l *fastListener) serveWrite(pc *httpfast.PrefixConn, st *tls.ConnectionState, br *bufio.Reader, head []byte, out *[]byte, remote *string, beforeRead func()) (done bool, err error) {
 	if !l.writes {
 		return false, errNotFast
 	}
@@ -238,7 +229,7 @@ func (l *fastListener) serveWrite(pc *httpfast.PrefixConn, br *bufio.Reader, hea
 	var closeAfter bool
 	func() {
 		defer l.writing.Done() // also when the handler aborts (a panic serve recovers)
-		*out, closeAfter, err = serveFastWrite(l.s.httpSrv.Handler, r, b[len(head):], *remote, tlsState(pc), *out)
+		*out, closeAfter, err = serveFastWrite(l.s.httpSrv.Handler, r, b[len(head):], *remote, st, *out)
 	}()
 	br.Discard(size)
 	if err != nil {
