@@ -123,9 +123,13 @@ func TestDegradedReadRebuildsWindow(t *testing.T) {
 			t.Fatal(err)
 		}
 		g, ok := sf.got[x[0].Shard]
+		// The window around the needle's start, or further to the end of
+		// the needle's last block when it runs past the window.
 		wantOff := x[0].Off / ReconstructWindow * ReconstructWindow
-		if !ok || g[0] != wantOff || g[1] != min(ReconstructWindow, l.ShardSize-wantOff) {
-			t.Fatalf("needle at shard %d offset %d: reconstructed %v, want %d+%d", x[0].Shard, x[0].Off, g, wantOff, ReconstructWindow)
+		needleEnd := (x[0].Off + x[0].Len + BlockSize - 1) / BlockSize * BlockSize
+		wantLen := min(max(ReconstructWindow, needleEnd-wantOff), l.ShardSize-wantOff)
+		if !ok || g[0] != wantOff || g[1] != wantLen {
+			t.Fatalf("needle at shard %d offset %d (%d bytes): reconstructed %v, want %d+%d", x[0].Shard, x[0].Off, x[0].Len, g, wantOff, wantLen)
 		}
 		return
 	}
