@@ -210,7 +210,7 @@ func (v *Volume) readEntryCookie(d *datFile, key uint64, cookie uint32, checkCoo
 func (v *Volume) openLarge(d *datFile, key uint64, cookie uint32, checkCookie bool, e indexEntry, off int64) (*Object, error) {
 	// The head, the trailer and then the body are read: one disk read of
 	// the whole needle ahead of them, not one per jump.
-	vfs.WillNeed(d.f, off, needle.HeaderSize+int64(e.size)+needle.TrailerSize)
+	vfs.WillNeed(d.f, off, needle.RecordSize(e.size))
 	head := make([]byte, largeHeadRead)
 	if err := readFull(d.f, head, off); err != nil {
 		return nil, fmt.Errorf("volume %d: read %x: %w", v.cfg.ID, key, err)
