@@ -914,13 +914,20 @@ func (f *file) prefetchSmall(ctx context.Context, spec *specFetch) {
 	if f.resolve(ctx) != nil {
 		return // the read will say why
 	}
-	n := &prefetch{off: 0, end: csize, buf: newSharedBuf(int(csize)), done: make(chan struct{})}
-	f.fetches = append(f.fetches, n)
-	r := chunk.NewReader(context.Background(), f.fs.reader, f.resolved, csize)
+	f.fetches = append(f.fetches, f.fs.fetchWhole(f.resolved, csize))
+}
+
+// fetchWhole starts reading the size bytes of content cs into a pooled
+// buffer in the background (not under the caller's context: the fetch
+// outlives the call that started it).
+func (fs *FS) fetchWhole(cs []chunk.Chunk, size int64) *prefetch {
+	n := &prefetch{off: 0, end: size, buf: newSharedBuf(int(size)), done: make(chan struct{})}
+	r := chunk.NewReader(context.Background(), fs.reader, cs, size)
 	go func() {
 		defer close(n.done)
 		n.err = readFull(r, n.buf.b, 0)
 	}()
+	return n
 }
 
 // resolve expands the committed entry's manifests, once per version.

@@ -9,7 +9,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelpfs/kelp/internal/chunk"
 	"github.com/kelpfs/kelp/internal/pb/filerpb"
 )
 
@@ -42,13 +41,7 @@ func (fs *FS) speculate(e *filerpb.Entry) *specFetch {
 			return nil
 		}
 	}
-	n := &prefetch{off: 0, end: e.Size, buf: newSharedBuf(int(e.Size)), done: make(chan struct{})}
-	r := chunk.NewReader(context.Background(), fs.reader, cs, e.Size)
-	go func() {
-		defer close(n.done)
-		n.err = readFull(r, n.buf.b, 0)
-	}()
-	return &specFetch{entry: e, n: n}
+	return &specFetch{entry: e, n: fs.fetchWhole(cs, e.Size)}
 }
 
 // sameContent reports whether entries a and b read the same bytes: the same
