@@ -211,6 +211,20 @@ TEXT ·expandKey256(SB), NOSPLIT, $0-16
 #define XORSTORE(y, off) \
 	VPXOR off(SI), y, y; VMOVDQU y, off(DI)
 
+// CLEARKEYS zeroes the registers that held keystream or round keys (do not
+// leave them behind a return) and leaves the AVX state clean.
+#define CLEARKEYS \
+	VPXOR Y0, Y0, Y0 \
+	VPXOR Y1, Y1, Y1 \
+	VPXOR Y2, Y2, Y2 \
+	VPXOR Y3, Y3, Y3 \
+	VPXOR Y4, Y4, Y4 \
+	VPXOR Y5, Y5, Y5 \
+	VPXOR Y6, Y6, Y6 \
+	VPXOR Y7, Y7, Y7 \
+	VPXOR Y15, Y15, Y15 \
+	VZEROUPPER
+
 // func ctrXOR(rk *byte, rounds int, ctr *[16]byte, dst, src *byte, nblocks int)
 //
 // dst[i] = src[i] ^ AES_K(ctr + i) for nblocks 16-byte blocks, the counter
@@ -341,17 +355,7 @@ tone:
 	VMOVDQU X0, (DI)
 
 done:
-	// Do not leave keystream or round keys in registers.
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	VPXOR Y4, Y4, Y4
-	VPXOR Y5, Y5, Y5
-	VPXOR Y6, Y6, Y6
-	VPXOR Y7, Y7, Y7
-	VPXOR Y15, Y15, Y15
-	VZEROUPPER
+	CLEARKEYS
 	RET
 
 // ---------------------------------------------------------------------------
@@ -671,14 +675,5 @@ sout:
 sdone:
 	VPSHUFB byteRev<>(SB), X9, X9
 	VMOVDQU X9, (R9)
-	VPXOR   Y0, Y0, Y0
-	VPXOR   Y1, Y1, Y1
-	VPXOR   Y2, Y2, Y2
-	VPXOR   Y3, Y3, Y3
-	VPXOR   Y4, Y4, Y4
-	VPXOR   Y5, Y5, Y5
-	VPXOR   Y6, Y6, Y6
-	VPXOR   Y7, Y7, Y7
-	VPXOR   Y15, Y15, Y15
-	VZEROUPPER
+	CLEARKEYS
 	RET
