@@ -42,11 +42,16 @@ func (c *content) fill(i int, off int64, p []byte) {
 		pos = 0
 	}
 	if off < stampSize {
-		var stamp [stampSize]byte
-		binary.LittleEndian.PutUint64(stamp[:], uint64(i))
-		binary.LittleEndian.PutUint64(stamp[8:], c.nonce)
+		stamp := c.stamp(i)
 		copy(p, stamp[off:])
 	}
+}
+
+// stamp is the head of object i: its number and the run's nonce.
+func (c *content) stamp(i int) (s [stampSize]byte) {
+	binary.LittleEndian.PutUint64(s[:], uint64(i))
+	binary.LittleEndian.PutUint64(s[8:], c.nonce)
+	return s
 }
 
 // object is an io.ReadSeeker and io.ReaderAt over object i's bytes, so
@@ -139,9 +144,7 @@ func (c *content) verify(r io.Reader, i int, off, n int64, buf []byte) error {
 // would write), comparing in place against the stamp and the template.
 func (c *content) matches(i int, off int64, p []byte) bool {
 	if off < stampSize {
-		var stamp [stampSize]byte
-		binary.LittleEndian.PutUint64(stamp[:], uint64(i))
-		binary.LittleEndian.PutUint64(stamp[8:], c.nonce)
+		stamp := c.stamp(i)
 		k := min(int64(len(p)), stampSize-off)
 		if !bytes.Equal(p[:k], stamp[off:off+k]) {
 			return false
