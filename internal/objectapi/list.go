@@ -160,18 +160,21 @@ func (ls *lister) add(key string, e *filer.Entry, isPrefix bool) error {
 // walk reports the keys below directory dir, whose keys start with
 // dirKey, among the children whose names start with namePrefix.
 func (ls *lister) walk(dir, dirKey, namePrefix string) error {
+	// Names up to the component of after at this level (lower) hold only
+	// keys <= after, except a directory named by a proper prefix of lower
+	// followed there by a byte below '/': its keys sort as name+"/", after
+	// names with that smaller byte ("a/" > "a.txt"), so after lower too.
+	// Those few names (below) are looked up one by one and the scan starts
+	// at lower: a page starting in a large directory ("key-00500000" in a
+	// million "key-..." names) reads what it lists, not every name from
+	// the stem "key" on.
 	lower := ""
+	var below []string
 	if strings.HasPrefix(ls.after, dirKey) {
-		// Names below lower hold only keys <= after. The component of
-		// after at this level bounds them, except that a shorter name that
-		// is a directory sorts as name+"/", after names with a smaller
-		// byte there ("a/" > "a.txt"): start at the shortest such name.
-		c, _, _ := strings.Cut(ls.after[len(dirKey):], "/")
-		lower = c
-		for k := 1; k < len(c); k++ {
-			if c[k] < '/' {
-				lower = c[:k]
-				break
+		lower, _, _ = strings.Cut(ls.after[len(dirKey):], "/")
+		for k := 1; k < len(lower); k++ {
+			if lower[k] < '/' {
+				below = append(below, lower[:k])
 			}
 		}
 	} else if ls.after > dirKey {
@@ -207,6 +210,19 @@ func (ls *lister) walk(dir, dirKey, namePrefix string) error {
 			return nil
 		}
 		return ls.add(dirKey+e.Name(), e, false)
+	}
+	for _, name := range below {
+		if !strings.HasPrefix(name, namePrefix) {
+			continue
+		}
+		e, err := ls.l.ns.FindEntry(ls.ctx, filer.JoinPath(dir, name))
+		if err == nil && e.IsDir() {
+			if err := visit(e); err != nil {
+				return err
+			}
+		} else if err != nil && !errors.Is(err, filer.ErrNotFound) && !errors.Is(err, filer.ErrInvalidPath) {
+			return err
+		}
 	}
 	start := ""
 	if lower > namePrefix || strings.HasPrefix(lower, namePrefix) && lower != "" {

@@ -85,7 +85,9 @@ func TestListMatchesModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := []string{"a.txt", "a-b/c", "a/b", "a/b.c", "a/b/c", "a/b/c/d", "a/b-c", "a+b", "a b",
-		"ab/", "ab/x", "b/", "b/c/", "b/c/d", "c%20d", "dir/", "dir/sub/", "é/ü", "z", "zz/y/x/w", "a!", "a/!", "a"}
+		"ab/", "ab/x", "b/", "b/c/", "b/c/d", "c%20d", "dir/", "dir/sub/", "é/ü", "z", "zz/y/x/w", "a!", "a/!", "a",
+		// A marker "a-b-c.d" has three shorter names whose directories sort after it ("a/", "a-b/", "a-b-c/").
+		"a-b-c.d", "a-b-c/e", "a-b.x", "a-b-c.d/f"}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, k := range keys {
 		// "a", "a/b" and "a/b/c" are objects and prefixes at once.

@@ -59,7 +59,9 @@ func (c *countingNS) FindEntry(ctx context.Context, p string) (*filer.Entry, err
 
 func (c *countingNS) ListEntries(ctx context.Context, dir string, o filer.ListOptions) ([]*filer.Entry, bool, error) {
 	c.calls["list"]++
-	return c.Namespace.ListEntries(ctx, dir, o)
+	es, more, err := c.Namespace.ListEntries(ctx, dir, o)
+	c.calls["entries"] += len(es)
+	return es, more, err
 }
 
 func (c *countingNS) CreateEntry(ctx context.Context, e *filer.Entry, o filer.CreateOptions) error {
@@ -110,5 +112,41 @@ func TestPlainKeysCost(t *testing.T) {
 	mustRead(t, l, "bkt", "a/b", "shadowed")
 	if want := map[string]int{"find": 2}; !maps.Equal(c.calls, want) {
 		t.Errorf("GET of a shadowed key: calls %v, want %v", c.calls, want)
+	}
+}
+
+// TestListPageCostInLargeDirectory pins that a page starting deep in a
+// large directory reads about the entries it lists. Names with a byte
+// below '/' after a common stem ("key-01500") used to make every page
+// read the directory from the stem "key" on.
+func TestListPageCostInLargeDirectory(t *testing.T) {
+	l, _ := newTestLayer(t)
+	ctx := context.Background()
+	if err := l.CreateBucket(ctx, "bkt", ""); err != nil {
+		t.Fatal(err)
+	}
+	const n = 2000
+	for i := range n {
+		if _, err := l.PutObject(ctx, "bkt", fmt.Sprintf("d/key-%05d", i), strings.NewReader(""), PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &countingNS{Namespace: l.ns, calls: map[string]int{}}
+	l.ns = c
+	for _, o := range []ListOptions{
+		{After: "d/key-01500", MaxKeys: 10},
+		{After: "d/key-01500", MaxKeys: 10, Prefix: "d/key-0"},
+	} {
+		clear(c.calls)
+		res, err := l.ListObjects(ctx, "bkt", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Objects) != 10 || res.Objects[0].Key != "d/key-01501" {
+			t.Fatalf("%+v: listed %q", o, keysOf(res))
+		}
+		if c.calls["entries"] > 2*minFetch {
+			t.Errorf("%+v: read %d entries for a page of 10 (calls %v)", o, c.calls["entries"], c.calls)
+		}
 	}
 }
