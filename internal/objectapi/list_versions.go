@@ -71,7 +71,17 @@ func (ls *lister) resume(key, marker string) error {
 	if err != nil || s.cur == nil {
 		return err
 	}
-	seen := versionIDOf(s.cur) == marker
+	emit := func(e *filer.Entry) error { return ls.emitVersion(key, e, false) }
+	if versionIDOf(s.cur) == marker {
+		return ls.l.archived(ls.ctx, ls.bucket, key, "", emit)
+	}
+	if marker != NullVersion {
+		// A noncurrent version is named by its ID, in listing order: the
+		// page continues after that name, without reading the versions
+		// before it (nor skipping the rest of the key if it is gone).
+		return ls.l.archived(ls.ctx, ls.bucket, key, marker, emit)
+	}
+	seen := false
 	return ls.l.archived(ls.ctx, ls.bucket, key, "", func(e *filer.Entry) error {
 		if seen {
 			return ls.emitVersion(key, e, false)

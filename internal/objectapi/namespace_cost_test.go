@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -148,5 +149,49 @@ func TestListPageCostInLargeDirectory(t *testing.T) {
 		if c.calls["entries"] > 2*minFetch {
 			t.Errorf("%+v: read %d entries for a page of 10 (calls %v)", o, c.calls["entries"], c.calls)
 		}
+	}
+}
+
+// TestListVersionsPageCost pins that a page of ListObjectVersions that
+// resumes after a noncurrent version reads from there, not every version
+// of the key before it.
+func TestListVersionsPageCost(t *testing.T) {
+	l, _ := newTestLayer(t)
+	ctx := context.Background()
+	if err := l.CreateBucket(ctx, "bkt", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.PutBucketVersioning(ctx, "bkt", VersioningEnabled); err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	for i := range n {
+		putString(t, l, "bkt", "k", fmt.Sprint(i))
+	}
+	all, err := l.ListObjectVersions(ctx, "bkt", ListVersionsOptions{MaxKeys: n})
+	if err != nil || len(all.Versions) != n {
+		t.Fatalf("%d versions, %v", len(all.Versions), err)
+	}
+	c := &countingNS{Namespace: l.ns, calls: map[string]int{}}
+	l.ns = c
+	marker := all.Versions[250].VersionID
+	page, err := l.ListObjectVersions(ctx, "bkt", ListVersionsOptions{KeyMarker: "k", VersionIDMarker: marker, MaxKeys: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want []string
+	for _, v := range page.Versions {
+		got = append(got, v.VersionID)
+	}
+	for _, v := range all.Versions[251:261] {
+		want = append(want, v.VersionID)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after version 250: got %q, want %q", got, want)
+	}
+	// The 49 versions after the marker (read a namespace page at a time)
+	// and the walk's few entries; not the 250 before it.
+	if c.calls["entries"] > 100 {
+		t.Errorf("read %d entries for a page of 10 (calls %v)", c.calls["entries"], c.calls)
 	}
 }
