@@ -422,11 +422,11 @@ func listPages(ctx context.Context, base s3bench.Config, prefix string) ([]time.
 		if err != nil {
 			return lat, keys, fmt.Errorf("list: %w", err)
 		}
-		t0 := time.Now()
 		req.Header.Set("x-amz-content-sha256", "UNSIGNED-PAYLOAD")
-		if err := signer.SignHTTP(ctx, creds, req, "UNSIGNED-PAYLOAD", "s3", "us-east-1", t0); err != nil {
+		if err := signer.SignHTTP(ctx, creds, req, "UNSIGNED-PAYLOAD", "s3", "us-east-1", time.Now()); err != nil {
 			return lat, keys, fmt.Errorf("list: %w", err)
 		}
+		t0 := time.Now()
 		resp, err := client.Do(req)
 		if err != nil {
 			return lat, keys, fmt.Errorf("list: %w", err)
