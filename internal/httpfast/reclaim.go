@@ -11,15 +11,21 @@ import (
 // connKey is the context key of the connection a request came on.
 type connKey struct{}
 
-// WithConn remembers a request's connection in its context (an
-// http.Server's ConnContext, chained after the server's own), for Reclaim.
-func WithConn(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(ctx, connKey{}, c)
+// RememberConns makes every request srv serves carry its connection in its
+// context, for Reclaim, after what srv's own ConnContext (if any) puts there.
+func RememberConns(srv *http.Server) {
+	base := srv.ConnContext
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if base != nil {
+			ctx = base(ctx, c)
+		}
+		return context.WithValue(ctx, connKey{}, c)
+	}
 }
 
 // Reclaim wraps next, the handler of the http.Server behind l: a request
 // net/http serves on a connection the fast path handed over (a
-// *PrefixConn, see WithConn) that takes says the fast path would have
+// *PrefixConn, see RememberConns) that takes says the fast path would have
 // taken, once answered whole, gives its connection back to serve with the
 // bytes net/http had read past it. Clients keep their connections for all
 // kinds of requests; without this a connection stayed net/http's for good

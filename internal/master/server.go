@@ -269,10 +269,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.httpSrv = httpserve.New(h, s.log)
 	if s.fast != nil {
-		base := s.httpSrv.ConnContext
-		s.httpSrv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-			return httpfast.WithConn(base(ctx, c), c)
-		}
+		httpfast.RememberConns(s.httpSrv.Server) // for Reclaim
 	}
 	s.grpcSrv = grpc.NewServer(slices.Concat(pb.ServerOptions(s.log), s.metrics.GRPCOptions("master"), cfg.Access.GRPC("master", s.grpcNeed, cfg.Audit))...)
 	masterpb.RegisterMasterServer(s.grpcSrv, &grpcService{s: s})

@@ -222,12 +222,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.httpSrv = httpserve.New(h, s.log)
 	if s.fast != nil {
-		// Keep httpserve's own connection context (TLS record gathering,
-		// large ReadFrom copies) under the fast path's.
-		base := s.httpSrv.ConnContext
-		s.httpSrv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-			return httpfast.WithConn(base(ctx, c), c)
-		}
+		httpfast.RememberConns(s.httpSrv.Server) // for Reclaim
 	}
 	access, err := s.adminAccess()
 	if err != nil {
@@ -241,9 +236,10 @@ func New(cfg Config) (*Server, error) {
 
 // fastReadOn reports whether plain reads are answered outside net/http
 // (fastread.go). Not with read tokens: checking them is authorize's job.
-// The fast path skips the handler chain New builds (metrics are counted by it; authorize is a
-// no-op for reads without ReadSigner): a middleware added there that acts
-// on plain reads must be mirrored in fastread.go or turn it off here.
+// The fast path skips the handler chain New builds (metrics are counted by
+// it; authorize is a no-op for reads without ReadSigner): a middleware
+// added there that acts on plain reads must be mirrored in fastread.go or
+// turn it off here.
 func (s *Server) fastReadOn() bool {
 	return !s.cfg.NoFastRead && !s.cfg.ReadSigner.Enabled()
 }
