@@ -196,9 +196,10 @@ func serveFastWrite(h http.Handler, r fastWriteReq, body []byte, remote string, 
 }
 
 // serveWrite answers the upload whose head is head, when it is one the
-// fast path takes, on pc (st: its TLS state, nil without TLS). err nil: answered, go on with the next request;
-// errNotFast: the request is net/http's, with everything buffered; done: c
-// is finished with (closed by serve). beforeRead is called before waiting
+// fast path takes, on pc (st: its TLS state, nil without TLS). err nil:
+// answered, go on with the next request; errNotFast: the request is
+// net/http's, with everything buffered; done: pc is finished with (closed
+// by serve). beforeRead is called before waiting
 // for the body (it sets the head's deadline).
 func (l *fastListener) serveWrite(pc *httpfast.PrefixConn, st *tls.ConnectionState, br *bufio.Reader, head []byte, out *[]byte, remote *string, beforeRead func()) (done bool, err error) {
 	if !l.writes {
