@@ -212,36 +212,66 @@ func (fs *FS) finish(f *file) {
 			f.lateErr = err
 			f.mu.Unlock()
 		}
-		fs.mu.Lock()
-		f.mu.Lock()
-		if f.refs > 0 { // opened again: its last release queues it again
-			f.queued = false
-			f.mu.Unlock()
-			fs.mu.Unlock()
-			return
-		}
-		if (f.dirty || len(f.blocks) > 0 || len(f.pending) > 0) && err == nil {
-			f.mu.Unlock() // changed while committing: once more
-			fs.mu.Unlock()
+		switch fs.forgetCommitted(f, err) {
+		case again:
 			continue
-		}
-		f.queued = false
-		f.forgotten = true
-		f.dropReadAhead() // no handle is left to read it
-		if fs.files[f.path] == f {
-			delete(fs.files, f.path)
-			fs.forgets++
-		}
-		unlinked, p := f.unlinked, f.path
-		f.mu.Unlock()
-		fs.mu.Unlock()
-		if unlinked {
-			if err := fs.delete(ctx, p, false); err != nil && !isNotFound(err) {
-				fs.log.Warn("fsview: removing an unlinked file", "path", p, "err", err)
-			}
+		case forgotten:
+			fs.deleteUnlinked(ctx, f)
 		}
 		return
 	}
+}
+
+// What forgetCommitted did.
+type forgetOutcome int
+
+const (
+	forgotten forgetOutcome = iota
+	reopened                // opened again meanwhile: its next last release takes over
+	again                   // changed since the last commit: commit again, then ask again
+)
+
+// forgetCommitted forgets f, whose last user is gone, once nothing is left
+// to commit: an attribute change may join f while a commit is on its way
+// (file.modify), and f must stay open here until that change is in the
+// filer too, else a lookup would read the filer's older entry. err is the
+// last commit's outcome: after a failure f is forgotten all the same.
+func (fs *FS) forgetCommitted(f *file, err error) forgetOutcome {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refs > 0 {
+		f.queued = false
+		return reopened
+	}
+	if err == nil && (f.dirty || len(f.blocks) > 0 || len(f.pending) > 0) {
+		return again
+	}
+	f.queued = false
+	f.forgotten = true
+	f.dropReadAhead() // no handle is left to read it
+	if fs.files[f.path] == f {
+		delete(fs.files, f.path)
+		fs.forgets++
+	}
+	return forgotten
+}
+
+// deleteUnlinked removes the entry of f, forgotten, if it was unlinked
+// while open (hideOpen keeps it until then).
+func (fs *FS) deleteUnlinked(ctx context.Context, f *file) error {
+	f.mu.Lock()
+	unlinked, p := f.unlinked, f.path
+	f.mu.Unlock()
+	if !unlinked {
+		return nil
+	}
+	if err := fs.delete(ctx, p, false); err != nil && !isNotFound(err) {
+		fs.log.Warn("fsview: removing an unlinked file", "path", p, "err", err)
+		return err
+	}
+	return nil
 }
 
 // Sync commits every file written here, those closed and waiting for
@@ -272,31 +302,22 @@ func (fs *FS) release(ctx context.Context, f *file) error {
 	fs.mu.Lock()
 	f.refs--
 	last := f.refs == 0
-	late := false
-	if last {
-		f.mu.Lock()
-		f.forgotten = true
-		f.dropReadAhead() // no handle is left to read it
-		// A change of attributes that joined the commit after the flush
-		// above (file.modify) is committed below: none can join after this.
-		late = f.dirty && err == nil
-		if fs.files[f.path] == f {
-			delete(fs.files, f.path)
-			fs.forgets++
-		}
-		f.mu.Unlock()
-	}
-	unlinked := f.unlinked
 	fs.mu.Unlock()
-	if late {
-		err = f.flush(ctx)
+	if !last {
+		return err
 	}
-	if last && unlinked {
-		if derr := fs.delete(ctx, f.currentPath(), false); derr != nil && !isNotFound(derr) && err == nil {
-			err = derr
+	for {
+		switch fs.forgetCommitted(f, err) {
+		case again:
+			err = f.flush(ctx)
+			continue
+		case forgotten:
+			if derr := fs.deleteUnlinked(ctx, f); err == nil {
+				err = derr
+			}
 		}
+		return err
 	}
-	return err
 }
 
 func (f *file) setPath(p string) {

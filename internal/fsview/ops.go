@@ -30,12 +30,11 @@ func (fs *FS) resolve(ctx context.Context, p string) (*node, error) {
 
 func (fs *FS) resolveAt(ctx context.Context, p string) (*node, error) {
 	if id, ok := strings.CutPrefix(p, linkRefPrefix); ok {
-		n, err := fs.resolveFull(ctx, linkPath(id))
+		e, cached, err := fs.contentAt(ctx, linkPath(id))
 		if err != nil {
 			return nil, err
 		}
-		n.linkID = id
-		return n, nil
+		return &node{name: e, content: e, linkID: id, cached: cached}, nil
 	}
 	if err := checkName(p); err != nil {
 		return nil, err
@@ -44,29 +43,32 @@ func (fs *FS) resolveAt(ctx context.Context, p string) (*node, error) {
 	if fs.cfg.Root == "/" && fs.isHidden(full) {
 		return nil, errnof(syscall.ENOENT, "%s", p)
 	}
-	if f := fs.openFile(full); f != nil {
-		// Open here (or closed, its commit to come) under its own name: this
-		// view's entry is the newest (tar's chmod and utimens after close).
-		e := f.entrySnapshot()
-		return &node{name: e, content: e}, nil
-	}
-	return fs.resolveFull(ctx, full)
-}
-
-func (fs *FS) resolveFull(ctx context.Context, full string) (*node, error) {
-	e, cached, err := fs.lookupCached(ctx, full)
+	e, cached, err := fs.contentAt(ctx, full)
 	if err != nil {
 		return nil, err
 	}
 	n := &node{name: e, content: e, cached: cached}
 	if id := string(e.Xattrs[xattrLink]); id != "" && !e.IsDir {
-		c, cached, err := fs.lookupCached(ctx, linkPath(id))
+		c, cached, err := fs.contentAt(ctx, linkPath(id))
 		if err != nil {
 			return nil, err
 		}
 		n.content, n.linkID, n.cached = c, id, cached
 	}
 	return n, nil
+}
+
+// contentAt is the newest entry at content path cp: the open file's if cp
+// is open here (or closed, its commit to come: tar's chmod and utimens
+// after close), else the filer's (or the cache's). The open file is asked
+// first: a file is forgotten only once its last commit is in the filer,
+// while a lookup made first could return the entry that commit replaces,
+// with the file forgotten by the time it is asked.
+func (fs *FS) contentAt(ctx context.Context, cp string) (e *filerpb.Entry, cached bool, err error) {
+	if f := fs.openFile(cp); f != nil {
+		return f.entrySnapshot(), false, nil
+	}
+	return fs.lookupCached(ctx, cp)
 }
 
 // linkRefPrefix starts the view paths LinkRef makes.

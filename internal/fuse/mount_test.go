@@ -148,8 +148,10 @@ func TestMountPOSIXBasics(t *testing.T) {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 10)
-	if n, err := syscall.Getxattr(p("a", "g"), "user.k", buf); err != nil || string(buf[:n]) != "v" {
-		t.Fatalf("getxattr %q %v", buf[:n], err)
+	if n, err := syscall.Getxattr(p("a", "g"), "user.k", buf); err != nil {
+		t.Fatalf("getxattr after setxattr: %v", err)
+	} else if string(buf[:n]) != "v" {
+		t.Fatalf("getxattr after setxattr: %q", buf[:n])
 	}
 	_, err = syscall.Getxattr(p("a", "g"), "user.none", buf)
 	wantErrno(t, err, syscall.ENODATA)
