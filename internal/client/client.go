@@ -203,7 +203,7 @@ func NewHTTPClient() *http.Client {
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	return &http.Client{Transport: &http.Transport{
 		Proxy:                 nil, // cluster traffic never goes through a proxy
-		DialContext:           d.DialContext,
+		DialContext:           dialBodyConns(d.DialContext),
 		MaxIdleConns:          4096,
 		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       90 * time.Second,

@@ -115,8 +115,14 @@ func (c *Client) upload(ctx context.Context, server string, id fid.FileID, body 
 			}{body, closer}
 		}
 	}
+	if br, ok := body.(*bytes.Reader); ok && reopen == nil {
+		// The transport may resend it (GetBody below), as
+		// http.NewRequest would let it for a *bytes.Reader.
+		from := *br
+		reopen = func() io.Reader { r := from; return &r }
+	}
 	target := volumeURL(server, id)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, target, body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, target, requestBody(body))
 	if err != nil {
 		if closer != nil {
 			closer.Close()
@@ -144,7 +150,7 @@ func (c *Client) upload(ctx context.Context, server string, id fid.FileID, body 
 		req.ContentLength = -1
 	}
 	if reopen != nil {
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(reopen()), nil }
+		req.GetBody = func() (io.ReadCloser, error) { return requestBody(reopen()), nil }
 	}
 	resp, err := c.doVolume(req, 0)
 	if err != nil {
