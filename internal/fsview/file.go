@@ -216,7 +216,9 @@ func (fs *FS) finish(f *file) {
 		case again:
 			continue
 		case forgotten:
-			fs.deleteUnlinked(ctx, f)
+			if err := fs.deleteUnlinked(ctx, f); err != nil {
+				fs.log.Warn("fsview: removing an unlinked file", "path", f.currentPath(), "err", err)
+			}
 		}
 		return
 	}
@@ -268,7 +270,6 @@ func (fs *FS) deleteUnlinked(ctx context.Context, f *file) error {
 		return nil
 	}
 	if err := fs.delete(ctx, p, false); err != nil && !isNotFound(err) {
-		fs.log.Warn("fsview: removing an unlinked file", "path", p, "err", err)
 		return err
 	}
 	return nil

@@ -649,16 +649,13 @@ func (fs *FS) GetXattr(ctx context.Context, p, k string) ([]byte, error) {
 		}
 		return v, nil
 	}
+	// resolve answers with the open file's entry if the file is open here.
 	n, err := fs.resolve(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	e := n.content
-	if f := fs.openFile(n.contentPath()); f != nil {
-		e = f.entrySnapshot()
-	}
-	v, ok := e.Xattrs[k]
-	if !ok || !visibleXattr(k) {
+	v, ok := n.content.Xattrs[k]
+	if !ok {
 		return nil, syscall.ENODATA
 	}
 	return v, nil
@@ -698,16 +695,12 @@ func (fs *FS) CachedXattr(p, k string) (v []byte, ok bool, err error) {
 
 // ListXattr returns the names of p's extended attributes.
 func (fs *FS) ListXattr(ctx context.Context, p string) ([]string, error) {
-	n, err := fs.resolve(ctx, p)
+	n, err := fs.resolve(ctx, p) // the open file's entry if open here
 	if err != nil {
 		return nil, err
 	}
-	e := n.content
-	if f := fs.openFile(n.contentPath()); f != nil {
-		e = f.entrySnapshot()
-	}
 	var out []string
-	for k := range e.Xattrs {
+	for k := range n.content.Xattrs {
 		if visibleXattr(k) {
 			out = append(out, k)
 		}

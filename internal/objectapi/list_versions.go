@@ -81,6 +81,7 @@ func (ls *lister) resume(key, marker string) error {
 		// before it (nor skipping the rest of the key if it is gone).
 		return ls.l.archived(ls.ctx, ls.bucket, key, marker, emit)
 	}
+	// The null version is not named by its ID: find it, then go on.
 	seen := false
 	return ls.l.archived(ls.ctx, ls.bucket, key, "", func(e *filer.Entry) error {
 		if seen {
