@@ -125,6 +125,14 @@ func (h *Handle) WriteAt(ctx context.Context, p []byte, off int64) (int, error) 
 	return h.f.write(ctx, p, off)
 }
 
+// Shared reports whether the file is open through another handle of this
+// view too.
+func (h *Handle) Shared() bool {
+	h.fs.mu.Lock()
+	defer h.fs.mu.Unlock()
+	return h.f.refs > 1
+}
+
 // Flush commits the buffered writes (close(2) and fsync(2) call it).
 func (h *Handle) Flush(ctx context.Context) error { return h.f.flush(ctx) }
 

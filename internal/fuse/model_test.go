@@ -121,7 +121,8 @@ func runModel(t *testing.T, ops int) {
 		switch op {
 		case 0, 1: // open
 			flags := []int{os.O_RDWR | os.O_CREATE, os.O_RDWR, os.O_RDONLY, os.O_RDWR | os.O_CREATE | os.O_EXCL,
-				os.O_RDWR | os.O_TRUNC, os.O_WRONLY | os.O_APPEND | os.O_CREATE}[rng.Intn(6)]
+				os.O_RDWR | os.O_TRUNC, os.O_WRONLY | os.O_APPEND | os.O_CREATE,
+				os.O_WRONLY | os.O_CREATE, os.O_WRONLY | os.O_TRUNC}[rng.Intn(8)]
 			if len(fds) >= 4 {
 				continue
 			}

@@ -237,3 +237,63 @@ func TestMountPOSIXBasics(t *testing.T) {
 		return err == nil && string(b) == "via the filer"
 	}, "the mount does not show a file written through the filer API")
 }
+
+// A write-only descriptor writes past the kernel's page cache
+// (FOPEN_DIRECT_IO). Another descriptor of the same file, whose earlier
+// reads are cached, reads every write as soon as it returns, even while a
+// third keeps reading the same range as the writes go on. Kernels from 6.6
+// drop the range's cached pages before such a write themselves; before
+// that, the mount's own invalidation after the write (handle.Write) is what
+// this checks, and on any kernel it closes the window of a read racing the
+// write, which this test does not reliably hit.
+func TestWriteOnlyDescriptorKeepsReadersCoherent(t *testing.T) {
+	needFUSE(t)
+	s := startFiler(t)
+	p := filepath.Join(mount(t, s), "f")
+	version := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, 8192) }
+	if err := os.WriteFile(p, version(0), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	w, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	racer, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer racer.Close()
+	stop := make(chan struct{})
+	raced := make(chan struct{})
+	go func() {
+		defer close(raced)
+		buf := make([]byte, 8192)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				racer.ReadAt(buf, 0)
+			}
+		}
+	}()
+	defer func() { close(stop); <-raced }()
+	got := make([]byte, 8192)
+	for i := 1; i <= 300; i++ {
+		if _, err := w.WriteAt(version(i), 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.ReadAt(got, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, version(i)) {
+			t.Fatalf("write %d: the reader read byte %d", i, got[0])
+		}
+	}
+}

@@ -286,7 +286,9 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		h.Release(ctx)
 		return nil, nil, 0, n.v.Errno(err)
 	}
-	return n.newChild(ctx, a, out), &handle{v: n.v, h: h, syncClose: n.syncClose}, 0, 0
+	in := n.newChild(ctx, a, out)
+	fh := newHandle(n.v, h, in, flags, n.syncClose)
+	return in, fh, fh.openFlags(), 0
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
@@ -307,7 +309,8 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if err != nil {
 		return nil, 0, n.v.Errno(err)
 	}
-	return &handle{v: n.v, h: h, syncClose: n.syncClose}, 0, 0
+	fh := newHandle(n.v, h, n.EmbeddedInode(), flags, n.syncClose)
+	return fh, fh.openFlags(), 0
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.EntryOut) (*gofs.Inode, syscall.Errno) {
