@@ -77,6 +77,8 @@ func (f *volumeFlags) config(log *slog.Logger) (volumeserver.Config, error) {
 		// For A/B measurements of the fast read path (docs/benchmark.md).
 		NoFastRead:  os.Getenv("KELP_NO_FAST_READ") != "",
 		NoFastWrite: os.Getenv("KELP_NO_FAST_WRITE") != "",
+		// The short-circuit for readers on this host (docs/volume-server.md).
+		NoLocalReads: os.Getenv("KELP_NO_LOCAL_READS") != "",
 	}, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/auth"
+	"github.com/kelpfs/kelp/internal/localread"
 	"github.com/kelpfs/kelp/internal/security"
 )
 
@@ -88,6 +89,10 @@ type Config struct {
 	// none; ReadSigner signs reads (volume servers with a read key).
 	Signer     *auth.Signer
 	ReadSigner *auth.Signer
+	// LocalReads makes Get read the needles of volume servers on this host
+	// through their Unix sockets (internal/localread; local.go), with HTTP
+	// as the fall-back. Close releases its connections.
+	LocalReads bool
 }
 
 // Client is a Kelp cluster client. It is safe for concurrent use.
@@ -107,6 +112,7 @@ type Client struct {
 	// another replica could serve it.
 	failoverAfter time.Duration
 	assignBatch   int
+	local         *localread.Reader // nil: reads take HTTP only
 	accessToken   func() string
 	signer        *auth.Signer
 	readSigner    *auth.Signer
@@ -142,6 +148,9 @@ func New(cfg Config) (*Client, error) {
 		lookupTTL:  cfg.LookupTTL,
 		now:        cfg.Now,
 		cache:      make(map[uint32]cacheEntry),
+	}
+	if cfg.LocalReads {
+		c.local = localread.NewReader()
 	}
 	if c.hc == nil {
 		c.hc = NewHTTPClient()

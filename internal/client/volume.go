@@ -235,24 +235,34 @@ const HeaderReaderAuthenticates = "X-Kelp-Reader-Authenticates"
 // new ones the master gives. The caller must close the returned body.
 // A missing needle is ErrNotFound.
 func (c *Client) Get(ctx context.Context, id fid.FileID, rng *Range) (io.ReadCloser, ObjectInfo, error) {
-	var resp *http.Response
+	var body io.ReadCloser
+	var info ObjectInfo
 	err := c.onLocationsPrefer(ctx, id.Volume, id.Key, func(loc Location, more bool) error {
+		if c.local != nil {
+			if b, i, err := c.getLocal(ctx, loc.URL, id, rng); err == nil {
+				body, info = b, i
+				return nil
+			}
+		}
 		// With another replica to try, a silent one is given up on sooner.
 		within := time.Duration(0)
 		if more {
 			within = c.failoverAfter
 		}
 		r, err := c.get(ctx, loc.URL, id, rng, within)
-		resp = r
-		if err == nil && r.Header.Get(HeaderEC) != "" {
+		if err != nil {
+			return err
+		}
+		if r.Header.Get(HeaderEC) != "" {
 			c.noteEC(id.Volume, loc)
 		}
-		return err
+		body, info = r.Body, objectInfo(r)
+		return nil
 	})
 	if err != nil {
 		return nil, ObjectInfo{}, err
 	}
-	return resp.Body, objectInfo(resp), nil
+	return body, info, nil
 }
 
 func (c *Client) get(ctx context.Context, server string, id fid.FileID, rng *Range, within time.Duration) (*http.Response, error) {

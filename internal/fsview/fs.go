@@ -180,8 +180,9 @@ func (fs *FS) connect(ctx context.Context) error {
 		return fmt.Errorf("fsview: filer %s knows no master", fs.cfg.Filer)
 	}
 	// File ids come in blocks of 64: one assign round trip per 64 chunks.
+	// A volume server on this host hands its files over for reads.
 	c, err := client.New(client.Config{Masters: conf.Masters, HTTPClient: fs.cfg.HTTPClient, Logger: fs.log, AssignBatch: 64,
-		AccessToken: auth.Static(fs.cfg.AccessToken)})
+		AccessToken: auth.Static(fs.cfg.AccessToken), LocalReads: true})
 	if err != nil {
 		return fmt.Errorf("fsview: %w", err)
 	}
@@ -248,6 +249,9 @@ func (fs *FS) Close() error {
 	if fs.stopFollow != nil {
 		fs.stopFollow()
 		<-fs.followDone
+	}
+	if fs.blobs != nil {
+		fs.blobs.c.Close()
 	}
 	if err := fs.conn.Close(); err != nil && first == nil {
 		first = err

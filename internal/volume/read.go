@@ -27,6 +27,7 @@ type Object struct {
 	ModTime time.Time
 
 	data []byte // small needles: the whole data
+	crc  uint32 // the data's CRC-32C as stored
 
 	d       *datFile // large needles
 	dataOff int64    // file offset of the data
@@ -40,6 +41,20 @@ type Object struct {
 // Bytes returns the data of a small needle without copying, or nil for a
 // large one (read those with Read).
 func (o *Object) Bytes() []byte { return o.data }
+
+// DataCRC is the CRC-32C of the whole data, as stored with it.
+func (o *Object) DataCRC() uint32 { return o.crc }
+
+// File returns the volume file a large needle's data is read from and the
+// data's offset in it (ok false for a small needle: Bytes has its data). The
+// file stays open at least until Close; its checksums are the caller's to
+// check.
+func (o *Object) File() (f vfs.File, dataOff int64, ok bool) {
+	if o.d == nil {
+		return nil, 0, false
+	}
+	return o.d.f, o.dataOff, true
+}
 
 // Read reads data sequentially.
 func (o *Object) Read(p []byte) (int, error) {
@@ -201,7 +216,7 @@ func (v *Volume) readEntryCookie(d *datFile, key uint64, cookie uint32, checkCoo
 		if data == nil {
 			data = []byte{}
 		}
-		return &Object{Meta: rec.Meta, Size: int64(len(data)), ETag: etag(rec.DataCRC), ModTime: modTime(&rec.Meta), data: data}, nil
+		return &Object{Meta: rec.Meta, Size: int64(len(data)), ETag: etag(rec.DataCRC), ModTime: modTime(&rec.Meta), data: data, crc: rec.DataCRC}, nil
 	}
 	return v.openLarge(d, key, cookie, checkCookie, e, off)
 }
@@ -235,7 +250,7 @@ func (v *Volume) openLarge(d *datFile, key uint64, cookie uint32, checkCookie bo
 	}
 	wantData, wantRec := needle.ParseTrailer(tr[:])
 	return &Object{
-		Meta: m, Size: int64(dataSize), ETag: etag(wantData), ModTime: modTime(&m),
+		Meta: m, Size: int64(dataSize), ETag: etag(wantData), ModTime: modTime(&m), crc: wantData,
 		d: d, dataOff: off + int64(dataOff), seqOK: true,
 		check: needle.NewDataCheck(head[:dataOff], wantData, wantRec),
 	}, nil

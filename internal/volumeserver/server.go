@@ -20,6 +20,7 @@ import (
 	"github.com/kelpfs/kelp/internal/client"
 	"github.com/kelpfs/kelp/internal/httpfast"
 	"github.com/kelpfs/kelp/internal/httpserve"
+	"github.com/kelpfs/kelp/internal/localread"
 	"github.com/kelpfs/kelp/internal/metrics"
 	"github.com/kelpfs/kelp/internal/pb"
 	"github.com/kelpfs/kelp/internal/pb/volumepb"
@@ -65,6 +66,9 @@ type Config struct {
 	// also off when the fast read path is, and when writes need a token
 	// (Signer).
 	NoFastWrite bool
+	// NoLocalReads turns off the short-circuit for readers on this host
+	// (localread.go): they read over HTTP.
+	NoLocalReads bool
 	// PeerDial, when set, connects to other volume servers (forwarded
 	// writes and deletes, catch-up) instead of a TCP dial with
 	// replicaDialTimeout: tests cut the links between volume servers with
@@ -87,7 +91,8 @@ type Server struct {
 	store *store.Store
 
 	httpLn  net.Listener
-	fast    *fastListener // nil: the fast read path is off
+	fast    *fastListener     // nil: the fast read path is off
+	local   *localread.Server // nil: local reads are off
 	grpcLn  net.Listener
 	httpSrv *httpserve.Server
 	grpcSrv *grpc.Server
@@ -231,6 +236,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.grpcSrv = grpc.NewServer(slices.Concat(pb.ServerOptions(s.log), s.metrics.GRPCOptions("volume"), access.GRPC("volume", grpcNeed, cfg.Audit))...)
 	volumepb.RegisterVolumeServerServer(s.grpcSrv, &adminServer{s: s})
+	s.startLocalReads()
 	return s, nil
 }
 
@@ -318,6 +324,7 @@ func (s *Server) Close() error {
 		}
 		s.grpcSrv.Stop()
 		s.conns.Close()
+		s.stopLocalReads()
 		err = s.store.Close()
 	})
 	return err
@@ -335,6 +342,7 @@ func (s *Server) Crash() {
 		s.httpSrv.Server.Close()
 		s.grpcSrv.Stop()
 		s.conns.Close()
+		s.stopLocalReads()
 		s.mu.Lock()
 		cancel, done := s.hbCancel, s.hbDone
 		s.mu.Unlock()
