@@ -24,6 +24,10 @@ var ErrFallback = errors.New("localread: fall back to HTTP")
 // maxHeader bounds an answer's JSON header.
 const maxHeader = 64 << 10
 
+// answerTimeout bounds the wait for a server's answer, as the HTTP path's
+// client.Config.AnswerTimeout does.
+const answerTimeout = 10 * time.Second
+
 // maxIdle is how many idle connections the Reader keeps per server.
 const maxIdle = 8
 
@@ -58,11 +62,15 @@ func (r *Reader) Open(addr, fid string, off, n int64, verify bool) (io.ReadClose
 	if err != nil {
 		return nil, Header{}, err
 	}
+	// A server that stopped answering (a stuck disk) must not hold the
+	// reader: after answerTimeout the read takes HTTP, which fails over.
+	c.SetDeadline(time.Now().Add(answerTimeout))
 	h, data, fd, err := roundTrip(c, fid, off, n)
 	if err != nil {
 		c.Close()
 		return nil, Header{}, err
 	}
+	c.SetDeadline(time.Time{}) // a closed connection fails its next use, and that read takes HTTP
 	r.putIdle(path, c)
 	switch {
 	case h.Fallback:
