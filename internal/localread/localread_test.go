@@ -62,6 +62,8 @@ func TestAnswers(t *testing.T) {
 				end = min(end, off+n)
 			}
 			return Answer{Header: Header{Size: int64(len(d))}, Data: d[off:end]}, true
+		case "empty":
+			return Answer{Header: Header{Size: 0}, Data: []byte{}}, true
 		case "file":
 			return Answer{Header: Header{Size: int64(len(data)), FileOff: 4, CRC: crc}, File: f}, true
 		case "corrupt":
@@ -73,6 +75,9 @@ func TestAnswers(t *testing.T) {
 	defer r.Close()
 	if got := readAll(t, r, addr, "inline", 7, -1, true); got != "inline" {
 		t.Errorf("inline = %q", got)
+	}
+	if got := readAll(t, r, addr, "empty", 0, -1, true); got != "" {
+		t.Errorf("empty = %q", got)
 	}
 	if got := readAll(t, r, addr, "file", 0, -1, true); got != data {
 		t.Errorf("file = %q", got)

@@ -185,21 +185,17 @@ func roundTrip(c *net.UnixConn, fid string, off, n int64) (h Header, data []byte
 	if err = json.Unmarshal(buf[4:hl], &h); err != nil {
 		return h, nil, fd, fmt.Errorf("localread: answer header: %w", err)
 	}
-	if h.Inline < 0 || h.Inline > 1<<30 || (h.Inline == 0 && fd < 0 && !h.Fallback) {
+	switch {
+	case h.Inline < 0 || h.Inline > 1<<30 || int64(have-hl) > h.Inline:
 		return h, nil, fd, errors.New("localread: malformed answer")
-	}
-	if h.Inline > 0 || h.Fallback {
+	case fd >= 0 && (h.Inline > 0 || have > hl):
+		return h, nil, fd, errors.New("localread: data with a descriptor answer")
+	case fd < 0: // inline data (maybe none: an empty needle, a fallback)
 		data = make([]byte, h.Inline)
 		got := copy(data, buf[hl:have])
 		if _, err = io.ReadFull(c, data[got:]); err != nil {
 			return h, nil, fd, err
 		}
-		if fd >= 0 { // not asked for: an inline answer carries none
-			syscall.Close(fd)
-			fd = -1
-		}
-	} else if have > hl {
-		return h, nil, fd, errors.New("localread: data after a descriptor answer")
 	}
 	return h, data, fd, nil
 }
