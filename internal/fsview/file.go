@@ -194,10 +194,10 @@ func (fs *FS) releaseLater(f *file) {
 	f.queued = true
 	f.mu.Unlock()
 	fs.commits <- struct{}{}
-	go func() {
+	fs.workers.run(func() {
 		defer func() { <-fs.commits }()
 		fs.finish(f)
-	}()
+	})
 }
 
 // finish commits f, queued by releaseLater, and forgets it unless it was
@@ -539,12 +539,12 @@ func (f *file) setReadAhead(buf *sharedBuf, off int64) {
 func (f *file) startUpload(off int64, data []byte) {
 	u := &upload{off: off, data: data, done: make(chan struct{}), at: time.Now().UnixNano()}
 	f.pending = append(f.pending, u)
-	go func() {
+	f.fs.workers.run(func() {
 		defer close(u.done)
 		f.fs.uploads <- struct{}{}
 		defer func() { <-f.fs.uploads }()
 		u.fid, u.key, u.err = chunk.PutChunk(context.Background(), f.fs.blobs, u.data, f.fs.encrypt)
-	}()
+	})
 }
 
 // read fills p from off with the file's content as this mount sees it.
@@ -877,14 +877,14 @@ func (f *file) prefetchAfter(end, csize int64) {
 		n.buf = newSharedBuf(int(n.end - n.off))
 		f.fetches = append(f.fetches, n)
 		r := chunk.NewReader(context.Background(), f.fs.reader, f.resolved, csize)
-		go func() {
+		f.fs.workers.run(func() {
 			defer close(n.done)
 			m, err := r.ReadAt(n.buf.b, n.off)
 			if err == io.EOF && m == len(n.buf.b) {
 				err = nil
 			}
 			n.err = err
-		}()
+		})
 		at = n.end
 	}
 }
@@ -945,10 +945,10 @@ func (f *file) prefetchSmall(ctx context.Context, spec *specFetch) {
 func (fs *FS) fetchWhole(cs []chunk.Chunk, size int64) *prefetch {
 	n := &prefetch{off: 0, end: size, buf: newSharedBuf(int(size)), done: make(chan struct{})}
 	r := chunk.NewReader(context.Background(), fs.reader, cs, size)
-	go func() {
+	fs.workers.run(func() {
 		defer close(n.done)
 		n.err = readFull(r, n.buf.b, 0)
-	}()
+	})
 	return n
 }
 

@@ -78,6 +78,7 @@ type FS struct {
 	chunkSize int
 	encrypt   bool          // seal the chunks written (the filer's --encrypt-data, from GetConfiguration)
 	uploads   chan struct{} // bounds concurrent chunk uploads
+	workers   *workers      // run the background tasks (workers.go)
 	commits   chan struct{} // bounds background commits (releaseLater)
 
 	mu    sync.Mutex
@@ -144,7 +145,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		opts = append(opts, auth.DialOption(auth.Static(cfg.AccessToken)))
 	}
 	fs := &FS{cfg: cfg, log: cfg.Logger,
-		uploads: make(chan struct{}, 8), commits: make(chan struct{}, maxBackgroundCommits), files: map[string]*file{}, cache: newMetaCache(),
+		uploads: make(chan struct{}, 8), workers: newWorkers(), commits: make(chan struct{}, maxBackgroundCommits), files: map[string]*file{}, cache: newMetaCache(),
 		creating: map[*asyncCreate]struct{}{}, createSlots: make(chan struct{}, maxAsyncCreates)}
 	opts = append(opts, grpc.WithChainUnaryInterceptor(fs.countCall))
 	conn, err := grpc.NewClient(cfg.Filer, opts...)
@@ -253,6 +254,7 @@ func (fs *FS) Close() error {
 	if fs.blobs != nil {
 		fs.blobs.c.Close()
 	}
+	fs.workers.stop()
 	if err := fs.conn.Close(); err != nil && first == nil {
 		first = err
 	}
@@ -403,7 +405,7 @@ func (fs *FS) createAsync(c *asyncCreate, e *filerpb.Entry) {
 	e = cloneEntry(e)
 	fs.cache.evict(e.Path)
 	fs.cache.beginOwn(e.Path)
-	go func() {
+	fs.workers.run(func() {
 		defer func() { <-fs.createSlots }()
 		// Not the caller's context: the create outlives the call that
 		// answered it.
@@ -423,7 +425,7 @@ func (fs *FS) createAsync(c *asyncCreate, e *filerpb.Entry) {
 		delete(fs.creating, c)
 		fs.createMu.Unlock()
 		close(c.done)
-	}()
+	})
 }
 
 // waitCreate waits for the create answered early of the file open here at
