@@ -1,7 +1,10 @@
 package volumeserver
 
 import (
+	"errors"
 	"net/http"
+	"os"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -72,13 +75,36 @@ func (s *Server) localRead(f string, off, n int64) (localread.Answer, bool) {
 		return localread.Answer{Header: h, Data: data[off:end]}, true
 	}
 	file, dataOff, _ := obj.File()
-	sc, ok := file.(syscall.Conn) // not the in-memory file system of tests
-	if !ok {
-		obj.Close()
+	ro, err := reopenReadOnly(file)
+	obj.Close()
+	if err != nil {
 		return localread.Answer{}, false
 	}
 	h.FileOff = dataOff
-	return localread.Answer{Header: h, File: sc, Done: func() { obj.Close() }}, true
+	return localread.Answer{Header: h, File: ro, Done: func() { ro.Close() }}, true
+}
+
+// reopenReadOnly opens f's file again, read-only: the volume holds its data
+// file open for writing, and a reader is given only the right to read.
+// Through /proc/self/fd, the same file even if a vacuum has replaced it
+// under its name meanwhile. Not for the in-memory file system of tests.
+func reopenReadOnly(f any) (*os.File, error) {
+	sc, ok := f.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("not an OS file")
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var ro *os.File
+	var oerr error
+	if err := rc.Control(func(fd uintptr) {
+		ro, oerr = os.Open("/proc/self/fd/" + strconv.Itoa(int(fd)))
+	}); err != nil {
+		return nil, err
+	}
+	return ro, oerr
 }
 
 // servedBytes is how many bytes a local read gave, for the metrics.
