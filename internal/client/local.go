@@ -47,6 +47,21 @@ func (c *Client) getLocal(ctx context.Context, server string, id fid.FileID, rng
 	return body, info, nil
 }
 
+// localCopy is the URL of a healthy location among locs (copies of one
+// volume) that answers local reads on this host, or "" (Config.LocalReads
+// off, one copy only, none local): a read tries it first.
+func (c *Client) localCopy(locs []Location) string {
+	if c.local == nil || len(locs) < 2 {
+		return ""
+	}
+	for _, l := range locs {
+		if !c.health.suspect(l.URL) && c.local.Serves(hostPort(l.URL)) {
+			return l.URL
+		}
+	}
+	return ""
+}
+
 // contentType is the type the volume server's HTTP answer would give.
 func contentType(mimeType, name string) string {
 	if mimeType != "" {

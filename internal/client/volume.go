@@ -405,7 +405,11 @@ func (c *Client) onLocationsPrefer(ctx context.Context, vol uint32, key uint64, 
 	for round := 0; ; round++ {
 		locs = c.orderLocations(locs)
 		if key != 0 {
-			locs = c.preferFirst(locs, c.preferEC(ctx, vol, key, locs))
+			if ec := c.preferEC(ctx, vol, key, locs); ec != "" {
+				locs = c.preferFirst(locs, ec)
+			} else {
+				locs = c.preferFirst(locs, c.localCopy(locs))
+			}
 		}
 		left := 0
 		for _, loc := range locs {

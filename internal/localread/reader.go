@@ -87,6 +87,24 @@ func (r *Reader) Open(addr, fid string, off, n int64, verify bool) (io.ReadClose
 	return b, h, nil
 }
 
+// Serves reports whether the volume server clients know as addr may answer
+// local reads here: its socket exists and it was not found absent lately.
+func (r *Reader) Serves(addr string) bool {
+	path := SocketPath(addr)
+	r.mu.Lock()
+	idle := len(r.idle[path]) > 0
+	until, absent := r.absent[path]
+	r.mu.Unlock()
+	if idle {
+		return true
+	}
+	if absent && time.Now().Before(until) {
+		return false
+	}
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode()&os.ModeSocket != 0
+}
+
 // conn returns an idle connection to the socket at path, or a new one.
 func (r *Reader) conn(path string) (*net.UnixConn, error) {
 	r.mu.Lock()

@@ -191,3 +191,44 @@ func flipDataByte(t *testing.T, dir string, vol uint32, pattern []byte) {
 		t.Fatal(err)
 	}
 }
+
+// TestLocalReadsOfReplicatedVolumes: of a volume's two copies only one
+// answers local reads (the other server has them off, as a server on
+// another host would); every read of a client with local reads takes it and
+// reads the right bytes. (The master happens to list that copy first here;
+// client's TestLocalReadsPreferTheCopyOnThisHost checks the preference when
+// it comes second.)
+func TestLocalReadsOfReplicatedVolumes(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Volumes: []testcluster.VolumeSpec{{NoLocalReads: true}, {}},
+		DefaultReplication: "001", Fsync: true})
+	ctx := context.Background()
+	local, err := client.New(client.Config{Masters: c.MasterAddrs(), LocalReads: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	bodies := map[fid.FileID][]byte{}
+	for i := range 20 {
+		body := bytes.Repeat([]byte{byte(i)}, 10000+i)
+		id, _, err := local.PutBytes(ctx, client.AssignRequest{}, body, client.UploadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies[id] = body
+	}
+	for id := range bodies {
+		locs, err := local.Lookup(ctx, id.Volume)
+		if err != nil || len(locs) != 2 {
+			t.Fatalf("volume %d: %d copies, %v; want 2", id.Volume, len(locs), err)
+		}
+	}
+	before := localReads(t, c)
+	for id, body := range bodies {
+		if got, _ := get(t, local, id, nil); !bytes.Equal(got, body) {
+			t.Fatalf("%s: read %d bytes, want %d", id, len(got), len(body))
+		}
+	}
+	if n := localReads(t, c) - before; n != float64(len(bodies)) {
+		t.Fatalf("%v of %d reads took the copy on this host", n, len(bodies))
+	}
+}

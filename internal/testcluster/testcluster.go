@@ -45,6 +45,9 @@ type VolumeSpec struct {
 	Rack       string
 	MaxVolumes int // per disk; 0 means 8
 	Disks      int // 0 means 1
+	// NoLocalReads turns the server's Unix socket for readers on this
+	// host off (volumeserver.Config.NoLocalReads).
+	NoLocalReads bool
 }
 
 // Options shape the cluster.
@@ -467,6 +470,7 @@ func (c *Cluster) volumeNode(i int, spec VolumeSpec) *Node {
 		Fsync:           c.opts.Fsync,
 		VolumeSizeLimit: c.opts.VolumeSizeLimit,
 		PulseInterval:   c.opts.PulseInterval,
+		NoLocalReads:    spec.NoLocalReads,
 		Logger:          c.log.With("node", fmt.Sprintf("volume%d", i)),
 	}
 	for d := 0; d < disks; d++ {
