@@ -2,10 +2,10 @@
 // reader on the same host (a FUSE mount, a WebDAV gateway): instead of the
 // needle's bytes crossing HTTP over loopback (the server copies them out of
 // its page cache into a socket, the reader copies them out of the socket),
-// the server answers over a Unix socket with where the data lies and the
-// volume file's descriptor itself (SCM_RIGHTS), and the reader reads the
-// bytes from the file with one pread. On a 2-core machine this halves the
-// CPU a large read costs (docs/mount.md).
+// the server answers over a Unix socket with where the data lies and a
+// read-only descriptor of the volume file (SCM_RIGHTS), and the reader reads
+// the bytes from the file with one pread. The server's CPU for a large read
+// falls by more than half (docs/volume-server.md).
 //
 // Who may read: the socket is created with mode 0600, and each side checks
 // the other's credentials (SO_PEERCRED): the server answers only root or its
