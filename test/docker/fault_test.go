@@ -594,7 +594,13 @@ func (c *cluster) loseLeader(t *testing.T, files map[string][]byte, blobs []blob
 
 	for _, m := range survivors {
 		var b blob
-		eventually(t, 30*time.Second, "assign and upload through "+m, func() (err error) {
+		// 60 s, not 30: an upload whose primary forwards to the other data
+		// center can wait 15 s on a replica connection that Docker's network
+		// has not yet settled after the earlier steps moved both data
+		// centers' containers to new addresses (seen once in session 23:
+		// two tries, each a cross-data-center forward timing out, while
+		// nothing in the cluster logged a fault).
+		eventually(t, 60*time.Second, "assign and upload through "+m, func() (err error) {
 			b, err = c.writeBlob(m, randomBytes(4096))
 			return err
 		})
