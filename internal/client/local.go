@@ -5,7 +5,6 @@ import (
 	"io"
 	"mime"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/kelpfs/kelp/internal/chunk"
@@ -27,7 +26,7 @@ func (c *Client) getLocal(ctx context.Context, server string, id fid.FileID, rng
 	}
 	// A sealed chunk's reader authenticates every byte itself; the CRC
 	// pass would only cost CPU (as HeaderReaderAuthenticates tells HTTP).
-	body, h, err := c.local.Open(hostPort(server), id.String(), off, n, !chunk.IsAuthenticated(ctx))
+	body, h, err := c.local.Open(serverKey(server), id.String(), off, n, !chunk.IsAuthenticated(ctx))
 	if err != nil {
 		return nil, ObjectInfo{}, err
 	}
@@ -55,7 +54,7 @@ func (c *Client) localCopy(locs []Location) string {
 		return ""
 	}
 	for _, l := range locs {
-		if !c.health.suspect(l.URL) && c.local.Serves(hostPort(l.URL)) {
+		if !c.health.suspect(l.URL) && c.local.Serves(serverKey(l.URL)) {
 			return l.URL
 		}
 	}
@@ -71,12 +70,6 @@ func contentType(mimeType, name string) string {
 		return t
 	}
 	return "application/octet-stream"
-}
-
-// hostPort strips a volume server URL to its "host:port".
-func hostPort(server string) string {
-	server = strings.TrimPrefix(strings.TrimPrefix(server, "http://"), "https://")
-	return strings.TrimRight(server, "/")
 }
 
 // Close releases the connections of local reads. The client stays usable.

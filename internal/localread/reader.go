@@ -92,28 +92,45 @@ func (r *Reader) Open(addr, fid string, off, n int64, verify bool) (io.ReadClose
 func (r *Reader) Serves(addr string) bool {
 	path := SocketPath(addr)
 	r.mu.Lock()
-	idle := len(r.idle[path]) > 0
-	until, absent := r.absent[path]
+	idle, gone := len(r.idle[path]) > 0, r.goneLocked(path)
 	r.mu.Unlock()
 	if idle {
 		return true
 	}
-	if absent && time.Now().Before(until) {
+	if gone {
 		return false
 	}
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode()&os.ModeSocket != 0
+	if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		return true
+	}
+	r.markGone(path) // not stat'ed again on every read for absentFor
+	return false
+}
+
+// goneLocked reports whether the server at path was found absent less than
+// absentFor ago; r.mu held.
+func (r *Reader) goneLocked(path string) bool {
+	until, ok := r.absent[path]
+	if ok && !time.Now().Before(until) {
+		delete(r.absent, path)
+		return false
+	}
+	return ok
+}
+
+// markGone notes the server at path absent for absentFor.
+func (r *Reader) markGone(path string) {
+	r.mu.Lock()
+	r.absent[path] = time.Now().Add(absentFor)
+	r.mu.Unlock()
 }
 
 // conn returns an idle connection to the socket at path, or a new one.
 func (r *Reader) conn(path string) (*net.UnixConn, error) {
 	r.mu.Lock()
-	if until, ok := r.absent[path]; ok {
-		if time.Now().Before(until) {
-			r.mu.Unlock()
-			return nil, ErrFallback
-		}
-		delete(r.absent, path)
+	if r.goneLocked(path) {
+		r.mu.Unlock()
+		return nil, ErrFallback
 	}
 	if cs := r.idle[path]; len(cs) > 0 {
 		c := cs[len(cs)-1]
@@ -128,9 +145,7 @@ func (r *Reader) conn(path string) (*net.UnixConn, error) {
 		err = fmt.Errorf("localread: %s is served by another user", path)
 	}
 	if err != nil {
-		r.mu.Lock()
-		r.absent[path] = time.Now().Add(absentFor)
-		r.mu.Unlock()
+		r.markGone(path)
 		return nil, ErrFallback
 	}
 	return c, nil

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -153,7 +154,7 @@ func (s *Server) serveConn(c *net.UnixConn) {
 
 // parseRequest parses "FID OFF N\n".
 func parseRequest(line []byte) (fid string, off, n int64, ok bool) {
-	f := splitFields(line[:len(line)-1])
+	f := strings.Fields(string(line[:len(line)-1]))
 	if len(f) != 3 {
 		return "", 0, 0, false
 	}
@@ -163,24 +164,6 @@ func parseRequest(line []byte) (fid string, off, n int64, ok bool) {
 		return "", 0, 0, false
 	}
 	return f[0], off, n, true
-}
-
-func splitFields(b []byte) []string {
-	var out []string
-	start := -1
-	for i := 0; i <= len(b); i++ {
-		if i == len(b) || b[i] == ' ' {
-			if start >= 0 {
-				out = append(out, string(b[start:i]))
-				start = -1
-			}
-			continue
-		}
-		if start < 0 {
-			start = i
-		}
-	}
-	return out
 }
 
 // send writes the answer: length, header, the descriptor with them, then
