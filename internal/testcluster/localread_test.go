@@ -120,10 +120,6 @@ func get(t *testing.T, c *client.Client, id fid.FileID, r *client.Range) ([]byte
 	t.Helper()
 	rc, info, err := c.Get(context.Background(), id, r)
 	if err != nil {
-		var he *client.HTTPError
-		if errors.As(err, &he) {
-			return []byte("error " + he.Error()), client.ObjectInfo{}
-		}
 		return []byte("error " + err.Error()), client.ObjectInfo{}
 	}
 	defer rc.Close()
