@@ -49,13 +49,20 @@ func artifactDir(t *testing.T) string {
 }
 
 // browser starts a headless Chromium, or skips the test without one.
+// browserBlockedTestPorts are the ports in testutil.FreePort's range
+// (2000-32767) that Chromium refuses to load (ERR_UNSAFE_PORT: NFS, SIP,
+// X11, IRC, ...). A test cluster's server may land on one, so the browser
+// is told to allow them.
+const browserBlockedTestPorts = "2049,3659,4045,4190,5060,5061,6000,6566,6665,6666,6667,6668,6669,6697,10080"
+
 func browser(t *testing.T) context.Context {
 	path, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Skip("chromium is not installed (scripts/test-deps.sh installs it)")
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
-		chromedp.DisableGPU, chromedp.WindowSize(1400, 1000), chromedp.Flag("no-proxy-server", true))
+		chromedp.DisableGPU, chromedp.WindowSize(1400, 1000), chromedp.Flag("no-proxy-server", true),
+		chromedp.Flag("explicitly-allowed-ports", browserBlockedTestPorts))
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancel)
 	ctx, cancel2 := chromedp.NewContext(actx)
