@@ -117,7 +117,7 @@ func buildHistory(t *testing.T, v *Volume, rng *rand.Rand, ops int) *history {
 		default:
 			size := 1 + rng.Intn(5000)
 			if rng.Intn(40) == 0 {
-				size = smallRecord + rng.Intn(1<<20) // a streamed needle
+				size = bufferedRecord + rng.Intn(1<<20) // a streamed needle
 			}
 			k, c := next, rng.Uint32()
 			next++
@@ -394,7 +394,7 @@ func nextOp(v *Volume, rng *rand.Rand, k uint64, gen int, cur *expectedNeedle) (
 	}
 	size := 1 + rng.Intn(3000)
 	if rng.Intn(300) == 0 {
-		size = smallRecord + rng.Intn(64<<10) // streamed
+		size = bufferedRecord + rng.Intn(64<<10) // streamed
 	}
 	switch {
 	case cur == nil || cur.deleted: // create, or re-create with a new cookie
@@ -477,7 +477,7 @@ func (s *stalledSync) crash(t *testing.T, pending ...chan error) *Volume {
 // A streamed needle is never compared, so its retry appends a copy and
 // waits for it; it is checked all the same.
 func TestRetriedIdenticalWriteWaitsForTheFirst(t *testing.T) {
-	for _, size := range []int{1000, smallRecord + 10} {
+	for _, size := range []int{1000, smallRecord + 10, bufferedRecord + 10} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			s := newStalledSync(t)
 			s.stall(t)

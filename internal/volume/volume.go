@@ -36,8 +36,9 @@ var (
 	ErrCorrupt = needle.ErrCorrupt
 )
 
-// smallRecord is the largest record read with one positioned read and written
-// from one buffer; larger needles are streamed.
+// smallRecord is the largest record read with one positioned read; larger
+// needles are read in ranges. (Writes build records up to bufferedRecord in
+// memory.)
 const smallRecord = 1 << 20
 
 // Config describes one volume.

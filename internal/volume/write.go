@@ -13,14 +13,25 @@ import (
 // streamChunk is the copy buffer for needles too large to build in memory.
 const streamChunk = 256 << 10
 
-var recordPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+// bufferedRecord is the largest record Write builds in memory, reading the
+// body before it takes the append lock; larger needles are streamed under
+// the lock. It is above smallRecord (the read side's limit) so that a needle
+// of 1 MiB of data, with its head and trailer, is built in memory: the
+// mount's and S3's common piece size, which streamed would hold the lock
+// while its body arrives and write in five pieces.
+const bufferedRecord = 2 << 20
+
+var (
+	recordPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+	streamPool = sync.Pool{New: func() any { b := make([]byte, streamChunk); return &b }}
+)
 
 // Write stores a needle of size bytes read from data. m.Key and m.Cookie
 // identify it; m.AppendedAtNs is set by the volume. Overwriting a live needle
 // requires its cookie (ErrCookieMismatch otherwise). With Config.Fsync the
 // call returns only once the record is on stable storage.
 //
-// Needles whose record fits in 1 MiB are read into memory before the volume is
+// Needles whose record fits in 2 MiB are read into memory before the volume is
 // locked; larger ones are streamed to the file in 256 KiB pieces, holding the
 // append lock for the duration, so callers should hand in a body that is
 // already local (spooled) rather than a slow network stream.
@@ -39,7 +50,7 @@ func (v *Volume) Write(ctx context.Context, m needle.Meta, data io.Reader, size 
 	m.AppendedAtNs = v.cfg.Now().UnixNano()
 	var rec []byte
 	var dataCRC uint32
-	if recSize <= smallRecord {
+	if recSize <= bufferedRecord {
 		bp := recordPool.Get().(*[]byte)
 		defer recordPool.Put(bp)
 		buf := (*bp)[:0]
@@ -178,7 +189,9 @@ func (v *Volume) streamRecord(ctx context.Context, d *datFile, off int64, m *nee
 	}
 	var dataCRC uint32
 	pos := off + int64(len(head))
-	buf := make([]byte, streamChunk)
+	bp := streamPool.Get().(*[]byte)
+	defer streamPool.Put(bp)
+	buf := *bp
 	for left := size; left > 0; {
 		if err := ctx.Err(); err != nil {
 			return 0, err
