@@ -54,6 +54,27 @@ type listToken struct {
 	dirty bool
 }
 
+// changedBy reports whether an event that removes old and makes new ("" for
+// none; equal for an update) may change the names in t.dir: a child made,
+// changed or removed, or t.dir itself removed, moved or replaced. The
+// creation of t.dir and an update of it leave its names as they were: a
+// mkdir's own event, which may arrive before the mkdir's answer, must not
+// cost the new directory its known (empty) listing.
+func (t *listToken) changedBy(old, new string) bool {
+	for _, p := range []string{old, new} {
+		if p == "" {
+			continue
+		}
+		if path.Dir(p) == t.dir && p != t.dir {
+			return true
+		}
+		if p == t.dir && old != "" && old != new {
+			return true
+		}
+	}
+	return false
+}
+
 // Complete listings beyond this are not kept (each eviction scans them).
 const maxListed = 256
 
@@ -212,10 +233,8 @@ func (c *metaCache) applyNames(old, new string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for t := range c.listing {
-		for _, p := range []string{old, new} {
-			if p != "" && (t.dir == p || t.dir == path.Dir(p)) {
-				t.dirty = true
-			}
+		if t.changedBy(old, new) {
+			t.dirty = true
 		}
 	}
 	if old != "" {

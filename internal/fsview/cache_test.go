@@ -134,6 +134,38 @@ func TestRenameOverFileNeverCachedAbsent(t *testing.T) {
 	}
 }
 
+// TestMkdirEventKeepsTheNewListing: the event of a mkdir made here may
+// arrive before the mkdir's answer; the new directory's listing (empty) is
+// still known. Its removal, a move onto it or a child's creation meanwhile
+// leaves it unknown.
+func TestMkdirEventKeepsTheNewListing(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		events [][2]string // old, new
+		known  bool
+	}{
+		{"own creation", [][2]string{{"", "/d"}}, true},
+		{"an update of it", [][2]string{{"", "/d"}, {"/d", "/d"}}, true},
+		{"a child made", [][2]string{{"", "/d"}, {"", "/d/x"}}, false},
+		{"removed and made again", [][2]string{{"/d", ""}, {"", "/d"}}, false},
+		{"moved onto", [][2]string{{"/e", "/d"}}, false},
+		{"moved away", [][2]string{{"", "/d"}, {"/d", "/e"}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newMetaCache()
+			c.setLive(true)
+			tok := c.beginList("/d")
+			for _, ev := range tc.events {
+				c.applyNames(ev[0], ev[1])
+			}
+			c.endList(tok, true, nil)
+			if got := c.absent("/d/y"); got != tc.known {
+				t.Errorf("/d/y known absent: %v, want %v", got, tc.known)
+			}
+		})
+	}
+}
+
 // TestXattrAfterListingFromCache: getxattr of the names just listed costs
 // no lookup, also for an attribute they do not have, and still sees this
 // view's own change of the attribute at once.
