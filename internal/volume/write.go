@@ -18,7 +18,7 @@ const streamChunk = 256 << 10
 // the lock. It is above smallRecord (the read side's limit) so that a needle
 // of 1 MiB of data, with its head and trailer, is built in memory: the
 // mount's and S3's common piece size, which streamed would hold the lock
-// while its body arrives and write in five pieces.
+// while its body arrives and take six writes (head, four pieces, trailer).
 const bufferedRecord = 2 << 20
 
 var (
