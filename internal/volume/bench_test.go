@@ -123,11 +123,17 @@ func BenchmarkReadLarge4MiB(b *testing.B) {
 }
 
 // BenchmarkWriteLarge4MiB writes 4 MiB needles (no fsync): the engine's cost
-// per byte (copy and CRC).
-func BenchmarkWriteLarge4MiB(b *testing.B) {
+// per byte (copy and CRC) on the streamed path.
+func BenchmarkWriteLarge4MiB(b *testing.B) { benchWriteLarge(b, 4<<20) }
+
+// BenchmarkWrite1MiB writes needles of 1 MiB of data (no fsync), the
+// mount's and S3's common piece: built in memory (bufferedRecord).
+func BenchmarkWrite1MiB(b *testing.B) { benchWriteLarge(b, 1<<20) }
+
+func benchWriteLarge(b *testing.B, size int) {
 	v := benchVolume(b, false)
 	defer v.Close()
-	data := make([]byte, 4<<20)
+	data := make([]byte, size)
 	b.SetBytes(int64(len(data)))
 	b.ResetTimer()
 	for i := range b.N {
