@@ -21,8 +21,15 @@ import (
 type metaCache struct {
 	mu      sync.Mutex
 	live    bool
-	gen     uint64 // counts evictions: an answer older than one is not stored
+	gen     uint64 // counts evictions (see put)
 	entries map[string]*filerpb.Entry
+	// evicted is the generation of the latest eviction of each path
+	// evicted lately; evictions lists them in order, so that the oldest
+	// can be forgotten. An answer begun before floor is not stored: the
+	// evictions since then are no longer all known.
+	evicted   map[string]uint64
+	evictions []eviction
+	floor     uint64
 	// children indexes the cached paths by parent directory, so that
 	// evicting a directory costs its cached subtree, not the whole cache.
 	children map[string]map[string]bool
@@ -47,6 +54,17 @@ type metaCache struct {
 	arriving map[string]int
 	negHits  atomic.Int64 // lookups answered "no such name" from dirs
 }
+
+// eviction is one path evicted, at generation gen.
+type eviction struct {
+	path string
+	gen  uint64
+}
+
+// maxEvictions is how many evictions put can check an answer against: an
+// answer that took longer than that many (a listing of a huge directory
+// while another client writes fast) is not stored.
+const maxEvictions = 4096
 
 // listToken is one listing (or mkdir) of a directory on its way.
 type listToken struct {
@@ -84,7 +102,7 @@ const maxCached = 100_000
 func newMetaCache() *metaCache {
 	return &metaCache{entries: map[string]*filerpb.Entry{}, children: map[string]map[string]bool{},
 		dirs: map[string]map[string]bool{}, listing: map[*listToken]bool{}, own: map[string]int{},
-		arriving: map[string]int{}}
+		arriving: map[string]int{}, evicted: map[string]uint64{}}
 }
 
 // absent reports whether full is known not to exist: its directory's
@@ -300,8 +318,12 @@ func (c *metaCache) xattr(p, k string) (v []byte, found, cached bool) {
 	return v, found, true
 }
 
-// generation is read before asking the filer; put stores the answer only
-// if nothing was evicted since, so a stale answer never lands in the cache.
+// generation is read before asking the filer; put stores an answer only
+// if neither its path nor a directory above it was evicted since, so a
+// stale answer never lands in the cache: the event of a change the answer
+// missed may have been applied while the answer was on its way. Evictions
+// of other paths do not matter, so that a listing or lookup still lands
+// while another client writes elsewhere.
 func (c *metaCache) generation() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -311,16 +333,51 @@ func (c *metaCache) generation() uint64 {
 func (c *metaCache) put(gen uint64, es ...*filerpb.Entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.live || gen != c.gen {
+	if !c.live || gen < c.floor {
 		return
 	}
 	for _, e := range es {
 		if len(c.entries) >= maxCached {
 			return
 		}
+		if c.evictedSince(e.Path, gen) {
+			continue
+		}
 		c.entries[e.Path] = cloneEntry(e)
 		c.index(e.Path)
 	}
+}
+
+// evictedSince reports whether p or a directory above it was evicted after
+// generation gen (gen >= c.floor).
+func (c *metaCache) evictedSince(p string, gen uint64) bool {
+	for {
+		if g, ok := c.evicted[p]; ok && g > gen {
+			return true
+		}
+		if p == "/" || p == "." {
+			return false
+		}
+		p = path.Dir(p)
+	}
+}
+
+// noteEviction records the eviction of p at the current generation,
+// forgetting the older half of the record when it is full.
+func (c *metaCache) noteEviction(p string) {
+	c.evicted[p] = c.gen
+	c.evictions = append(c.evictions, eviction{p, c.gen})
+	if len(c.evictions) < 2*maxEvictions {
+		return
+	}
+	old := c.evictions[:maxEvictions]
+	for _, ev := range old {
+		if c.evicted[ev.path] == ev.gen {
+			delete(c.evicted, ev.path)
+		}
+	}
+	c.floor = old[len(old)-1].gen + 1
+	c.evictions = append(c.evictions[:0], c.evictions[maxEvictions:]...)
 }
 
 // index records p under its parent, and each ancestor under its own, so
@@ -350,6 +407,7 @@ func (c *metaCache) evict(paths ...string) {
 		if p == "" {
 			continue
 		}
+		c.noteEviction(p)
 		if sib := c.children[path.Dir(p)]; sib != nil {
 			delete(sib, p)
 		}
@@ -372,6 +430,9 @@ func (c *metaCache) setLive(live bool) {
 	defer c.mu.Unlock()
 	c.live = live
 	c.gen++
+	c.floor = c.gen // every answer on its way predates what was cleared
+	clear(c.evicted)
+	c.evictions = c.evictions[:0]
 	clear(c.entries)
 	clear(c.children)
 	clear(c.dirs)

@@ -166,6 +166,63 @@ func TestMkdirEventKeepsTheNewListing(t *testing.T) {
 	}
 }
 
+// TestAnswerLandsUnlessItsPathWasEvicted: an answer from the filer is
+// stored unless its path or a directory above it was evicted while it was
+// on its way (its change's event may have come first); evictions elsewhere
+// (another client writing in another directory) do not keep it out.
+func TestAnswerLandsUnlessItsPathWasEvicted(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		evicted []string
+		stored  bool
+	}{
+		{"nothing evicted", nil, true},
+		{"another directory", []string{"/b/x", "/b"}, true},
+		{"a sibling", []string{"/a/g"}, true},
+		{"a path it prefixes", []string{"/a/f2", "/a/f/x"}, true},
+		{"itself", []string{"/a/f"}, false},
+		{"its directory", []string{"/a"}, false},
+		{"the root", []string{"/"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newMetaCache()
+			c.setLive(true)
+			gen := c.generation()
+			c.evict(tc.evicted...)
+			c.put(gen, &filerpb.Entry{Path: "/a/f"})
+			if _, ok := c.get("/a/f"); ok != tc.stored {
+				t.Errorf("stored: %v, want %v", ok, tc.stored)
+			}
+		})
+	}
+	// An answer begun before the evictions put can check is not stored.
+	c := newMetaCache()
+	c.setLive(true)
+	gen := c.generation()
+	for i := range 2 * maxEvictions {
+		c.evict(fmt.Sprintf("/b/%d", i))
+	}
+	c.put(gen, &filerpb.Entry{Path: "/a/f"})
+	if _, ok := c.get("/a/f"); ok {
+		t.Error("an answer older than the evictions kept was stored")
+	}
+	if len(c.evicted) > maxEvictions || len(c.evictions) > maxEvictions {
+		t.Errorf("evictions kept: %d paths, %d records; at most %d", len(c.evicted), len(c.evictions), maxEvictions)
+	}
+	c.put(c.generation(), &filerpb.Entry{Path: "/a/f"})
+	if _, ok := c.get("/a/f"); !ok {
+		t.Error("a fresh answer was not stored")
+	}
+	// Nor one begun before the event stream broke and came back.
+	gen = c.generation()
+	c.setLive(false)
+	c.setLive(true)
+	c.put(gen, &filerpb.Entry{Path: "/a/g"})
+	if _, ok := c.get("/a/g"); ok {
+		t.Error("an answer begun before the stream broke was stored")
+	}
+}
+
 // TestXattrAfterListingFromCache: getxattr of the names just listed costs
 // no lookup, also for an attribute they do not have, and still sees this
 // view's own change of the attribute at once.
