@@ -230,6 +230,68 @@ func TestAbsentNamesOfAKnownDirectoryCostNoRoundTrip(t *testing.T) {
 	}, "a file created elsewhere does not show")
 }
 
+// TestListingLandsWhileAnotherClientWritesElsewhere: a listing's entries
+// are kept for the stats that follow (ls -l) even when another client's
+// changes in another directory were evicted while the listing was on its
+// way. They used to be dropped for any eviction, and every stat then asked
+// the filer: 2.5 s instead of 0.15 s for 10,000 entries under a writer.
+func TestListingLandsWhileAnotherClientWritesElsewhere(t *testing.T) {
+	s := startFiler(t)
+	fs := newView(t, s)
+	ctx := context.Background()
+	put := func(p string) {
+		req, _ := http.NewRequest("PUT", "http://"+s.Addr()+p, strings.NewReader("x"))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		resp.Body.Close()
+	}
+	const n = 1500 // two pages of the listing: the second comes after evictions
+	for i := range n {
+		put(fmt.Sprintf("/a/f%03d", i))
+	}
+	put("/b/first")
+	waitCached(t, fs, "/b/first")
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // the other client
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			put(fmt.Sprintf("/b/g%d", i))
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	// A listing that saw evictions of the other client's files.
+	var names []DirEntry
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		gen := fs.cache.generation()
+		var err error
+		if names, err = fs.ReadDir(ctx, "/a"); err != nil {
+			t.Fatal(err)
+		}
+		return fs.cache.generation() != gen
+	}, "no eviction happened during a listing")
+	if len(names) != n {
+		t.Fatalf("listed %d names, want %d", len(names), n)
+	}
+	before := fs.cache.rpcs.Load()
+	for _, d := range names {
+		if _, err := fs.Lookup(ctx, "/a/"+d.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := fs.cache.rpcs.Load() - before; got != 0 {
+		t.Errorf("%d of %d stats after the listing asked the filer", got, n)
+	}
+}
+
 // As tar extracts into a directory it made: the create of a name known
 // absent answers before the filer has it (Config.AsyncCreate), chmod,
 // chown and utimens of the open file join its commit (no filer call), and
