@@ -154,6 +154,7 @@ func registerViewMetrics(r *metrics.Registry, v *fsview.FS) {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f(v.Stats())) })
 	}
 	r.MustRegister(
+		counter("kelp_mount_filer_calls_total", "Unary calls to the filer, of any kind (lookups, creates, commits, ...).", func(s fsview.Stats) int64 { return s.FilerCalls }),
 		counter("kelp_mount_filer_lookups_total", "Metadata lookups that went to the filer (cache misses).", func(s fsview.Stats) int64 { return s.FilerLookups }),
 		gauge("kelp_mount_meta_cache_entries", "Entries in the metadata cache.", func(s fsview.Stats) int64 { return int64(s.MetaCacheEntries) }),
 		counter("kelp_mount_chunk_cache_hits_total", "Chunk reads served by the local chunk cache.", func(s fsview.Stats) int64 { return s.ChunkCacheHits }),
