@@ -62,8 +62,10 @@
 // paths it touches (a directory with its cached subtree), and the view
 // evicts its own changes at once. When the stream breaks the cache is
 // emptied and bypassed until it reconnects. A lookup answer is stored only
-// if nothing was evicted while it was on its way, so a stale answer never
-// lands in the cache. The FUSE mount also lets the kernel cache attributes
+// if neither its path nor a directory above it was evicted while it was on
+// its way, so a stale answer never lands in the cache, and changes
+// elsewhere (another client writing) do not keep it out. The FUSE mount
+// also lets the kernel cache attributes
 // and names for one second.
 //
 // The cache also keeps the names of the directories listed or made here
