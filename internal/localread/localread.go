@@ -7,11 +7,16 @@
 // the bytes from the file with one pread. The server's CPU for a large read
 // falls by more than half (docs/volume-server.md).
 //
-// Who may read: the socket is created with mode 0600, and each side checks
-// the other's credentials (SO_PEERCRED): the server answers only root or its
-// own user, who can read its data directory anyway; the reader trusts only
-// root or its own user, because anyone can create a socket file in the
-// temporary directory. Anything the short-circuit cannot answer exactly as
+// The socket is an abstract one (Linux): a name outside the file system,
+// so a killed server leaves nothing behind, and a mount and a server that
+// see different temporary directories (systemd's PrivateTmp) still find
+// each other; it is shared by the processes of one network namespace, as
+// loopback is.
+//
+// Who may read: each side checks the other's credentials (SO_PEERCRED): the
+// server answers only root or its own user, who can read its data directory
+// anyway; the reader trusts only root or its own user, because any local
+// user can bind a name first. Anything the short-circuit cannot answer exactly as
 // the HTTP path would (an erasure-coded volume, a missing or deleted needle,
 // a volume on another host) is answered "fall back", and the reader uses
 // HTTP: errors keep a single source.
@@ -22,26 +27,14 @@
 // data; a large needle's answer carries the volume file's descriptor.
 package localread
 
-import (
-	"os"
-	"path/filepath"
-	"strings"
-)
+import "os"
 
-// SocketPath is the Unix socket where the volume server that clients know
-// as addr ("host:port", its public URL) answers local reads. The name holds
-// the address, which is unique in a cluster, so that a reader never takes a
-// socket of another server for the one it looks for.
-func SocketPath(addr string) string {
-	name := strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-':
-			return r
-		}
-		return '_'
-	}, addr)
-	return filepath.Join(os.TempDir(), "kelp-volume-"+name+".sock")
-}
+// SocketPath is the name of the abstract Unix socket where the volume
+// server that clients know as addr ("host:port", its public URL) answers
+// local reads (Go's "@" prefix). The name holds the address, which is
+// unique in a cluster, so that a reader never takes the socket of another
+// server for the one it looks for.
+func SocketPath(addr string) string { return "@kelp-volume-" + addr }
 
 // Header describes the bytes an answer gives.
 type Header struct {

@@ -130,35 +130,43 @@ func TestMalformedRequestEndsOnlyItsConnection(t *testing.T) {
 	}
 }
 
-func TestListenReplacesOnlyAStaleSocket(t *testing.T) {
+// TestSocketNameIsHeldByOneServerOnly: the abstract socket's name is taken
+// by one server at a time, is free again once it closes, and is no file;
+// Serves tells a held name from a free one.
+func TestSocketNameIsHeldByOneServerOnly(t *testing.T) {
 	if !supported {
 		t.Skip("no SO_PEERCRED on this system")
 	}
-	path := SocketPath(fmt.Sprintf("stale-%d:1", os.Getpid()))
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	addr := fmt.Sprintf("held-%d:1", os.Getpid())
+	name := SocketPath(addr)
+	if !strings.HasPrefix(name, "@") {
+		t.Fatalf("SocketPath(%q) = %q, not an abstract name", addr, name)
+	}
+	r := NewReader()
+	defer r.Close()
+	if r.Serves(addr) {
+		t.Fatal("Serves before any server holds the name")
+	}
+	s, err := Listen(name, func(string, int64, int64) (Answer, bool) { return Answer{}, false }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Listen(path, nil, nil); err == nil || !strings.Contains(err.Error(), "in use") {
-		t.Fatalf("Listen over a live socket: %v", err)
+	go s.Serve()
+	if _, err := Listen(name, nil, nil); err == nil {
+		t.Fatal("a second server took a name in use")
 	}
-	ln.SetUnlinkOnClose(false)
-	ln.Close() // as a crashed server leaves it
-	s, err := Listen(path, nil, nil)
-	if err != nil {
-		t.Fatalf("Listen over a stale socket: %v", err)
+	if _, err := os.Stat(name); !os.IsNotExist(err) {
+		t.Fatalf("a file named %s: %v", name, err)
 	}
-	fi, err := os.Stat(path)
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("socket mode %v, %v; want 0600", fi.Mode(), err)
+	if r2 := NewReader(); !r2.Serves(addr) {
+		t.Fatal("Serves is false while a server holds the name")
+	} else {
+		r2.Close()
 	}
 	s.Close()
-	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Fatalf("socket left after Close: %v", err)
+	s2, err := Listen(name, nil, nil)
+	if err != nil {
+		t.Fatalf("the name is not free after Close: %v", err)
 	}
-	os.WriteFile(path, nil, 0o600)
-	defer os.Remove(path)
-	if _, err := Listen(path, nil, nil); err == nil {
-		t.Fatal("Listen replaced a regular file")
-	}
+	s2.Close()
 }

@@ -87,24 +87,23 @@ func (r *Reader) Open(addr, fid string, off, n int64, verify bool) (io.ReadClose
 	return b, h, nil
 }
 
-// Serves reports whether the volume server clients know as addr may answer
-// local reads here: its socket exists and it was not found absent lately.
+// Serves reports whether the volume server clients know as addr answers
+// local reads here: a trusted server holds its socket (the connection made
+// to find out is kept for the read), and it was not found absent lately.
 func (r *Reader) Serves(addr string) bool {
 	path := SocketPath(addr)
 	r.mu.Lock()
-	idle, gone := len(r.idle[path]) > 0, r.goneLocked(path)
+	idle := len(r.idle[path]) > 0
 	r.mu.Unlock()
 	if idle {
 		return true
 	}
-	if gone {
+	c, err := r.conn(path) // a server found absent is not asked again for absentFor
+	if err != nil {
 		return false
 	}
-	if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
-		return true
-	}
-	r.markGone(path) // not stat'ed again on every read for absentFor
-	return false
+	r.putIdle(path, c)
+	return true
 }
 
 // goneLocked reports whether the server at path was found absent less than

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,32 +44,14 @@ type Server struct {
 	wg     sync.WaitGroup
 }
 
-// Listen creates the socket at path, replacing a stale one a crashed server
-// left, and refuses to take over one that still answers.
-func Listen(path string, lookup Lookup, log *slog.Logger) (*Server, error) {
+// Listen binds the socket name (SocketPath); it fails if another process
+// holds it.
+func Listen(name string, lookup Lookup, log *slog.Logger) (*Server, error) {
 	if !supported {
 		return nil, errors.New("localread: not supported on this system")
 	}
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("localread: %s exists and is not a socket", path)
-		}
-		if c, err := net.Dial("unix", path); err == nil {
-			c.Close()
-			return nil, fmt.Errorf("localread: %s is in use by another process", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("localread: remove stale socket: %w", err)
-		}
-	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: name, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("localread: %w", err)
-	}
-	// Between bind and chmod another user could connect; serveConn checks
-	// every peer's credentials anyway.
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
 		return nil, fmt.Errorf("localread: %w", err)
 	}
 	if log == nil {
@@ -102,8 +83,8 @@ func (s *Server) Serve() {
 	}
 }
 
-// Close stops serving, removes the socket and waits for the answers being
-// sent.
+// Close stops serving, frees the socket's name and waits for the answers
+// being sent.
 func (s *Server) Close() {
 	s.mu.Lock()
 	s.closed = true

@@ -27,17 +27,6 @@ var kelpBin string
 
 func TestMain(m *testing.M) {
 	code := func() int {
-		// Every process of this run, the kelp commands included, keeps its
-		// temporary files under one directory removed at the end: a volume
-		// server's local-read socket is one, and the SIGKILL that ends each
-		// test's servers leaves it behind.
-		tmp, err := os.MkdirTemp("", "kelp-blackbox-tmp")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(tmp)
-		os.Setenv("TMPDIR", tmp)
 		if bin := os.Getenv("KELP_BIN"); bin != "" {
 			kelpBin = bin
 			return m.Run()
