@@ -6,8 +6,10 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/kelpfs/kelp/internal/needle"
@@ -169,4 +171,85 @@ func TestSocketNameIsHeldByOneServerOnly(t *testing.T) {
 		t.Fatalf("the name is not free after Close: %v", err)
 	}
 	s2.Close()
+}
+
+// asNobody runs a Python script as user nobody (the test must run as
+// root, as CI does); it skips the test when it cannot.
+func asNobody(t *testing.T, script string, args ...string) *exec.Cmd {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a process as another user")
+	}
+	for _, p := range []string{"/usr/sbin/runuser", "/usr/bin/python3"} {
+		if _, err := os.Stat(p); err != nil {
+			t.Skipf("%s: %v", p, err)
+		}
+	}
+	return exec.Command("/usr/sbin/runuser", append([]string{"-u", "nobody", "--", "/usr/bin/python3", "-c", script}, args...)...)
+}
+
+// TestAnotherUserIsRefused: any local user can connect to an abstract
+// socket, so each end checks the other's user: the server answers nothing
+// to a process of another user, and a reader does not take a socket that
+// another user's process holds for a server.
+func TestAnotherUserIsRefused(t *testing.T) {
+	if !supported {
+		t.Skip("no SO_PEERCRED on this system")
+	}
+	var asked atomic.Int64
+	addr := serve(t, func(string, int64, int64) (Answer, bool) {
+		asked.Add(1)
+		return Answer{Header: Header{Size: 2}, Data: []byte("ok")}, true
+	})
+	client := asNobody(t, `
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect("\0" + sys.argv[1][1:])
+try:
+    s.sendall(b"f 0 -1\n")
+    print(len(s.recv(100)))
+except ConnectionError:  # closed unanswered
+    print(0)
+`, SocketPath(addr))
+	out, err := client.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the other user's client: %v: %s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "0" || asked.Load() != 0 {
+		t.Fatalf("another user got %s bytes, lookups %d; want 0 and 0", got, asked.Load())
+	}
+
+	squatted := fmt.Sprintf("squat-%d:1", os.Getpid())
+	server := asNobody(t, `
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind("\0" + sys.argv[1][1:])
+s.listen(8)
+print("listening", flush=True)
+sys.stdin.read()
+`, SocketPath(squatted))
+	stdin, err := server.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := server.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); server.Wait() }()
+	line := make([]byte, 10)
+	if _, err := io.ReadFull(stdout, line); err != nil || string(line) != "listening\n" {
+		t.Fatalf("the other user's server: %q, %v", line, err)
+	}
+	r := NewReader()
+	defer r.Close()
+	if r.Serves(squatted) {
+		t.Fatal("a reader took a socket that another user holds")
+	}
+	if _, _, err := r.Open(squatted, "f", 0, -1, true); !errors.Is(err, ErrFallback) {
+		t.Fatalf("a read from another user's socket: %v, want ErrFallback", err)
+	}
 }

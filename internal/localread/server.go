@@ -11,7 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Answer is the volume server's answer to one read.
@@ -42,7 +44,14 @@ type Server struct {
 	conns  map[*net.UnixConn]struct{}
 	closed bool
 	wg     sync.WaitGroup
+
+	// lastRefusal is when a refused peer was last logged: any local user
+	// can connect to an abstract socket, and must not flood the log.
+	lastRefusal atomic.Int64
 }
+
+// refusalLogEvery is how often a refused peer is logged at most.
+const refusalLogEvery = time.Minute
 
 // Listen binds the socket name (SocketPath); it fails if another process
 // holds it.
@@ -104,8 +113,11 @@ func (s *Server) serveConn(c *net.UnixConn) {
 		c.Close()
 		s.wg.Done()
 	}()
-	if !trusted(peerUID(c)) {
-		s.log.Warn("local read refused: the peer is neither root nor this server's user")
+	if uid, ok := peerUID(c); !trusted(uid, ok) {
+		now := time.Now().UnixNano()
+		if last := s.lastRefusal.Load(); now-last >= int64(refusalLogEvery) && s.lastRefusal.CompareAndSwap(last, now) {
+			s.log.Warn("local read refused: the peer is neither root nor this server's user (logged once a minute at most)", "uid", uid)
+		}
 		return
 	}
 	br := bufio.NewReaderSize(c, maxRequest)
