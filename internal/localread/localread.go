@@ -16,10 +16,10 @@
 // Who may read: each side checks the other's credentials (SO_PEERCRED): the
 // server answers only root or its own user, who can read its data directory
 // anyway; the reader trusts only root or its own user, because any local
-// user can bind a name first. Anything the short-circuit cannot answer exactly as
-// the HTTP path would (an erasure-coded volume, a missing or deleted needle,
-// a volume on another host) is answered "fall back", and the reader uses
-// HTTP: errors keep a single source.
+// user can bind a name first. Anything the short-circuit cannot answer
+// exactly as the HTTP path would (an erasure-coded volume, a missing or
+// deleted needle, a volume on another host) is answered "fall back", and
+// the reader uses HTTP: errors keep a single source.
 //
 // The wire: a request is one line, "FID OFF N\n" (N -1: to the end). The
 // answer is a 4-byte big-endian length, a JSON Header of that length and,
