@@ -92,13 +92,7 @@ func (r *Reader) Open(addr, fid string, off, n int64, verify bool) (io.ReadClose
 // to find out is kept for the read), and it was not found absent lately.
 func (r *Reader) Serves(addr string) bool {
 	path := SocketPath(addr)
-	r.mu.Lock()
-	idle := len(r.idle[path]) > 0
-	r.mu.Unlock()
-	if idle {
-		return true
-	}
-	c, err := r.conn(path) // a server found absent is not asked again for absentFor
+	c, err := r.conn(path) // an idle one, else a new one; a server found absent is not asked again for absentFor
 	if err != nil {
 		return false
 	}
