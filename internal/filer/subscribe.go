@@ -64,8 +64,11 @@ func (f *Filer) scanEvents(ctx context.Context, since uint64, limit int) ([]*Eve
 		// An event may belong to a commit that is visible but not durable
 		// yet. Handed out and then lost in a power cut, its sequence number
 		// would be given to another change, which a subscriber resuming
-		// after the lost one would never see.
-		err = f.durable(ctx)
+		// after the lost one would never see. Unhurried: a deferred
+		// commit's event waits for the WAL sync it shares with the commits
+		// around it (milliseconds), rather than forcing one per event read,
+		// which would make deferring pointless while anyone subscribes.
+		err = f.st.Update(store.WithUnhurriedDurability(ctx), func(store.Tx) error { return nil })
 	}
 	if err != nil {
 		return nil, storeErr(err)

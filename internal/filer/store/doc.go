@@ -56,10 +56,13 @@
 //     blobs, handing out events) runs an empty Update first.
 //   - Deferred durability: an Update whose context carries
 //     WithDeferredDurability may return before its writes are durable
-//     (pebble: the WAL sync is queued and waited for in the background).
-//     The rule above still holds for every Update without the flag, so an
-//     empty Update is the "sync everything deferred so far" call. Backends
-//     that cannot defer (PostgreSQL, Redis for now) ignore the flag.
+//     (pebble: applied without a sync; one WAL sync a few milliseconds
+//     later covers every deferred commit applied meanwhile). The rule
+//     above still holds for every Update without the flag, so an empty
+//     Update is the "sync everything deferred so far" call; under
+//     WithUnhurriedDurability it waits for the deferred sync instead of
+//     forcing one. Backends that cannot defer (PostgreSQL, Redis for now)
+//     ignore both flags.
 //   - Close waits for calls in flight, then releases the backend; later
 //     calls return ErrClosed. Close is idempotent.
 //

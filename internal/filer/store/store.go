@@ -129,3 +129,23 @@ func DeferredDurability(ctx context.Context) bool {
 	v, _ := ctx.Value(deferredKey{}).(bool)
 	return v
 }
+
+type unhurriedKey struct{}
+
+// WithUnhurriedDurability returns a context under which an Update still
+// returns only once its writes and every commit visible when it began are
+// durable, but does not hurry the background sync of deferred commits: it
+// waits for it (milliseconds) instead of forcing one at once. For callers
+// that must not act on a commit before it is durable but are in no hurry,
+// such as the event stream, which would otherwise undo the sharing of
+// deferred syncs by asking for one after every commit it reads. Backends
+// that cannot defer ignore the flag.
+func WithUnhurriedDurability(ctx context.Context) context.Context {
+	return context.WithValue(ctx, unhurriedKey{}, true)
+}
+
+// UnhurriedDurability reports whether ctx carries WithUnhurriedDurability.
+func UnhurriedDurability(ctx context.Context) bool {
+	v, _ := ctx.Value(unhurriedKey{}).(bool)
+	return v
+}

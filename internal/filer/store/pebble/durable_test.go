@@ -3,6 +3,7 @@ package pebble
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -137,5 +138,111 @@ func TestDeferredUpdateAnswersBeforeSyncAndSyncWaitsForIt(t *testing.T) {
 	defer after.Close()
 	if _, err := after.Get(ctx, key); err != nil {
 		t.Fatalf("deferred commit lost after Sync and a power cut: %v", err)
+	}
+}
+
+// TestDeferredUpdatesShareOneLazySync: deferred Updates sync nothing of
+// their own; an unhurried empty Update (the event stream's) waits for their
+// shared sync without forcing one; a plain empty Update (the filer's Sync)
+// forces one; Close runs the armed round at once; and everything survives
+// a power cut after Close.
+func TestDeferredUpdatesShareOneLazySync(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	fsys := pebbletest.NewStallFS(mem)
+	s, err := Open("/db", &Options{FS: fsys, DeferredSyncDelay: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := fsys.Stall()
+	defer release()
+
+	ctx := context.Background()
+	deferred := store.WithDeferredDurability(ctx)
+	const n = 20
+	for i := range n {
+		if err := s.Update(deferred, func(tx store.Tx) error {
+			return tx.Put([]byte(fmt.Sprintf("/d/f%02d", i)), []byte("entry"))
+		}); err != nil {
+			t.Fatalf("deferred update %d: %v", i, err)
+		}
+	}
+	if got := fsys.Stalled(); got != 0 {
+		t.Fatalf("%d WAL syncs started by deferred updates, want none until the round's timer", got)
+	}
+
+	unhurried := make(chan error, 1)
+	go func() {
+		unhurried <- s.Update(store.WithUnhurriedDurability(ctx), func(store.Tx) error { return nil })
+	}()
+	testutil.WaitFor(t, 10*time.Second, func() bool { return s.syncWaits.Load() > 0 },
+		"the unhurried empty Update to wait")
+	if got := fsys.Stalled(); got != 0 {
+		t.Fatalf("the unhurried empty Update started %d WAL syncs, want none", got)
+	}
+
+	forced := make(chan error, 1)
+	go func() { forced <- s.Update(ctx, func(store.Tx) error { return nil }) }()
+	testutil.WaitFor(t, 10*time.Second, func() bool { return fsys.Stalled() > 0 },
+		"the plain empty Update to force a WAL sync")
+	release()
+	if err := <-forced; err != nil {
+		t.Fatalf("forced sync: %v", err)
+	}
+	select {
+	case err := <-unhurried:
+		t.Fatalf("the unhurried Update answered (%v) before the deferred round's sync", err)
+	default:
+	}
+
+	if err := s.Close(); err != nil { // fires the armed round now, not in an hour
+		t.Fatal(err)
+	}
+	if err := <-unhurried; err != nil {
+		t.Fatalf("unhurried: %v", err)
+	}
+	if got := s.lazy.rounds; got != 1 {
+		t.Fatalf("%d lazy rounds for %d deferred updates, want 1", got, n)
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	after, err := Open("/db", &Options{FS: crashed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer after.Close()
+	for i := range n {
+		if _, err := after.Get(ctx, []byte(fmt.Sprintf("/d/f%02d", i))); err != nil {
+			t.Fatalf("deferred update %d lost after Close and a power cut: %v", i, err)
+		}
+	}
+}
+
+// TestLazySyncMakesDeferredUpdatesDurable: with nobody forcing a sync, the
+// round's timer does, and an unhurried empty Update returns after it with
+// the deferred commit durable.
+func TestLazySyncMakesDeferredUpdatesDurable(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	s, err := Open("/db", &Options{FS: mem, DeferredSyncDelay: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	key := []byte("/d/f")
+	if err := s.Update(store.WithDeferredDurability(ctx), func(tx store.Tx) error {
+		return tx.Put(key, []byte("entry"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(store.WithUnhurriedDurability(ctx), func(store.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	after, err := Open("/db", &Options{FS: crashed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer after.Close()
+	if _, err := after.Get(ctx, key); err != nil {
+		t.Fatalf("deferred commit lost after its lazy sync and a power cut: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	cpebble "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -28,6 +29,10 @@ type Options struct {
 	// NoSync commits without waiting for fsync: a crash may lose the last
 	// transactions (never part of one). For tests and benchmarks.
 	NoSync bool
+	// DeferredSyncDelay is how long after a deferred Update (see
+	// store.WithDeferredDurability) its WAL sync may wait, to be shared with
+	// the deferred Updates applied meanwhile; default 20 ms.
+	DeferredSyncDelay time.Duration
 	// Logger receives Pebble's log lines; nil discards them.
 	Logger *slog.Logger
 
@@ -43,9 +48,12 @@ type Store struct {
 	writer    sync.Mutex // serialises Update: see the package comment
 	gate      gate.Gate
 	unsynced  atomic.Int64 // batches applied whose WAL sync has not returned
-	syncWaits atomic.Int32 // no-op Updates waiting for others' syncs (tests)
+	// ownUnsynced counts those of them that sync themselves (not deferred).
+	ownUnsynced atomic.Int64
+	syncWaits   atomic.Int32 // no-op Updates waiting for others' syncs (tests)
 	// deferredErrs counts WAL syncs of deferred Updates that failed.
 	deferredErrs atomic.Int64
+	lazy         lazySync // syncs deferred Updates a moment after they apply
 }
 
 var _ store.Store = (*Store)(nil)
@@ -58,6 +66,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	if o.CacheSize <= 0 {
 		o.CacheSize = 32 << 20
+	}
+	if o.DeferredSyncDelay <= 0 {
+		o.DeferredSyncDelay = defaultDeferredSyncDelay
 	}
 	if o.MemTableSize == 0 {
 		o.MemTableSize = 8 << 20
@@ -80,7 +91,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if o.NoSync {
 		wo = cpebble.NoSync
 	}
-	return &Store{db: db, writeOpts: wo}, nil
+	s := &Store{db: db, writeOpts: wo}
+	s.lazy = lazySync{s: s, delay: o.DeferredSyncDelay}
+	return s, nil
 }
 
 // reader is what Get and Scan need; a DB, a Snapshot and an indexed Batch
@@ -197,38 +210,17 @@ func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
 		return err
 	}
 	b := s.db.NewIndexedBatch()
-	wait, err := s.apply(ctx, b, fn)
+	defer b.Close()
+	a, err := s.apply(ctx, b, fn)
 	if err != nil {
-		b.Close()
 		return err
 	}
-	if wait == waitOwn && store.DeferredDurability(ctx) {
-		// The WAL sync is queued already (Pebble's log writer syncs it
-		// with the next group, whether or not anyone waits); answer now and
-		// count the batch as unsynced until the sync returns, so that every
-		// empty or non-deferred Update meanwhile waits for it. The gate stays
-		// entered so that Close waits too.
-		if err := s.gate.Enter(); err != nil {
-			b.Close()
-			return err
-		}
-		go func() {
-			defer s.gate.Leave()
-			if err := b.SyncWait(); err != nil {
-				// Pebble treats a failed WAL sync as fatal; nothing to hand back.
-				s.deferredErrs.Add(1)
-			}
-			s.unsynced.Add(-1)
-			b.Close()
-		}()
-		return nil
-	}
-	defer b.Close()
 	// Wait for the WAL sync outside the writer lock, so that concurrent
 	// transactions share one fsync (group commit) instead of queueing on it.
-	switch wait {
+	switch a.wait {
 	case waitOwn:
 		err = b.SyncWait()
+		s.ownUnsynced.Add(-1)
 		s.unsynced.Add(-1)
 	case waitOthers:
 		// fn wrote nothing, but its success vouches for what it read, which
@@ -237,6 +229,15 @@ func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
 		// durable only once everything before it in the WAL is.
 		s.syncWaits.Add(1)
 		err = s.db.LogData(nil, cpebble.Sync)
+		s.syncWaits.Add(-1)
+	case waitLazy:
+		// The same, without hurrying the deferred batches' sync: wait for
+		// it, and sync now only if a batch that syncs itself is in flight.
+		s.syncWaits.Add(1)
+		err = a.round.wait(ctx)
+		if err == nil && a.own {
+			err = s.db.LogData(nil, cpebble.Sync)
+		}
 		s.syncWaits.Add(-1)
 	}
 	if err != nil {
@@ -249,52 +250,76 @@ func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
 type syncWait int
 
 const (
-	waitNone   syncWait = iota // durable already, or NoSync
+	waitNone   syncWait = iota // durable already, deferred, or NoSync
 	waitOwn                    // its own batch's WAL sync
 	waitOthers                 // the syncs of batches it may have read
+	waitLazy                   // the same, unhurried (store.WithUnhurriedDurability)
 )
+
+// applied is what apply hands back to Update.
+type applied struct {
+	wait  syncWait
+	round *lazyRound // waitLazy: the deferred batches' sync to wait for
+	own   bool       // waitLazy: a batch syncing itself may have been read
+}
 
 // apply runs fn and applies its batch while holding the writer lock, which
 // is what makes transactions serialisable. It reports what the caller must
 // wait for before answering.
-func (s *Store) apply(ctx context.Context, b *cpebble.Batch, fn func(tx store.Tx) error) (syncWait, error) {
+func (s *Store) apply(ctx context.Context, b *cpebble.Batch, fn func(tx store.Tx) error) (applied, error) {
 	s.writer.Lock()
 	defer s.writer.Unlock()
 	t := &tx{ctx: ctx, r: b, b: b}
 	err := fn(t)
 	t.finish()
 	if err != nil {
-		return waitNone, err
+		return applied{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return waitNone, err
+		return applied{}, err
 	}
 	switch {
 	case !s.writeOpts.Sync:
 		if !b.Empty() {
 			if err := b.Commit(s.writeOpts); err != nil {
-				return waitNone, fmt.Errorf("pebble: commit: %w", err)
+				return applied{}, fmt.Errorf("pebble: commit: %w", err)
 			}
 		}
-		return waitNone, nil
+		return applied{}, nil
 	case b.Empty():
 		// Counted under the writer lock: every batch fn could have read
 		// was counted before it was applied.
-		if s.unsynced.Load() > 0 {
-			return waitOthers, nil
+		if s.unsynced.Load() == 0 {
+			return applied{}, nil
 		}
-		return waitNone, nil
+		if store.UnhurriedDurability(ctx) {
+			return applied{wait: waitLazy, round: s.lazy.current(), own: s.ownUnsynced.Load() > 0}, nil
+		}
+		return applied{wait: waitOthers}, nil
+	case store.DeferredDurability(ctx):
+		// Applied without a sync of its own: lazySync covers it a moment
+		// later, and every empty Update meanwhile waits for that (unsynced).
+		s.unsynced.Add(1)
+		if err := b.Commit(cpebble.NoSync); err != nil {
+			s.unsynced.Add(-1)
+			return applied{}, fmt.Errorf("pebble: commit: %w", err)
+		}
+		s.lazy.add()
+		return applied{}, nil
 	}
 	s.unsynced.Add(1)
+	s.ownUnsynced.Add(1)
 	if err := s.db.ApplyNoSyncWait(b, s.writeOpts); err != nil {
 		s.unsynced.Add(-1)
-		return waitNone, fmt.Errorf("pebble: commit: %w", err)
+		s.ownUnsynced.Add(-1)
+		return applied{}, fmt.Errorf("pebble: commit: %w", err)
 	}
-	return waitOwn, nil
+	return applied{wait: waitOwn}, nil
 }
 
 // Close implements store.Store.
 func (s *Store) Close() error {
+	s.lazy.close()
 	if !s.gate.Close() {
 		return nil
 	}
