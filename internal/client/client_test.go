@@ -478,3 +478,29 @@ func TestAssignBatchReusesKeysWithFreshCookies(t *testing.T) {
 		t.Fatalf("only %d distinct cookies for 20 files", len(cookies))
 	}
 }
+
+// TestUploadAsksForAnUnhurriedSync: UnhurriedSync is the query the volume
+// server reads (docs/volume-server.md); without it the upload has no query.
+func TestUploadAsksForAnUnhurriedSync(t *testing.T) {
+	queries := make(chan string, 2)
+	_, addr := masterStub(t, func(w http.ResponseWriter, r *http.Request) {
+		queries <- r.URL.RawQuery
+		w.WriteHeader(http.StatusCreated)
+		w.Write([]byte(`{"size":1,"eTag":"x"}`))
+	})
+	c := newClient(t, client.Config{Masters: []string{addr}})
+	id := fid.FileID{Volume: 3, Key: 1, Cookie: 2}
+	for _, unhurried := range []bool{true, false} {
+		if _, err := c.Upload(context.Background(), addr, id, bytes.NewReader([]byte("x")), 1,
+			client.UploadOptions{UnhurriedSync: unhurried}); err != nil {
+			t.Fatal(err)
+		}
+		want := ""
+		if unhurried {
+			want = "sync=unhurried"
+		}
+		if got := <-queries; got != want {
+			t.Fatalf("UnhurriedSync %v: query %q, want %q", unhurried, got, want)
+		}
+	}
+}

@@ -33,6 +33,11 @@ type UploadOptions struct {
 	// Auth is the file token of the assignment (Assignment.Auth); Put sets
 	// it. Empty: the client's Signer signs one, if it has one.
 	Auth string
+	// UnhurriedSync lets the volume server wait up to 10 ms before the
+	// fsync that the answer waits for, so that other writes share it
+	// (`?sync=unhurried`, docs/volume-server.md). The answer still comes
+	// only once the needle is durable: for uploads nobody is waiting for.
+	UnhurriedSync bool
 }
 
 // UploadResult is the volume server's answer to a write.
@@ -122,6 +127,9 @@ func (c *Client) upload(ctx context.Context, server string, id fid.FileID, body 
 		reopen = func() io.Reader { r := from; return &r }
 	}
 	target := volumeURL(server, id)
+	if opts.UnhurriedSync {
+		target += "?sync=unhurried"
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, target, requestBody(body))
 	if err != nil {
 		if closer != nil {

@@ -23,7 +23,7 @@ var _ chunk.Putter = (*clusterBlobs)(nil)
 var _ chunk.Opener = (*clusterBlobs)(nil)
 
 func (b *clusterBlobs) Put(ctx context.Context, data []byte) (string, error) {
-	id, _, err := b.c.PutBytes(ctx, b.req, data, client.UploadOptions{})
+	id, _, err := b.c.PutBytes(ctx, b.req, data, client.UploadOptions{UnhurriedSync: unhurriedUpload(ctx)})
 	if err != nil {
 		return "", err
 	}
@@ -44,6 +44,20 @@ func (b *clusterBlobs) Open(ctx context.Context, s string, off, n int64) (io.Rea
 	}
 	body, _, err := b.c.Get(ctx, id, rng)
 	return body, err
+}
+
+type unhurriedKey struct{}
+
+// withUnhurriedUpload marks the uploads of a chunk nobody waits for: the
+// volume server may then hold its fsync up to 10 ms for other writes to
+// share (client.UploadOptions.UnhurriedSync).
+func withUnhurriedUpload(ctx context.Context) context.Context {
+	return context.WithValue(ctx, unhurriedKey{}, true)
+}
+
+func unhurriedUpload(ctx context.Context) bool {
+	v, _ := ctx.Value(unhurriedKey{}).(bool)
+	return v
 }
 
 type eof struct{}

@@ -385,7 +385,7 @@ func (f *file) write(ctx context.Context, p []byte, off int64) (int, error) {
 		n += int(m)
 		if len(b.dirty) == 1 && b.dirty[0].lo == 0 && b.dirty[0].hi == bs {
 			delete(f.blocks, idx)
-			f.startUpload(b.start, b.data)
+			f.startUpload(b.start, b.data, false)
 		}
 	}
 	f.size = max(f.size, off+int64(len(p)))
@@ -536,14 +536,24 @@ func (f *file) setReadAhead(buf *sharedBuf, off int64) {
 	}
 }
 
-func (f *file) startUpload(off int64, data []byte) {
+// startUpload uploads data as the chunk at off in the background. With
+// unhurried (the uploads close starts, which the file's commit after its
+// last close waits for, and nobody else) the volume server may let the
+// fsync it answers after wait a few milliseconds for other uploads to share
+// it: a copy closes its files one after the other, and each upload would
+// otherwise get an fsync of its own.
+func (f *file) startUpload(off int64, data []byte, unhurried bool) {
 	u := &upload{off: off, data: data, done: make(chan struct{}), at: time.Now().UnixNano()}
 	f.pending = append(f.pending, u)
+	ctx := context.Background()
+	if unhurried {
+		ctx = withUnhurriedUpload(ctx)
+	}
 	f.fs.workers.run(func() {
 		defer close(u.done)
 		f.fs.uploads <- struct{}{}
 		defer func() { <-f.fs.uploads }()
-		u.fid, u.key, u.err = chunk.PutChunk(context.Background(), f.fs.blobs, u.data, f.fs.encrypt)
+		u.fid, u.key, u.err = chunk.PutChunk(ctx, f.fs.blobs, u.data, f.fs.encrypt)
 	})
 }
 
@@ -1014,7 +1024,7 @@ func (f *file) startFlush(ctx context.Context) error {
 	if err := f.createFailure(); err != nil {
 		return err
 	}
-	return f.uploadBlocks(ctx)
+	return f.uploadBlocks(ctx, true)
 }
 
 // waitCreated waits for the create of the file's entry, if it is on its
@@ -1061,7 +1071,7 @@ func (f *file) commitLocked(ctx context.Context) error {
 	if err := f.waitCreated(); err != nil {
 		return err
 	}
-	if err := f.uploadBlocks(ctx); err != nil {
+	if err := f.uploadBlocks(ctx, false); err != nil {
 		return err
 	}
 	if !f.dirty && len(f.pending) == 0 {
@@ -1112,7 +1122,8 @@ func (f *file) setCommitted(e *filerpb.Entry) {
 
 // uploadBlocks starts the upload of every dirty block: its dirty span as
 // one chunk, with the bytes between dirty ranges read from what is there.
-func (f *file) uploadBlocks(ctx context.Context) error {
+// unhurried: see startUpload.
+func (f *file) uploadBlocks(ctx context.Context, unhurried bool) error {
 	idxs := make([]int64, 0, len(f.blocks))
 	for i := range f.blocks {
 		idxs = append(idxs, i)
@@ -1143,7 +1154,7 @@ func (f *file) uploadBlocks(ctx context.Context) error {
 			putBuf(b.data)
 		}
 		delete(f.blocks, i)
-		f.startUpload(b.start+lo, data)
+		f.startUpload(b.start+lo, data, unhurried)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"sync"
@@ -22,18 +23,46 @@ type syncer struct {
 	kick      chan struct{}
 	syncs     uint64        // completed fdatasyncs, for benchmarks
 	syncTime  time.Duration // time spent in them by the syncer
+	timer     bool          // an unhurried writer's kick is on its way
+	// unhurried is how long an unhurried writer's sync may wait
+	// (unhurriedSyncDelay; tests change it).
+	unhurried time.Duration
+}
+
+// unhurriedSyncDelay is the longest an unhurried write's fsync waits for
+// other writes to share it (WithUnhurriedSync).
+const unhurriedSyncDelay = 10 * time.Millisecond
+
+type unhurriedKey struct{}
+
+// WithUnhurriedSync returns a context under which Write is still answered
+// only once the needle is durable, but its fsync may wait up to 10 ms for
+// other writes to share it instead of starting at once. For writers nobody
+// waits for: the mount's uploads of files already closed, which arrive one
+// at a time as a copy closes them, so that group commit alone gives each
+// its own fsync, and on a virtual disk each fsync is a flush of the host's
+// cache that slows every other I/O of the machine. A write without the
+// flag starts the sync at once, and it covers the unhurried ones waiting.
+func WithUnhurriedSync(ctx context.Context) context.Context {
+	return context.WithValue(ctx, unhurriedKey{}, true)
+}
+
+// UnhurriedSync reports whether ctx carries WithUnhurriedSync.
+func UnhurriedSync(ctx context.Context) bool {
+	v, _ := ctx.Value(unhurriedKey{}).(bool)
+	return v
 }
 
 func (s *syncer) init() {
 	s.cond = sync.NewCond(&s.mu)
 	s.kick = make(chan struct{}, 1)
+	s.unhurried = unhurriedSyncDelay
 }
 
 // wait blocks until append seq is durable. It does not take a context: an
 // fdatasync cannot be abandoned half way, and the writer must learn its outcome.
 func (s *syncer) wait(seq uint64) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if seq > s.requested {
 		s.requested = seq
 		select {
@@ -41,6 +70,15 @@ func (s *syncer) wait(seq uint64) error {
 		default:
 		}
 	}
+	s.mu.Unlock()
+	return s.await(seq)
+}
+
+// await blocks until append seq is durable, syncing failed or the volume
+// closed; the sync itself is requested by the caller.
+func (s *syncer) await(seq uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.waiting++
 	for s.synced < seq && s.err == nil && !s.stopped {
 		s.cond.Wait()
@@ -53,6 +91,29 @@ func (s *syncer) wait(seq uint64) error {
 		return fmt.Errorf("%w: fsync: %w", ErrBroken, s.err)
 	default:
 		return ErrClosed
+	}
+}
+
+// waitUnhurried is wait, but the sync starts only once the unhurried delay
+// has passed, unless a hurried writer (wait) or an earlier unhurried
+// writer's timer starts it first.
+func (s *syncer) waitUnhurried(seq uint64) error {
+	s.mu.Lock()
+	if s.synced < seq && !s.timer {
+		s.timer = true
+		time.AfterFunc(s.unhurried, s.timerFired)
+	}
+	s.mu.Unlock()
+	return s.await(seq)
+}
+
+func (s *syncer) timerFired() {
+	s.mu.Lock()
+	s.timer = false
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -111,6 +172,15 @@ func (v *Volume) syncLoop() {
 		d := v.dat.acquire()
 		target := v.seq
 		v.mu.RUnlock()
+		v.syncer.mu.Lock()
+		covered := target <= v.syncer.synced
+		v.syncer.mu.Unlock()
+		if covered {
+			// An unhurried writer's timer, after a hurried writer's sync
+			// covered it: nothing new to sync.
+			d.release()
+			continue
+		}
 		start := time.Now()
 		err := d.f.Sync()
 		d.release()

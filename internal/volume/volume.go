@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -442,10 +443,14 @@ func (v *Volume) expired(m *needle.Meta, volTTL ttl.TTL) bool {
 	return v.cfg.Now().UnixNano() > m.AppendedAtNs+int64(t.Duration())
 }
 
-// waitDurable waits until append number seq is on stable storage.
-func (v *Volume) waitDurable(seq uint64) error {
+// waitDurable waits until append number seq is on stable storage; under
+// WithUnhurriedSync it lets the fsync wait a little for others to share.
+func (v *Volume) waitDurable(ctx context.Context, seq uint64) error {
 	if !v.cfg.Fsync {
 		return nil
+	}
+	if UnhurriedSync(ctx) {
+		return v.syncer.waitUnhurried(seq)
 	}
 	return v.syncer.wait(seq)
 }

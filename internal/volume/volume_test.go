@@ -13,6 +13,7 @@ import (
 
 	"github.com/kelpfs/kelp/internal/needle"
 	"github.com/kelpfs/kelp/internal/replication"
+	"github.com/kelpfs/kelp/internal/testutil"
 	"github.com/kelpfs/kelp/internal/ttl"
 	"github.com/kelpfs/kelp/internal/vfs"
 )
@@ -424,4 +425,63 @@ func TestGroupCommit(t *testing.T) {
 		t.Fatalf("%d writes took %d fsyncs; want them shared", writers*each, syncs)
 	}
 	t.Logf("%d writes, %d fsyncs", writers*each, syncs)
+}
+
+// TestUnhurriedWritesShareASync: an unhurried write's sync waits for its
+// timer, or for a hurried write, whose sync then covers it; either way the
+// write is answered only once it is durable.
+func TestUnhurriedWritesShareASync(t *testing.T) {
+	fsys := vfs.NewFaulty(vfs.NewMem())
+	cfg := testConfig(fsys)
+	cfg.Fsync = true
+	v := create(t, cfg)
+	defer v.Close()
+	unhurried := WithUnhurriedSync(context.Background())
+	write := func(ctx context.Context, key uint64) chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := v.Write(ctx, needle.Meta{Key: key}, bytes.NewReader(make([]byte, 1024)), 1024)
+			done <- err
+		}()
+		return done
+	}
+	synced := func() uint64 {
+		v.syncer.mu.Lock()
+		defer v.syncer.mu.Unlock()
+		return v.syncer.synced
+	}
+
+	// Alone, it is synced when its timer fires.
+	v.syncer.mu.Lock()
+	v.syncer.unhurried = time.Millisecond
+	v.syncer.mu.Unlock()
+	fsys.ResetCounts()
+	if err := <-write(unhurried, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := fsys.Count(vfs.OpSync); n != 1 || synced() < 1 {
+		t.Fatalf("a lone unhurried write: %d fsyncs, synced up to %d; want 1, its own", n, synced())
+	}
+
+	// Waiting, it starts no sync; a hurried write's sync covers them all.
+	v.syncer.mu.Lock()
+	v.syncer.unhurried = time.Hour
+	v.syncer.mu.Unlock()
+	fsys.ResetCounts()
+	a, b := write(unhurried, 2), write(unhurried, 3)
+	testutil.WaitFor(t, 10*time.Second, func() bool { return v.syncer.waiters() == 2 }, "the unhurried writes to wait")
+	if n := fsys.Count(vfs.OpSync); n != 0 {
+		t.Fatalf("unhurried writes started %d fsyncs before their timer", n)
+	}
+	if err := <-write(context.Background(), 4); err != nil {
+		t.Fatal(err)
+	}
+	for _, done := range []chan error{a, b} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fsys.Count(vfs.OpSync); n != 1 {
+		t.Fatalf("three writes took %d fsyncs, want the hurried one's only", n)
+	}
 }

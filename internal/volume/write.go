@@ -95,7 +95,7 @@ func (v *Volume) Write(ctx context.Context, m needle.Meta, data io.Reader, size 
 			seq := v.published()
 			v.appendMu.Unlock()
 			locked = false
-			if err := v.waitDurable(seq); err != nil {
+			if err := v.waitDurable(ctx, seq); err != nil {
 				return WriteResult{}, fmt.Errorf("volume %d: write %x: %w", v.cfg.ID, m.Key, err)
 			}
 			return WriteResult{ETag: etag(dataCRC), Size: size, Unchanged: true}, nil
@@ -112,7 +112,7 @@ func (v *Volume) Write(ctx context.Context, m needle.Meta, data io.Reader, size 
 	seq := v.publish(m.Key, off, body)
 	v.appendMu.Unlock()
 	locked = false
-	if err := v.waitDurable(seq); err != nil {
+	if err := v.waitDurable(ctx, seq); err != nil {
 		return WriteResult{}, fmt.Errorf("volume %d: write %x: %w", v.cfg.ID, m.Key, err)
 	}
 	return WriteResult{ETag: etag(dataCRC), Size: size}, nil
@@ -297,7 +297,7 @@ func (v *Volume) Delete(ctx context.Context, key uint64, cookie uint32) (int64, 
 		seq := v.published()
 		v.appendMu.Unlock()
 		locked = false
-		if err := v.waitDurable(seq); err != nil {
+		if err := v.waitDurable(ctx, seq); err != nil {
 			return 0, fmt.Errorf("volume %d: delete %x: %w", v.cfg.ID, key, err)
 		}
 		return 0, fmt.Errorf("volume %d: delete %x: %w", v.cfg.ID, key, ErrDeleted)
@@ -311,7 +311,7 @@ func (v *Volume) Delete(ctx context.Context, key uint64, cookie uint32) (int64, 
 	seq := v.publish(key, off, needle.TombstoneSize)
 	v.appendMu.Unlock()
 	locked = false
-	if err := v.waitDurable(seq); err != nil {
+	if err := v.waitDurable(ctx, seq); err != nil {
 		return 0, fmt.Errorf("volume %d: delete %x: %w", v.cfg.ID, key, err)
 	}
 	return needle.RecordSize(old.size), nil

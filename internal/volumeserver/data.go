@@ -151,6 +151,10 @@ func isPlainRead(r *http.Request) bool {
 		h.Get("If-Match") == "" && h.Get("If-Unmodified-Since") == ""
 }
 
+// unhurriedQuery lets a write's fsync wait a little to be shared
+// (volume.WithUnhurriedSync); the client sends it alone.
+const unhurriedQuery = "sync=unhurried"
+
 func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request, id fid.FileID) {
 	v, ok := s.volumeFor(w, id)
 	if !ok {
@@ -169,14 +173,18 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request, id fid.File
 	}
 	defer up.cleanup()
 	meta := needle.Meta{Key: id.Key, Cookie: id.Cookie, Name: up.name, Mime: up.mime, LastModified: up.modTime.Unix()}
+	ctx := r.Context()
+	if q := r.URL.RawQuery; q == unhurriedQuery || q != "" && r.URL.Query().Get("sync") == "unhurried" {
+		ctx = volume.WithUnhurriedSync(ctx) // replicas are asked the same (forwardWrite)
+	}
 	var res volume.WriteResult
-	err = s.fanOut(r.Context(), id.Volume, replicas,
+	err = s.fanOut(ctx, id.Volume, replicas,
 		func() (err error) {
 			body := up.body
 			if up.at != nil {
 				body = io.NewSectionReader(up.at, 0, up.size)
 			}
-			res, err = v.Write(r.Context(), meta, body, up.size)
+			res, err = v.Write(ctx, meta, body, up.size)
 			return err
 		},
 		func(ctx context.Context, replica string) error { return s.forwardWrite(ctx, replica, id, up, up.at) })

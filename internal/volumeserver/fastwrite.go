@@ -10,7 +10,7 @@ package volumeserver
 // What it takes is a strict subset, on which every HTTP/1.1 reader agrees
 // where the request ends (no request smuggling): the head peekHead accepts
 // (strict CRLF lines of printable bytes), "PUT" or "POST", a file id path
-// with no query, HTTP/1.1, exactly one Host and one Content-Length (digits
+// with no query but "?sync=unhurried", HTTP/1.1, exactly one Host and one Content-Length (digits
 // only, no sign, no leading zero), at most one Content-Type (not multipart),
 // at most one Authorization (the write's token, which the handler checks),
 // and otherwise only User-Agent, Accept, Accept-Encoding and "Connection:
@@ -49,6 +49,7 @@ import (
 type fastWriteReq struct {
 	method string // "PUT" or "POST"
 	path   string
+	query  string // "" or unhurriedQuery
 	host   string
 	n      int64 // Content-Length
 	header http.Header
@@ -70,6 +71,10 @@ func parseFastWrite(head []byte, maxBody int) (fastWriteReq, bool) {
 	path, proto, found := bytes.Cut(line, []byte(" "))
 	if !found || string(proto) != "HTTP/1.1" || len(path) < 2 || path[0] != '/' {
 		return r, false
+	}
+	// The one query taken: the mount's uploads of closed files ask for it.
+	if p, ok := bytes.CutSuffix(path, []byte("?"+unhurriedQuery)); ok {
+		path, r.query = p, unhurriedQuery
 	}
 	for _, ch := range path[1:] {
 		if !isFidChar(ch) {
@@ -174,9 +179,13 @@ func (s *Server) fastWriteOn() bool { return !s.cfg.NoFastWrite }
 // the handler's, see httpfast.Answer.Frame): the connection must then be
 // closed with nothing sent.
 func serveFastWrite(h http.Handler, r fastWriteReq, body []byte, remote string, st *tls.ConnectionState, out []byte) ([]byte, bool, error) {
+	uri := r.path
+	if r.query != "" {
+		uri += "?" + r.query
+	}
 	req := &http.Request{
-		Method: r.method, URL: &url.URL{Path: r.path}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: r.header, Body: http.NoBody, ContentLength: r.n, Host: r.host, RemoteAddr: remote, RequestURI: r.path,
+		Method: r.method, URL: &url.URL{Path: r.path, RawQuery: r.query}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: r.header, Body: http.NoBody, ContentLength: r.n, Host: r.host, RemoteAddr: remote, RequestURI: uri,
 		TLS: st,
 	}
 	if r.n > 0 {

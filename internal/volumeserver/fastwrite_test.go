@@ -78,6 +78,7 @@ func TestFastWriteDifferential(t *testing.T) {
 		{"PUT all headers", put("PUT", newFid(1), kib, "User-Agent: Go-http-client/1.1\r\nAccept: */*\r\nAccept-Encoding: gzip\r\nConnection: keep-alive\r\nUser-Agent: twice\r\n"), 1},
 		{"header case and spaces", "PUT " + newFid(1) + " HTTP/1.1\r\nhOsT:  kelp.test\t\r\ncontent-LENGTH: \t3 \r\n\r\nabc", 1},
 		{"file id with extension", put("PUT", newFid(1)+".txt", "x"), 1},
+		{"unhurried sync", put("PUT", newFid(1)+"?sync=unhurried", "x"), 1},
 		{"body looks like a request", put("PUT", newFid(1), get(a)), 1},
 		{"body with CRLFs and bare LFs", put("PUT", newFid(1), "\r\n\r\n\n\nGET / HTTP/1.1\r\n\x00\x7f\xff"), 1},
 		{"body fills the buffer", fill, 1},

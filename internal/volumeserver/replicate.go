@@ -192,6 +192,9 @@ func (s *Server) forwardWrite(ctx context.Context, replica string, id fid.FileID
 	if up.name != "" {
 		q.Set("name", up.name)
 	}
+	if volume.UnhurriedSync(ctx) {
+		q.Set("sync", "unhurried")
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut,
 		security.URL(replica)+"/"+id.String()+"?"+q.Encode(), io.NewSectionReader(body, 0, up.size))
 	if err != nil {
