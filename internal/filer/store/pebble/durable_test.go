@@ -80,11 +80,7 @@ func TestNoOpUpdateWaitsForWhatItRead(t *testing.T) {
 	if !answered {
 		return
 	}
-	after, err := Open("/db", &Options{FS: crashed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer after.Close()
+	after := reopen(t, crashed)
 	if _, err := after.Get(ctx, key); err != nil {
 		t.Fatalf("the retry was acknowledged before the entry it saw was durable; after the power cut: %v", err)
 	}
@@ -131,11 +127,7 @@ func TestDeferredUpdateAnswersBeforeSyncAndSyncWaitsForIt(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	after, err := Open("/db", &Options{FS: crashed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer after.Close()
+	after := reopen(t, crashed)
 	if _, err := after.Get(ctx, key); err != nil {
 		t.Fatalf("deferred commit lost after Sync and a power cut: %v", err)
 	}
@@ -204,11 +196,7 @@ func TestDeferredUpdatesShareOneLazySync(t *testing.T) {
 		t.Fatalf("%d lazy rounds for %d deferred updates, want 1", got, n)
 	}
 	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-	after, err := Open("/db", &Options{FS: crashed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer after.Close()
+	after := reopen(t, crashed)
 	for i := range n {
 		if _, err := after.Get(ctx, []byte(fmt.Sprintf("/d/f%02d", i))); err != nil {
 			t.Fatalf("deferred update %d lost after Close and a power cut: %v", i, err)
@@ -237,12 +225,20 @@ func TestLazySyncMakesDeferredUpdatesDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-	after, err := Open("/db", &Options{FS: crashed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer after.Close()
+	after := reopen(t, crashed)
 	if _, err := after.Get(ctx, key); err != nil {
 		t.Fatalf("deferred commit lost after its lazy sync and a power cut: %v", err)
 	}
+}
+
+// reopen opens the database left in fsys (a crash clone), closed at the
+// test's end.
+func reopen(t *testing.T, fsys vfs.FS) *Store {
+	t.Helper()
+	s, err := Open("/db", &Options{FS: fsys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
