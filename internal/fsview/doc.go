@@ -13,7 +13,8 @@
 // All handles of one file in one view share a file (file.go): the entry as
 // last committed plus a write buffer. Writes land in chunk-sized,
 // chunk-aligned blocks; a block written whole is uploaded in the background
-// at once, at most 8 uploads at a time. Flush (close(2), fsync(2)) uploads
+// at once, at most 64 MiB of uploads at a time (small uploads counting
+// as 1 MiB each). Flush (close(2), fsync(2)) uploads
 // what is left (the dirty span of each block as one chunk, the gaps read
 // from what is there) and commits the new chunks, size and mtime in one
 // UpdateEntry: data is durable on the volume servers and the entry in the

@@ -551,9 +551,10 @@ func (f *file) startUpload(off int64, data []byte, unhurried bool) {
 	}
 	f.fs.workers.run(func() {
 		defer close(u.done)
-		f.fs.uploads <- struct{}{}
-		defer func() { <-f.fs.uploads }()
-		u.fid, u.key, u.err = chunk.PutChunk(ctx, f.fs.blobs, u.data, f.fs.encrypt)
+		w := uploadWeight(len(u.data))
+		_ = f.fs.uploads.Acquire(context.Background(), w) // cannot fail: the context is never done
+		defer f.fs.uploads.Release(w)
+		u.fid, u.key, u.err = chunk.PutChunk(ctx, f.fs.putter, u.data, f.fs.encrypt)
 	})
 }
 
@@ -1232,7 +1233,7 @@ func (f *file) truncate(ctx context.Context, size int64) error {
 			if err := f.readCommitted(ctx, data, lo, false); err != nil {
 				return err
 			}
-			fid, key, err := chunk.PutChunk(ctx, f.fs.blobs, data, f.fs.encrypt)
+			fid, key, err := chunk.PutChunk(ctx, f.fs.putter, data, f.fs.encrypt)
 			if err != nil {
 				return errnof(syscall.EIO, "truncate: %v", err)
 			}
