@@ -191,6 +191,13 @@ func (f *Filer) durable(ctx context.Context) error {
 	return f.st.Update(ctx, func(store.Tx) error { return nil })
 }
 
+// durableUnhurried is durable for a caller nobody waits on (the event
+// stream, the garbage collector): it waits for the store's next deferred
+// sync, milliseconds away, instead of forcing one of its own.
+func (f *Filer) durableUnhurried(ctx context.Context) error {
+	return f.durable(store.WithUnhurriedDurability(ctx))
+}
+
 // Sync returns once every change committed so far through this filer's
 // store (by any filer sharing it), including those committed under
 // store.WithDeferredDurability, is durable.

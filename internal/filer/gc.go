@@ -159,7 +159,7 @@ func (f *Filer) CollectGarbage(ctx context.Context) (int, error) {
 			// A queued blob may come from a commit that is visible but not
 			// yet durable; deleting the blob cannot be undone if a power cut
 			// then loses that commit (the file would be back without its data).
-			err = f.durable(ctx)
+			err = f.durableUnhurried(ctx)
 		}
 		if err != nil || len(batch) == 0 {
 			return total, storeErr(err)

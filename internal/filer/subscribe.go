@@ -68,7 +68,7 @@ func (f *Filer) scanEvents(ctx context.Context, since uint64, limit int) ([]*Eve
 		// commit's event waits for the WAL sync it shares with the commits
 		// around it (milliseconds), rather than forcing one per event read,
 		// which would make deferring pointless while anyone subscribes.
-		err = f.st.Update(store.WithUnhurriedDurability(ctx), func(store.Tx) error { return nil })
+		err = f.durableUnhurried(ctx)
 	}
 	if err != nil {
 		return nil, storeErr(err)
