@@ -3,7 +3,7 @@
 #
 # Idempotent and fast when everything is present: packages are installed only
 # when their command is missing (apt-get update runs only then): postgresql,
-# redis, fuse3, attr, cadaver, rclone, s3cmd, curl, awscli, prometheus (promtool), python3-boto3, chromium, docker.io (only
+# redis, fuse3, attr, cadaver, litmus, rclone, s3cmd, curl, awscli, prometheus (promtool), python3-boto3, chromium, docker.io (only
 # without any docker) and docker-compose (only without `docker compose`). The test
 # PostgreSQL / Redis servers are started only when nothing answers on their
 # ports. It never stops or kills anything: servers it started keep running for
@@ -45,6 +45,7 @@ command -v redis-cli >/dev/null || missing+=(redis-tools)
 command -v fusermount3 >/dev/null || missing+=(fuse3)
 command -v setfattr >/dev/null || missing+=(attr)   # xattrs through the FUSE mount
 command -v cadaver >/dev/null || missing+=(cadaver) # a real WebDAV client
+command -v litmus >/dev/null || missing+=(litmus)   # the WebDAV conformance suite
 command -v rclone >/dev/null || missing+=(rclone)
 command -v s3cmd >/dev/null || missing+=(s3cmd)
 command -v curl >/dev/null || missing+=(curl)

@@ -106,15 +106,15 @@ func (d *davLocks) create(now time.Time, req *filerpb.DavLockRequest) (*davLock,
 	return l, nil
 }
 
-// confirm checks a write: the If header's list must name a lock related to
-// what it names (else Aborted: the list is false, RFC 4918 10.4), and every
-// lock root protecting a target must be unlocked by a submitted token
-// (else FailedPrecondition: 423 Locked).
+// confirm checks a write: every token condition of the If header's list
+// must hold for what it names (else Aborted: the list is false, RFC 4918
+// 10.4), and every lock root protecting a target must be unlocked by a
+// submitted token (else FailedPrecondition: 423 Locked).
 func (d *davLocks) confirm(req *filerpb.DavLockRequest) error {
 	// The list applies to one resource (x/net/webdav passes the COPY
 	// destination as name1 with no name0); the other target of a MOVE is
 	// checked for locks below, not against the list.
-	if name := cmp.Or(req.Name0, req.Name1); name != "" && !d.listNames(req.Conditions, name) {
+	if name := cmp.Or(req.Name0, req.Name1); name != "" && !d.listHolds(req.Conditions, name) {
 		return status.Error(codes.Aborted, "confirmation failed")
 	}
 	submitted := map[string]bool{}
@@ -134,15 +134,22 @@ func (d *davLocks) confirm(req *filerpb.DavLockRequest) error {
 	return nil
 }
 
-// listNames reports whether a condition's token is a live lock related to
-// name (covering it or below it).
-func (d *davLocks) listNames(conds []*filerpb.DavCondition, name string) bool {
+// listHolds reports whether every token condition of a list holds for
+// name: the token is a live lock related to name, covering it or below it
+// (with Not: it is not). Entity-tag conditions are the WebDAV server's to
+// compare (it knows the tags it serves); one that reaches here is skipped,
+// as it always was. A list of no token conditions holds.
+func (d *davLocks) listHolds(conds []*filerpb.DavCondition, name string) bool {
 	for _, c := range conds {
-		if l := d.byToken[c.Token]; l != nil && !l.temp && related(l, name, true) {
-			return true
+		if c.Token == "" {
+			continue
+		}
+		l := d.byToken[c.Token]
+		if held := l != nil && !l.temp && related(l, name, true); held == c.Not {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // unlockedFor reports whether the submitted tokens open every lock root

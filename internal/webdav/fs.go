@@ -33,12 +33,20 @@ func osErr(op, name string, err error) error {
 	return &os.PathError{Op: op, Path: name, Err: fsview.Errno(err)}
 }
 
+// cleanName is name without a trailing slash or any other redundancy: the
+// engine passes names as the request gave them, and a collection's URL
+// often ends in a slash ("COPY /f" to "/coll/" with Overwrite: T deletes
+// the collection and creates the file at "/coll", RFC 4918 9.8.4).
+func cleanName(name string) string { return path.Clean("/" + name) }
+
 func (f fileSystem) Mkdir(ctx context.Context, name string, perm os.FileMode) error {
+	name = cleanName(name)
 	_, err := f.v.Mkdir(ctx, name, perm.Perm()|0o755, 0, 0)
 	return osErr("mkdir", name, err)
 }
 
 func (f fileSystem) OpenFile(ctx context.Context, name string, flag int, perm os.FileMode) (xwebdav.File, error) {
+	name = cleanName(name)
 	opened, err := f.openFile(ctx, name, flag)
 	noteOpenErr(ctx, err)
 	if snap, ok := ctx.Value(lockSnapKey{}).(*lockSnap); ok {
@@ -84,14 +92,17 @@ func (f fileSystem) openFile(ctx context.Context, name string, flag int) (xwebda
 }
 
 func (f fileSystem) RemoveAll(ctx context.Context, name string) error {
+	name = cleanName(name)
 	return osErr("remove", name, f.v.RemoveAll(ctx, name))
 }
 
 func (f fileSystem) Rename(ctx context.Context, oldName, newName string) error {
+	oldName, newName = cleanName(oldName), cleanName(newName)
 	return osErr("rename", oldName, f.v.Rename(ctx, oldName, newName, false))
 }
 
 func (f fileSystem) Stat(ctx context.Context, name string) (os.FileInfo, error) {
+	name = cleanName(name)
 	a, err := f.v.Lookup(ctx, name)
 	if err != nil {
 		return nil, osErr("stat", name, err)
@@ -111,6 +122,15 @@ func (i info) Mode() os.FileMode  { return i.a.Mode }
 func (i info) ModTime() time.Time { return i.a.Mtime }
 func (i info) IsDir() bool        { return i.a.Mode.IsDir() }
 func (i info) Sys() any           { return nil }
+
+// ETag is the entity tag served for the resource (x/net/webdav's ETager),
+// and the one If header conditions are compared with (filerLS.Confirm).
+func (i info) ETag(context.Context) (string, error) { return etagOf(i.a), nil }
+
+// etagOf is a resource's entity tag: its mtime in nanoseconds and its size,
+// in hex (the form x/net/webdav gives by default, kept so that no client's
+// cached tags change).
+func etagOf(a fsview.Attr) string { return fmt.Sprintf(`"%x%x"`, a.Mtime.UnixNano(), a.Size) }
 
 // file is an open file; reads and writes move one position, as a File must.
 type file struct {

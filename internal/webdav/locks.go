@@ -1,6 +1,7 @@
 package webdav
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"net/url"
@@ -125,11 +126,22 @@ func viewName(v *fsview.FS, full string) string {
 // Confirm is called with the conditions of one list of the If header;
 // x/net/webdav answers 500 to an error other than ErrConfirmationFailed,
 // so a lock in the way is noted in the request (lockedWriter makes it 423).
+//
+// The list holds when every condition does (RFC 4918 10.4): an entity tag
+// is compared here with the one served for the list's resource; the lock
+// tokens go to the filer, which holds the locks.
 func (l filerLS) Confirm(now time.Time, name0, name1 string, conditions ...xwebdav.Condition) (func(), error) {
 	req := &filerpb.DavLockRequest{Op: filerpb.DavLockRequest_CONFIRM, Name0: l.full(name0), Name1: l.full(name1),
 		Targets: l.req.targets, Deep: l.req.deep, Tokens: l.req.tokens}
+	resource := cmp.Or(name0, name1) // the filer's confirm names the same one
 	for _, c := range conditions {
-		req.Conditions = append(req.Conditions, &filerpb.DavCondition{Not: c.Not, Token: c.Token, Etag: c.ETag})
+		if c.Token == "" {
+			if l.etagIs(resource, c.ETag) == c.Not {
+				return nil, xwebdav.ErrConfirmationFailed
+			}
+			continue
+		}
+		req.Conditions = append(req.Conditions, &filerpb.DavCondition{Not: c.Not, Token: c.Token})
 	}
 	if _, err := l.call(req); err != nil {
 		if err == xwebdav.ErrLocked {
@@ -138,6 +150,16 @@ func (l filerLS) Confirm(now time.Time, name0, name1 string, conditions ...xwebd
 		return nil, err
 	}
 	return func() {}, nil
+}
+
+// etagIs reports whether the entity tag served for name is tag (strong
+// comparison: a weak tag never matches).
+func (l filerLS) etagIs(name, tag string) bool {
+	if name == "" {
+		return false
+	}
+	a, err := l.v.Lookup(l.req.ctx, cleanName(name))
+	return err == nil && etagOf(a) == tag
 }
 
 // Create is only called by x/net/webdav for the guard lock of a write

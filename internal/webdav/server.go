@@ -1,8 +1,10 @@
 package webdav
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -162,6 +164,22 @@ func Handler(v *fsview.FS, log *slog.Logger) http.Handler {
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		}
+		if xmlBody(r.Method) && r.ContentLength != 0 {
+			b, err := io.ReadAll(r.Body)
+			var tooLarge *http.MaxBytesError
+			switch {
+			case errors.As(err, &tooLarge):
+				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+				return
+			case err != nil:
+				http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+				return
+			case emptyPrefixNamespace(b):
+				http.Error(w, "invalid XML: a namespace prefix declared for the empty name (xmlns:p=\"\")", http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(b))
+		}
 		if r.Method == http.MethodPut {
 			// x/net/webdav answers every PUT 201; RFC 4918 9.7.1 wants 201
 			// only for a new resource, 200 or 204 for a replaced one.
@@ -205,6 +223,33 @@ func Handler(v *fsview.FS, log *slog.Logger) http.Handler {
 		h.ServeHTTP(lw, r)
 		dropGone(r, v, lw.code)
 	})
+}
+
+// xmlBody reports whether method's request body is XML the engine parses.
+func xmlBody(method string) bool {
+	return method == "PROPFIND" || method == "PROPPATCH" || method == "LOCK"
+}
+
+// emptyPrefixNamespace reports whether an XML body binds a prefix to the
+// empty namespace name, which Namespaces in XML 1.0 forbids (section 3:
+// the value of a prefixed declaration must not be empty) and the engine's
+// parser lets through. Bodies that are not well-formed are the engine's to
+// refuse.
+func emptyPrefixNamespace(body []byte) bool {
+	d := xml.NewDecoder(bytes.NewReader(body))
+	for {
+		t, err := d.RawToken()
+		if err != nil {
+			return false
+		}
+		if se, ok := t.(xml.StartElement); ok {
+			for _, a := range se.Attr {
+				if a.Name.Space == "xmlns" && a.Value == "" {
+					return true
+				}
+			}
+		}
+	}
 }
 
 // answerHeld lets a GET's held status go, or, when nothing was sent because

@@ -173,3 +173,64 @@ func TestWebDAVWithCadaver(t *testing.T) {
 		t.Fatalf("a cadaver command failed:\n%s", out)
 	}
 }
+
+// RFC 4918 corners litmus found: an If header's entity tags and Not
+// conditions are evaluated (10.4), COPY onto a collection named with a
+// trailing slash replaces it (9.8.4), and a body binding a prefix to the
+// empty namespace name is refused and changes nothing.
+func TestWebDAVIfConditionsAndCollectionOverwrite(t *testing.T) {
+	u, v := startDAV(t)
+	c, _, _ := do(t, "PUT", u+"/f", "v1")
+	wantCode(t, "PUT", c, 201)
+	_, h, _ := do(t, "HEAD", u+"/f", "")
+	etag := h.Get("ETag")
+	if etag == "" {
+		t.Fatal("no ETag")
+	}
+	for _, ifHdr := range []func(etag string) string{
+		func(etag string) string { return "([" + etag + "])" },
+		func(string) string { return "(Not <DAV:no-lock>)" },
+		func(etag string) string { return `(["bogus"]) (Not <DAV:no-lock> [` + etag + `])` },
+	} {
+		c, h, _ = do(t, "PUT", u+"/f", "v2", "If", ifHdr(etag))
+		wantCode(t, "PUT with If: "+ifHdr(etag), c, 204)
+		etag = h.Get("ETag") // the PUT's answer tells the new one
+	}
+	for _, ifHdr := range []string{`(["bogus"])`, "(<DAV:no-lock>)", "(Not [" + etag + "])", `(Not <DAV:no-lock> ["bogus"])`} {
+		c, _, _ = do(t, "PUT", u+"/f", "v3", "If", ifHdr)
+		wantCode(t, "PUT with If: "+ifHdr, c, 412)
+	}
+	// A lock: its token with the right tag holds, with a wrong one not.
+	c, h, _ = do(t, "LOCK", u+"/f", lockBody, "Timeout", "Second-60", "Content-Type", "application/xml")
+	wantCode(t, "LOCK", c, 200)
+	token := h.Get("Lock-Token")
+	_, h, _ = do(t, "HEAD", u+"/f", "")
+	etag = h.Get("ETag")
+	c, _, _ = do(t, "PUT", u+"/f", "v4", "If", "("+token+` ["bogus"]) (Not <DAV:no-lock> ["bogus"])`)
+	wantCode(t, "PUT with the lock token and a wrong tag", c, 412)
+	c, _, _ = do(t, "PUT", u+"/f", "v4", "If", "(Not <DAV:no-lock>)")
+	wantCode(t, "PUT to a locked file, its token not submitted", c, 423)
+	c, _, _ = do(t, "PUT", u+"/f", "v4", "If", "("+token+" ["+etag+"]) (Not <DAV:no-lock> ["+etag+"])")
+	wantCode(t, "PUT with the lock token and the tag", c, 204)
+	c, _, _ = do(t, "UNLOCK", u+"/f", "", "Lock-Token", token)
+	wantCode(t, "UNLOCK", c, 204)
+
+	c, _, _ = do(t, "MKCOL", u+"/coll/", "")
+	wantCode(t, "MKCOL", c, 201)
+	c, _, _ = do(t, "PUT", u+"/coll/child", "x")
+	wantCode(t, "PUT", c, 201)
+	c, _, _ = do(t, "COPY", u+"/f", "", "Destination", u+"/coll/", "Overwrite", "T")
+	wantCode(t, "COPY onto a collection with Overwrite: T", c, 204)
+	if a, err := v.Lookup(context.Background(), "/coll"); err != nil || a.Mode.IsDir() || a.Size != 2 {
+		t.Fatalf("/coll after the COPY: %+v %v", a, err)
+	}
+
+	c, _, _ = do(t, "PROPPATCH", u+"/f", `<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:Z="">`+
+		`<D:set><D:prop><Z:color>red</Z:color></D:prop></D:set></D:propertyupdate>`, "Content-Type", "application/xml")
+	wantCode(t, "PROPPATCH binding a prefix to the empty namespace", c, 400)
+	c, _, _ = do(t, "PROPFIND", u+"/f", `<?xml version="1.0"?><D:propfind xmlns:D="DAV:" xmlns:bar=""><D:prop><bar:x/></D:prop></D:propfind>`, "Depth", "0")
+	wantCode(t, "PROPFIND binding a prefix to the empty namespace", c, 400)
+	if xs, err := v.ListXattr(context.Background(), "/f"); err != nil || len(xs) != 0 {
+		t.Fatalf("xattrs of /f after the refused PROPPATCH: %v %v", xs, err)
+	}
+}
