@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/chunk"
+	"github.com/kelpfs/kelp/internal/crtime"
 	"github.com/kelpfs/kelp/internal/filer/store"
 )
 
@@ -288,7 +289,7 @@ func (t *txn) mkdirs(dir string) error {
 	if err := t.mkdirs(parent); err != nil {
 		return err
 	}
-	d := &Entry{Path: dir, Mode: os.ModeDir | 0o755, Mtime: t.now, Ctime: t.now, Crtime: t.now}
+	d := &Entry{Path: dir, Mode: os.ModeDir | 0o755, Mtime: t.now, Ctime: t.now, Crtime: crtime.Unique(t.now)}
 	if err := t.put(d); err != nil {
 		return err
 	}

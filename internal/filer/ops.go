@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kelpfs/kelp/internal/chunk"
+	"github.com/kelpfs/kelp/internal/crtime"
 	"github.com/kelpfs/kelp/internal/filer/store"
 )
 
@@ -132,7 +133,7 @@ func (t *txn) create(e *Entry, opts CreateOptions) error {
 		e.Mtime = t.now
 	}
 	if e.Crtime.IsZero() {
-		e.Crtime = t.now
+		e.Crtime = crtime.Unique(t.now)
 	}
 	e.Ctime = t.now
 	old, err := t.get(e.Path)

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/kelpfs/kelp/internal/chunk"
+	"github.com/kelpfs/kelp/internal/crtime"
 )
 
 // WriteOptions describe a file being written.
@@ -161,7 +162,7 @@ func (f *Filer) patch(ctx context.Context, p string, r io.Reader, opts WriteOpti
 			if mode == 0 {
 				mode = 0o644
 			}
-			old = &Entry{Path: p, Mode: mode, UID: opts.UID, GID: opts.GID, Crtime: t.now}
+			old = &Entry{Path: p, Mode: mode, UID: opts.UID, GID: opts.GID, Crtime: crtime.Unique(t.now)}
 		case err != nil:
 			return err
 		case old.IsDir():

@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kelpfs/kelp/internal/crtime"
 	"github.com/kelpfs/kelp/internal/pb/filerpb"
 )
 
@@ -72,7 +73,7 @@ func (fs *FS) Create(ctx context.Context, p string, flags int, perm os.FileMode,
 		return nil, err
 	}
 	e := &filerpb.Entry{Path: fs.full(p), Mode: uint32(perm & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)),
-		Uid: uid, Gid: gid, MtimeNs: time.Now().UnixNano()}
+		Uid: uid, Gid: gid, MtimeNs: crtime.Unique(time.Now()).UnixNano()}
 	e.CrtimeNs = e.MtimeNs // known here, so the inode number is too (inoOfEntry)
 	gen := fs.forgetGen()
 	if fs.cfg.AsyncCreate && fs.cache.absent(e.Path) {

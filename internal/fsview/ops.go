@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kelpfs/kelp/internal/crtime"
 	"github.com/kelpfs/kelp/internal/pb/filerpb"
 )
 
@@ -838,7 +839,7 @@ func (fs *FS) Mknod(ctx context.Context, p string, mode os.FileMode, uid, gid ui
 	if t := mode.Type(); t != 0 && t != os.ModeNamedPipe {
 		return Attr{}, errnof(syscall.EPERM, "mknod %s: only FIFOs and regular files", p)
 	}
-	now := time.Now().UnixNano()
+	now := crtime.Unique(time.Now()).UnixNano() // the inode number (inoOfEntry)
 	e := &filerpb.Entry{Path: fs.full(p), Mode: uint32(mode & (os.ModeNamedPipe | os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)),
 		Uid: uid, Gid: gid, MtimeNs: now, CrtimeNs: now}
 	if err := fs.create(deferred(ctx), e, true); err != nil {

@@ -2,6 +2,8 @@ package fuse
 
 import (
 	"context"
+	fnvhash "hash/fnv"
+	"io"
 	"os"
 	"path"
 	"sync"
@@ -98,7 +100,37 @@ func (n *node) setLink(id string) {
 
 func (n *node) child(name string) string { return path.Join(n.path(), name) }
 
-func (n *node) newChild(ctx context.Context, a fsview.Attr, out *gofuse.EntryOut) *gofs.Inode {
+// loopsBack reports whether ino is the inode number of n or of one of its
+// ancestors. Directories that a filer before internal/crtime created in
+// one transaction (a/ and a/b/ for a PUT of a/b/c) share a creation time,
+// and so an inode number: the kernel would take a/b for its own ancestor
+// (ELOOP), and the node tree would loop (path() never ending).
+func (n *node) loopsBack(ino uint64) bool {
+	in := n.EmbeddedInode()
+	for depth := 0; in != nil && depth < maxDepth; depth++ {
+		if in.StableAttr().Ino == ino {
+			return true
+		}
+		_, in = in.Parent()
+	}
+	return false
+}
+
+// maxDepth bounds the walk up the node tree.
+const maxDepth = 4096
+
+// loopFreeIno numbers a directory whose own number loops back (loopsBack)
+// by its path instead: stable while it is not renamed.
+func loopFreeIno(p string) uint64 {
+	h := fnvhash.New64a()
+	io.WriteString(h, "loop-free:"+p)
+	return max(h.Sum64(), 2)
+}
+
+func (n *node) newChild(ctx context.Context, a fsview.Attr, out *gofuse.EntryOut, name string) *gofs.Inode {
+	if a.Mode.IsDir() && n.loopsBack(a.Ino) {
+		a.Ino = loopFreeIno(n.child(name))
+	}
 	fillAttr(&out.Attr, a)
 	if a.LinkID != "" {
 		if in := n.links.get(a.LinkID); in != nil {
@@ -143,7 +175,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*
 		}
 		return nil, n.v.Errno(err)
 	}
-	return n.newChild(ctx, a, out), 0
+	return n.newChild(ctx, a, out, name), 0
 }
 
 func (n *node) Getattr(ctx context.Context, f gofs.FileHandle, out *gofuse.AttrOut) syscall.Errno {
@@ -234,7 +266,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 	if err != nil {
 		return nil, n.v.Errno(err)
 	}
-	return n.newChild(ctx, a, out), 0
+	return n.newChild(ctx, a, out, name), 0
 }
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
@@ -286,7 +318,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		h.Release(ctx)
 		return nil, nil, 0, n.v.Errno(err)
 	}
-	in := n.newChild(ctx, a, out)
+	in := n.newChild(ctx, a, out, name)
 	fh := newHandle(n.v, h, in, flags, n.syncClose)
 	return in, fh, fh.openFlags(), 0
 }
@@ -324,7 +356,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.Ent
 	if err != nil {
 		return nil, n.v.Errno(err)
 	}
-	return n.newChild(ctx, a, out), 0
+	return n.newChild(ctx, a, out, name), 0
 }
 
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
@@ -518,5 +550,5 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	if err != nil {
 		return nil, n.v.Errno(err)
 	}
-	return n.newChild(ctx, a, out), 0
+	return n.newChild(ctx, a, out, name), 0
 }
