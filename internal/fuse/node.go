@@ -194,6 +194,7 @@ func (n *node) Getattr(ctx context.Context, f gofs.FileHandle, out *gofuse.AttrO
 	if err != nil {
 		return n.v.Errno(err)
 	}
+	a.Ino = n.StableAttr().Ino // the number it was given (loopFreeIno)
 	fillAttr(&out.Attr, a)
 	return 0
 }
@@ -233,6 +234,7 @@ func (n *node) Setattr(ctx context.Context, f gofs.FileHandle, in *gofuse.SetAtt
 	if err != nil {
 		return n.v.Errno(err)
 	}
+	a.Ino = n.StableAttr().Ino // the number it was given (loopFreeIno)
 	fillAttr(&out.Attr, a)
 	// The answer is fresh: let the kernel keep it as a GETATTR's (go-fuse
 	// leaves a SETATTR's at 0, and the kernel would ask again right away:
