@@ -2,13 +2,16 @@ package webdav
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -212,6 +215,12 @@ func TestWebDAVBasicAuth(t *testing.T) {
 	wantCode(t, "an unknown user", c, 401)
 	c, _ = call("alice", "s3cret")
 	wantCode(t, "valid credentials", c, 207)
+	// A client that waits for "100 Continue" before it sends its body
+	// gets the 401 at once, on a connection then closed.
+	head := rawAnswer(t, strings.TrimPrefix(u, "http://"), "PUT /f HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n")
+	if !strings.HasPrefix(head, "HTTP/1.1 401 ") || !strings.Contains(head, "\r\nConnection: close\r\n") {
+		t.Fatalf("PUT without credentials waiting for 100 Continue: %q", head)
+	}
 
 	for _, bad := range []string{"alice:plain-password\n", "nocolon\n", ""} {
 		f := filepath.Join(t.TempDir(), "bad")
@@ -278,4 +287,26 @@ func TestWebDAVBadInput(t *testing.T) {
 	if c != 200 || body != "x" {
 		t.Fatalf("GET after the refused requests: %d %q", c, body)
 	}
+}
+
+// rawAnswer sends req on a new connection to addr (host:port) and returns
+// the head of the answer: what arrives before the server stops sending or
+// 10 s pass.
+func rawAnswer(t *testing.T, addr, req string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b := make([]byte, 4096)
+	n, err := io.ReadAtLeast(c, b, len("HTTP/1.1 200 "))
+	if err != nil {
+		t.Fatalf("no answer to %q: %v", req, err)
+	}
+	return string(b[:n])
 }

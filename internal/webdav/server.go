@@ -97,10 +97,11 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	s.view = v
-	h := Handler(v, s.log)
+	h := engine(v, s.log)
 	if s.users != nil {
 		h = requireAuth(s.users, h)
 	}
+	h = closeUnread(h)
 	s.srv = httpserve.New(s.metrics.HTTP("webdav", nil, withHealthz(h)), s.log)
 	s.mu.Unlock()
 	errc := make(chan error, 1)
@@ -146,7 +147,10 @@ const maxBody = 1 << 20
 
 // Handler serves WebDAV (RFC 4918 classes 1 and 2) over v, with locks
 // held in the filer (filerLS).
-func Handler(v *fsview.FS, log *slog.Logger) http.Handler {
+func Handler(v *fsview.FS, log *slog.Logger) http.Handler { return closeUnread(engine(v, log)) }
+
+// engine is Handler without closeUnread (Run puts the auth check between).
+func engine(v *fsview.FS, log *slog.Logger) http.Handler {
 	logErr := func(r *http.Request, err error) {
 		if err != nil {
 			log.Debug("webdav request failed", "method", r.Method, "path", r.URL.Path, "err", err)
@@ -343,3 +347,64 @@ func hasDotDot(p string) bool {
 
 // Metrics is the registry this server reports to.
 func (s *Server) Metrics() *metrics.Registry { return s.metrics }
+
+// closeUnread closes the connection after an answer given before the
+// request's body was read to its end (a 401, a 423 Locked, a 409 for a
+// missing parent, a refused path). Else net/http, to keep the connection
+// for another request, would read the rest of the body first, before it
+// sent the answer: a client that waits for "100 Continue" before it sends
+// its body (litmus; curl for a while) got no answer at all, and any other
+// client sent its whole body for nothing.
+func closeUnread(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		b := &readBody{ReadCloser: r.Body, want: r.ContentLength}
+		r.Body = b
+		next.ServeHTTP(&closeUnreadWriter{ResponseWriter: w, body: b}, r)
+	})
+}
+
+// readBody notes whether a request body was read to its end.
+type readBody struct {
+	io.ReadCloser
+	want, got int64 // want < 0: the length is unknown (chunked)
+	done      bool
+}
+
+func (b *readBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.got += int64(n)
+	if err == io.EOF || (b.want >= 0 && b.got >= b.want) {
+		b.done = true
+	}
+	return n, err
+}
+
+type closeUnreadWriter struct {
+	http.ResponseWriter
+	body  *readBody
+	wrote bool
+}
+
+func (w *closeUnreadWriter) WriteHeader(code int) {
+	if !w.wrote && code >= 200 {
+		w.wrote = true
+		if !w.body.done {
+			w.Header().Set("Connection", "close")
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *closeUnreadWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *closeUnreadWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -210,6 +210,13 @@ func TestWebDAVIfConditionsAndCollectionOverwrite(t *testing.T) {
 	wantCode(t, "PUT with the lock token and a wrong tag", c, 412)
 	c, _, _ = do(t, "PUT", u+"/f", "v4", "If", "(Not <DAV:no-lock>)")
 	wantCode(t, "PUT to a locked file, its token not submitted", c, 423)
+	// Refused before its body is read: answered at once, the connection closed
+	// (else net/http would wait for the body a client holds back until
+	// "100 Continue").
+	head := rawAnswer(t, strings.TrimPrefix(u, "http://"), "PUT /f HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n")
+	if !strings.HasPrefix(head, "HTTP/1.1 423 ") || !strings.Contains(head, "\r\nConnection: close\r\n") {
+		t.Fatalf("PUT to a locked file waiting for 100 Continue: %q", head)
+	}
 	c, _, _ = do(t, "PUT", u+"/f", "v4", "If", "("+token+" ["+etag+"]) (Not <DAV:no-lock> ["+etag+"])")
 	wantCode(t, "PUT with the lock token and the tag", c, 204)
 	c, _, _ = do(t, "UNLOCK", u+"/f", "", "Lock-Token", token)
