@@ -351,10 +351,9 @@ func (s *Server) Metrics() *metrics.Registry { return s.metrics }
 // closeUnread closes the connection after an answer given before the
 // request's body was read to its end (a 401, a 423 Locked, a 409 for a
 // missing parent, a refused path). Else net/http, to keep the connection
-// for another request, would read the rest of the body first, before it
-// sent the answer: a client that waits for "100 Continue" before it sends
-// its body (litmus; curl for a while) got no answer at all, and any other
-// client sent its whole body for nothing.
+// for another request, would read the rest of a small body first, before
+// it sent the answer: a client that waits for "100 Continue" before it
+// sends its body (litmus; curl for a while) got no answer at all.
 func closeUnread(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
@@ -383,6 +382,13 @@ func (b *readBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// smallRest reports whether net/http would read what is left of the body
+// before answering (its limit is 256 KiB, or an unknown length): a larger
+// rest it leaves, and closes the connection gracefully by itself, which
+// a Connection: close of ours would turn into a reset before the client
+// read the answer.
+func (b *readBody) smallRest() bool { return b.want < 0 || b.want-b.got <= 256<<10 }
+
 type closeUnreadWriter struct {
 	http.ResponseWriter
 	body  *readBody
@@ -392,7 +398,7 @@ type closeUnreadWriter struct {
 func (w *closeUnreadWriter) WriteHeader(code int) {
 	if !w.wrote && code >= 200 {
 		w.wrote = true
-		if !w.body.done {
+		if !w.body.done && w.body.smallRest() {
 			w.Header().Set("Connection", "close")
 		}
 	}
