@@ -302,6 +302,11 @@ func (fs *FS) isHidden(full string) bool {
 	return full == hiddenDir || strings.HasPrefix(full, hiddenDir+"/")
 }
 
+// PathIno is the inode number that path p alone would give (inoOf): for
+// a caller that must number something by where it is (internal/fuse, for
+// a directory whose own number loops back to an ancestor).
+func PathIno(p string) uint64 { return inoOf(p) }
+
 // inoOf numbers an inode by its identity: a hard-link group by its id,
 // anything else by its filer path. The numbers are stable across mounts.
 func inoOf(identity string) uint64 {

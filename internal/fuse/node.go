@@ -2,8 +2,6 @@ package fuse
 
 import (
 	"context"
-	fnvhash "hash/fnv"
-	"io"
 	"os"
 	"path"
 	"sync"
@@ -119,17 +117,9 @@ func (n *node) loopsBack(ino uint64) bool {
 // maxDepth bounds the walk up the node tree.
 const maxDepth = 4096
 
-// loopFreeIno numbers a directory whose own number loops back (loopsBack)
-// by its path instead: stable while it is not renamed.
-func loopFreeIno(p string) uint64 {
-	h := fnvhash.New64a()
-	io.WriteString(h, "loop-free:"+p)
-	return max(h.Sum64(), 2)
-}
-
 func (n *node) newChild(ctx context.Context, a fsview.Attr, out *gofuse.EntryOut, name string) *gofs.Inode {
 	if a.Mode.IsDir() && n.loopsBack(a.Ino) {
-		a.Ino = loopFreeIno(n.child(name))
+		a.Ino = fsview.PathIno(n.child(name)) // stable while it is not renamed
 	}
 	fillAttr(&out.Attr, a)
 	if a.LinkID != "" {
@@ -194,7 +184,7 @@ func (n *node) Getattr(ctx context.Context, f gofs.FileHandle, out *gofuse.AttrO
 	if err != nil {
 		return n.v.Errno(err)
 	}
-	a.Ino = n.StableAttr().Ino // the number it was given (loopFreeIno)
+	a.Ino = n.StableAttr().Ino // the number it was given (newChild may renumber)
 	fillAttr(&out.Attr, a)
 	return 0
 }
@@ -234,7 +224,7 @@ func (n *node) Setattr(ctx context.Context, f gofs.FileHandle, in *gofuse.SetAtt
 	if err != nil {
 		return n.v.Errno(err)
 	}
-	a.Ino = n.StableAttr().Ino // the number it was given (loopFreeIno)
+	a.Ino = n.StableAttr().Ino // the number it was given (newChild may renumber)
 	fillAttr(&out.Attr, a)
 	// The answer is fresh: let the kernel keep it as a GETATTR's (go-fuse
 	// leaves a SETATTR's at 0, and the kernel would ask again right away:
