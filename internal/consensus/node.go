@@ -72,6 +72,7 @@ type Node struct {
 	fsm       *fsm
 	store     *logStore
 	transport *raft.NetworkTransport
+	stream    *streamLayer
 
 	keys keyAllocator
 
@@ -178,7 +179,7 @@ func (n *Node) start() error {
 	if err != nil {
 		return fmt.Errorf("consensus: open snapshots: %w", err)
 	}
-	if n.transport, err = listenTransport(cfg, hlog); err != nil {
+	if n.transport, n.stream, err = listenTransport(cfg, hlog); err != nil {
 		return err
 	}
 
@@ -454,6 +455,7 @@ func (n *Node) closeStores() error {
 	var errs []error
 	if n.transport != nil {
 		errs = append(errs, n.transport.Close())
+		n.stream.drain()
 	}
 	if n.store != nil {
 		errs = append(errs, n.store.Close())
