@@ -293,7 +293,45 @@ func (t *txn) mkdirs(dir string) error {
 	if err := t.put(d); err != nil {
 		return err
 	}
-	return t.log(EventCreate, nil, d)
+	if err := t.log(EventCreate, nil, d); err != nil {
+		return err
+	}
+	return t.namesChanged(parent)
+}
+
+// dirTimesResolution is how far behind a change of its names a
+// directory's mtime and ctime may be. The filer rewrites a directory's
+// entry for such a change only when one of its times is older than this:
+// the creates of many clients in one directory (S3 PUTs under one prefix,
+// an untar through a mount) then do not all write that one entry, which
+// the PostgreSQL and Redis stores would serialize; at most one transaction
+// per second does.
+const dirTimesResolution = time.Second
+
+// namesChanged records that a name was added to or removed from directory
+// dir: its mtime and ctime become now (POSIX), to within
+// dirTimesResolution. The root has no entry: its times stay the epoch.
+func (t *txn) namesChanged(dir string) error {
+	if dir == "/" {
+		return nil
+	}
+	d, err := t.get(dir)
+	if errors.Is(err, ErrNotFound) {
+		return nil // removed in this transaction (a recursive delete)
+	}
+	if err != nil {
+		return err
+	}
+	recent := func(at time.Time) bool { return !at.After(t.now) && t.now.Sub(at) < dirTimesResolution }
+	if recent(d.Mtime) && recent(d.Ctime) {
+		return nil
+	}
+	nd := d.Clone()
+	nd.Mtime, nd.Ctime = t.now, t.now
+	if err := t.put(nd); err != nil {
+		return err
+	}
+	return t.log(EventUpdate, d, nd)
 }
 
 // walkTree calls fn for every entry below directory dir (not dir itself):

@@ -171,10 +171,13 @@ func (t *txn) create(e *Entry, opts CreateOptions) error {
 	if err := t.put(e); err != nil {
 		return err
 	}
-	if old == nil {
-		return t.log(EventCreate, nil, e)
+	if old != nil {
+		return t.log(EventUpdate, old, e)
 	}
-	return t.log(EventUpdate, old, e)
+	if err := t.log(EventCreate, nil, e); err != nil {
+		return err
+	}
+	return t.namesChanged(parent)
 }
 
 // Mkdir creates directory p (and its missing parents); an existing
@@ -313,7 +316,11 @@ func (t *txn) delete(p string, recursive bool) error {
 	if err := t.tx.Delete(entryKey(p)); err != nil {
 		return err
 	}
-	return t.log(EventDelete, old, nil)
+	if err := t.log(EventDelete, old, nil); err != nil {
+		return err
+	}
+	parent, _ := SplitPath(p)
+	return t.namesChanged(parent)
 }
 
 // deleteTree removes everything below directory dir, queueing chunks.

@@ -83,7 +83,14 @@ func (t *txn) rename(from, to string) error {
 	if err := t.put(moved); err != nil {
 		return err
 	}
-	return t.log(EventRename, src, moved)
+	if err := t.log(EventRename, src, moved); err != nil {
+		return err
+	}
+	if err := t.namesChanged(parent); err != nil {
+		return err
+	}
+	fromParent, _ := SplitPath(from)
+	return t.namesChanged(fromParent)
 }
 
 // replaceTarget checks that src may replace dst and removes dst, logging

@@ -212,10 +212,14 @@ func (f *Filer) patch(ctx context.Context, p string, r io.Reader, opts WriteOpti
 			return err
 		}
 		final = e
-		if created {
-			return t.log(EventCreate, nil, e)
+		if !created {
+			return t.log(EventUpdate, old, e)
 		}
-		return t.log(EventUpdate, old, e)
+		if err := t.log(EventCreate, nil, e); err != nil {
+			return err
+		}
+		parent, _ := SplitPath(p)
+		return t.namesChanged(parent)
 	})
 	if err != nil {
 		f.discard(ctx, res.Chunks)

@@ -119,6 +119,16 @@ func attrOf(n *node, f *file) Attr {
 	return a
 }
 
+// attrOf is attrOf with the changes of names made here in a directory
+// that the filer's times may not show yet (dirTouches).
+func (fs *FS) attrOf(n *node, f *file) Attr {
+	a := attrOf(n, f)
+	if a.Mode.IsDir() {
+		fs.touches.apply(n.name.Path, &a)
+	}
+	return a
+}
+
 // inoOfEntry numbers a file by its creation time, which a rename keeps and
 // a new file at the same path does not share: a kernel that still holds the
 // inode of a removed file must never take a new one at that path for it.

@@ -415,6 +415,18 @@ func (c *metaCache) evict(paths ...string) {
 	}
 }
 
+// evictEntry drops p alone, for an update of p: the entries under a
+// directory whose attributes or times changed are as they were (a
+// directory's times move with every change of its names, and its cached
+// children must not go with them).
+func (c *metaCache) evictEntry(p string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.noteEviction(p)
+	delete(c.entries, p)
+}
+
 func (c *metaCache) evictTree(p string) {
 	delete(c.entries, p)
 	for ch := range c.children[p] {
@@ -479,7 +491,11 @@ func (fs *FS) followOnce(ctx context.Context, seq uint64) uint64 {
 			return seq
 		}
 		seq = ev.Seq
-		fs.cache.evict(ev.GetOldEntry().GetPath(), ev.GetNewEntry().GetPath())
+		if old, new := ev.GetOldEntry().GetPath(), ev.GetNewEntry().GetPath(); old == new {
+			fs.cache.evictEntry(new)
+		} else {
+			fs.cache.evict(old, new)
+		}
 		fs.cache.applyNames(ev.GetOldEntry().GetPath(), ev.GetNewEntry().GetPath())
 	}
 }

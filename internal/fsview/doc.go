@@ -89,6 +89,15 @@
 // deleted when its last handle is released (a deleted entry's chunks would
 // be garbage-collected at once). /.kelp is hidden from the root's listing.
 //
+// # Directory times
+//
+// The filer moves a directory's mtime and ctime when a name in it is added
+// or removed, to within a second (filer.namesChanged). The view keeps the
+// time of its own changes of names (dirTouches) and shows a directory's
+// times no older than that, so a stat right after a create here shows it;
+// a Setattr of a directory's mtime first waits for the creates on their
+// way (settle), which would otherwise move it after the fact.
+//
 // # Inode numbers
 //
 // A file's inode number is a hash of its creation time (kept by renames, never

@@ -90,6 +90,7 @@ type FS struct {
 	forgets uint64
 
 	cache      *metaCache
+	touches    dirTouches // changes of names made here, for directories' times
 	stopFollow context.CancelFunc
 	followDone chan struct{}
 
@@ -426,6 +427,7 @@ func (fs *FS) createAsync(c *asyncCreate, e *filerpb.Entry) {
 	e = cloneEntry(e)
 	fs.cache.evict(e.Path)
 	fs.cache.beginOwn(e.Path)
+	fs.touches.namesChanged(e.Path) // answered now: the name is there for the caller
 	fs.workers.run(func() {
 		defer func() { <-fs.createSlots }()
 		// Not the caller's context: the create outlives the call that
@@ -499,6 +501,9 @@ func (fs *FS) create(ctx context.Context, e *filerpb.Entry, exclusive bool) erro
 	fs.cache.beginOwn(e.Path)
 	_, err := fs.filer.CreateEntry(ctx, &filerpb.CreateEntryRequest{Entry: e, Exclusive: exclusive, NoParents: true, DeferredDurability: fs.deferring(ctx)})
 	fs.cache.endOwn(err, e.Path)
+	if err == nil {
+		fs.touches.namesChanged(e.Path)
+	}
 	return err
 }
 
@@ -510,6 +515,9 @@ func (fs *FS) delete(ctx context.Context, full string, recursive bool) error {
 	fs.cache.beginOwn(full)
 	_, err := fs.filer.DeleteEntry(ctx, &filerpb.DeleteEntryRequest{Path: full, Recursive: recursive})
 	fs.cache.endOwn(err, full)
+	if err == nil {
+		fs.touches.namesChanged(full)
+	}
 	return err
 }
 
@@ -521,6 +529,9 @@ func (fs *FS) rename(ctx context.Context, from, to string) error {
 	fs.cache.beginRename(from, to)
 	_, err := fs.filer.Rename(ctx, &filerpb.RenameRequest{From: from, To: to})
 	fs.cache.endRename(err, from, to)
+	if err == nil {
+		fs.touches.namesChanged(from, to)
+	}
 	return err
 }
 

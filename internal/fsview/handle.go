@@ -168,7 +168,7 @@ func (h *Handle) Attr(ctx context.Context) (Attr, error) {
 	if n.linkID == "" {
 		n.name = n.content
 	}
-	return attrOf(&n, h.f), nil
+	return h.fs.attrOf(&n, h.f), nil
 }
 
 // Truncate sets the file's size (ftruncate(2)).

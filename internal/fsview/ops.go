@@ -104,7 +104,7 @@ func (fs *FS) Lookup(ctx context.Context, p string) (Attr, error) {
 	if err != nil {
 		return Attr{}, err
 	}
-	return attrOf(n, fs.openFile(n.contentPath())), nil
+	return fs.attrOf(n, fs.openFile(n.contentPath())), nil
 }
 
 // ReadDir lists directory p in name order.
@@ -574,6 +574,14 @@ func (fs *FS) Setattr(ctx context.Context, p string, h *Handle, s SetAttr) (Attr
 		if n != nil && n.name.Path == fs.cfg.Root {
 			return fs.Lookup(ctx, p) // the filer keeps no attributes of the root
 		}
+		if s.Mtime != nil && n != nil && n.isDir() {
+			// The mtime set here must stay: the creates in the directory
+			// still on their way (AsyncCreate) would move it when they
+			// reach the filer (tar and rsync set a directory's mtime after
+			// filling it).
+			fs.settle()
+			fs.touches.forget(cp)
+		}
 		e, err := fs.updateContentAs(ctx, cp, n, func(e *filerpb.Entry) error {
 			if s.Mode != nil {
 				e.Mode = uint32(os.FileMode(e.Mode)&os.ModeType | *s.Mode&(os.ModePerm|os.ModeSetuid|os.ModeSetgid|os.ModeSticky))
@@ -611,7 +619,7 @@ func (fs *FS) attrAfterUpdate(n *node, e *filerpb.Entry) Attr {
 	if n.linkID == "" {
 		m.name = e
 	}
-	return attrOf(m, fs.openFile(e.Path))
+	return fs.attrOf(m, fs.openFile(e.Path))
 }
 
 func (fs *FS) truncate(ctx context.Context, cp string, size int64) error {
