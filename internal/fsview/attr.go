@@ -23,6 +23,7 @@ type Attr struct {
 	// xattr), else Mtime: reads do not update it (noatime).
 	Atime, Mtime, Ctime time.Time
 	Target              string // symlink target
+	Rdev                uint32 // a device's number (st_rdev)
 	LinkID              string // the hard-link group, if the file has been linked (see LinkRef)
 }
 
@@ -38,6 +39,7 @@ const (
 	xattrLink  = filer.HardLinkXattr // on a name: the id of its link group
 	xattrNlink = "kelp.nlink"        // on a link group's content entry: the count of names
 	xattrAtime = "kelp.atime"        // access time set by utimens, ns since the epoch
+	xattrRdev  = "kelp.rdev"         // a device's number (st_rdev), decimal
 )
 
 // node is a name resolved to its content: for a hard link the content is
@@ -101,6 +103,11 @@ func attrOf(n *node, f *file) Attr {
 	}
 	if a.Mode&os.ModeSymlink != 0 {
 		a.Size = int64(len(a.Target))
+	}
+	if a.Mode&os.ModeDevice != 0 {
+		if v, err := strconv.ParseUint(string(c.Xattrs[xattrRdev]), 10, 32); err == nil {
+			a.Rdev = uint32(v)
+		}
 	}
 	if f != nil {
 		// Open here: its entry holds attribute changes not committed yet

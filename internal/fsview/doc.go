@@ -107,7 +107,7 @@
 //
 // # Not kept
 //
-// Access times (atime reads as mtime), device files and sockets (Mknod makes
-// FIFOs and regular files only), and the cluster's
-// capacity (StatFS reports a fixed 1 PiB).
+// Access times (atime reads as mtime). FIFOs, sockets and devices are
+// names with a type (and a device number, xattr kelp.rdev): the kernel
+// runs the pipe or socket, and the FUSE mount is nodev.
 package fsview

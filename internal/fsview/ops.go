@@ -838,18 +838,29 @@ func (fs *FS) RemoveAll(ctx context.Context, p string) error {
 	return fs.delete(ctx, n.name.Path, true)
 }
 
-// Mknod makes a FIFO (os.ModeNamedPipe) or an empty regular file at p;
-// device files are EPERM: the filer has no entry type for them.
-func (fs *FS) Mknod(ctx context.Context, p string, mode os.FileMode, uid, gid uint32) (Attr, error) {
+// specialTypes are the file types Mknod makes besides regular files: the
+// kernel runs a FIFO or a socket itself and opens a device by its number;
+// the filer only keeps the name, the type and (for a device) the number.
+const specialTypes = os.ModeNamedPipe | os.ModeSocket | os.ModeDevice | os.ModeCharDevice
+
+// Mknod makes a regular file, a FIFO (os.ModeNamedPipe), a socket
+// (os.ModeSocket) or a device (os.ModeDevice, with os.ModeCharDevice for a
+// character device) numbered rdev at p.
+func (fs *FS) Mknod(ctx context.Context, p string, mode os.FileMode, rdev uint32, uid, gid uint32) (Attr, error) {
 	if err := checkName(p); err != nil {
 		return Attr{}, err
 	}
-	if t := mode.Type(); t != 0 && t != os.ModeNamedPipe {
-		return Attr{}, errnof(syscall.EPERM, "mknod %s: only FIFOs and regular files", p)
+	switch mode.Type() {
+	case 0, os.ModeNamedPipe, os.ModeSocket, os.ModeDevice, os.ModeDevice | os.ModeCharDevice:
+	default:
+		return Attr{}, errnof(syscall.EINVAL, "mknod %s: file type %v", p, mode.Type())
 	}
 	now := crtime.Unique(time.Now()).UnixNano() // the inode number (inoOfEntry)
-	e := &filerpb.Entry{Path: fs.full(p), Mode: uint32(mode & (os.ModeNamedPipe | os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)),
+	e := &filerpb.Entry{Path: fs.full(p), Mode: uint32(mode & (specialTypes | os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)),
 		Uid: uid, Gid: gid, MtimeNs: now, CrtimeNs: now}
+	if mode&os.ModeDevice != 0 {
+		e.Xattrs = map[string][]byte{xattrRdev: []byte(strconv.FormatUint(uint64(rdev), 10))}
+	}
 	if err := fs.create(deferred(ctx), e, true); err != nil {
 		return Attr{}, err
 	}

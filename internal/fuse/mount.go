@@ -78,7 +78,9 @@ func New(v *fsview.FS, opts Options) (*Mount, error) {
 		MaxBackground: 64,
 		// The kernel checks permissions against the mode bits, as on a
 		// local file system.
-		Options: []string{"default_permissions"},
+		// nodev: a device file on the mount (made here by root, or by
+		// any client of the filer) does not open the device it names.
+		Options: []string{"default_permissions", "nodev"},
 		Debug:   opts.Debug,
 		// flock and fcntl locks go to the filer's lock table (locks.go).
 		EnableLocks: true,

@@ -461,6 +461,7 @@ func fillAttr(out *gofuse.Attr, a fsview.Attr) {
 	out.Blksize = 1 << 20
 	out.Nlink = a.Nlink
 	out.Uid, out.Gid = a.UID, a.GID
+	out.Rdev = a.Rdev
 	out.SetTimes(&a.Atime, &a.Mtime, &a.Ctime)
 }
 
@@ -474,6 +475,12 @@ func unixMode(m os.FileMode) uint32 {
 		u |= syscall.S_IFLNK
 	case m&os.ModeNamedPipe != 0:
 		u |= syscall.S_IFIFO
+	case m&os.ModeSocket != 0:
+		u |= syscall.S_IFSOCK
+	case m&os.ModeCharDevice != 0:
+		u |= syscall.S_IFCHR
+	case m&os.ModeDevice != 0:
+		u |= syscall.S_IFBLK
 	default:
 		u |= syscall.S_IFREG
 	}
@@ -499,6 +506,12 @@ func goMode(u uint32) os.FileMode {
 		m |= os.ModeSymlink
 	case syscall.S_IFIFO:
 		m |= os.ModeNamedPipe
+	case syscall.S_IFSOCK:
+		m |= os.ModeSocket
+	case syscall.S_IFCHR:
+		m |= os.ModeDevice | os.ModeCharDevice
+	case syscall.S_IFBLK:
+		m |= os.ModeDevice
 	}
 	if u&syscall.S_ISUID != 0 {
 		m |= os.ModeSetuid
@@ -527,18 +540,17 @@ func (n *node) Fsync(ctx context.Context, f gofs.FileHandle, flags uint32) sysca
 	return n.v.Errno(n.v.Sync(ctx))
 }
 
-// Mknod makes FIFOs (the kernel runs the pipe itself) and regular files.
+// Mknod makes regular files, FIFOs, sockets and devices (the kernel runs a
+// pipe or a socket itself, and opens a device by its number; the mount is
+// nodev, so a device file on it does not open).
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *gofuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	ctx, done := uninterrupted(ctx)
 	defer done()
 	if e := n.ro(); e != 0 {
 		return nil, e
 	}
-	if t := mode & syscall.S_IFMT; t != syscall.S_IFIFO && t != syscall.S_IFREG && t != 0 {
-		return nil, syscall.EPERM // devices and sockets: the filer has no such entries
-	}
 	uid, gid := caller(ctx)
-	a, err := n.v.Mknod(ctx, n.child(name), goMode(mode), uid, gid)
+	a, err := n.v.Mknod(ctx, n.child(name), goMode(mode), dev, uid, gid)
 	if err != nil {
 		return nil, n.v.Errno(err)
 	}
