@@ -124,3 +124,32 @@ func TestDirectoryTimesFollowChangesOfNames(t *testing.T) {
 		}
 	}
 }
+
+// TestCtimeNeverGoesBack: the ctime a Setattr answers (before the filer's
+// own is known) is not later than the one the filer stored, which a stat
+// shows once the kernel's copy expires.
+func TestCtimeNeverGoesBack(t *testing.T) {
+	s := startFiler(t)
+	ctx := context.Background()
+	fs := newView(t, s)
+	writeFile(t, fs, "/f", []byte("x"))
+	if _, err := fs.Mkdir(ctx, "/d", 0o755, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/f", "/d"} {
+		for i := range 20 {
+			uid := uint32(i)
+			answered, err := fs.Setattr(ctx, p, nil, SetAttr{UID: &uid})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored, err := newView(t, s).Lookup(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stored.Ctime.Before(answered.Ctime) {
+				t.Fatalf("%s: chown answered ctime %v, the filer keeps %v: it went back", p, answered.Ctime, stored.Ctime)
+			}
+		}
+	}
+}

@@ -1197,10 +1197,11 @@ func (f *file) modify(ctx context.Context, fn func(e *filerpb.Entry) error, lazy
 	if err := fn(e); err != nil {
 		return nil, err
 	}
+	sent := time.Now() // the filer's ctime is at or after it (updateContentAs)
 	if err := f.fs.update(ctx, e); err != nil {
 		return nil, err
 	}
-	e.CtimeNs = time.Now().UnixNano()
+	e.CtimeNs = sent.UnixNano()
 	f.entry = e
 	return cloneEntry(e), nil
 }

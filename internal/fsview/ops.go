@@ -517,12 +517,14 @@ func (fs *FS) updateContentAs(ctx context.Context, cp string, n *node, fn func(e
 	if err := fn(e); err != nil {
 		return nil, err
 	}
+	// The filer sets the ctime of what it stores, at or after sent (on
+	// this host's clock): answered now (the kernel keeps it a second),
+	// sent is near enough, and the ctime read later never goes back.
+	sent := time.Now()
 	if err := fs.update(ctx, e); err != nil {
 		return nil, err
 	}
-	// The filer sets the ctime of what it stores: near enough for the
-	// attributes answered now (the kernel keeps them a second).
-	e.CtimeNs = time.Now().UnixNano()
+	e.CtimeNs = sent.UnixNano()
 	return e, nil
 }
 
