@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -107,6 +108,58 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 		return uint32(n), h.v.Errno(err)
 	}
 	return uint32(n), 0
+}
+
+// fallocate(2) modes (linux/falloc.h).
+const (
+	fallocKeepSize  = 0x01
+	fallocPunchHole = 0x02
+	fallocZeroRange = 0x10
+)
+
+// Allocate is fallocate(2). A cluster reserves no space ahead of writes,
+// so preallocation only sets the size (mode 0; with FALLOC_FL_KEEP_SIZE it
+// does nothing); a punched hole or a zeroed range reads as zeros because
+// zeros are written there (the chunks keep no holes of their own). Other
+// modes (collapse, insert) are EOPNOTSUPP.
+func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	ctx, done := uninterrupted(ctx)
+	defer done()
+	switch mode {
+	case 0, fallocKeepSize, fallocPunchHole | fallocKeepSize, fallocZeroRange, fallocZeroRange | fallocKeepSize:
+	default:
+		return syscall.EOPNOTSUPP
+	}
+	end := off + size
+	if size == 0 || end < off || end > math.MaxInt64 {
+		return syscall.EINVAL // the kernel checks too; a wrapped range never reaches the view
+	}
+	a, err := h.h.Attr(ctx)
+	if err != nil {
+		return h.v.Errno(err)
+	}
+	if mode&(fallocPunchHole|fallocZeroRange) != 0 {
+		if err := h.writeZeros(ctx, int64(off), min(int64(end), a.Size)); err != nil {
+			return h.v.Errno(err)
+		}
+	}
+	if mode&fallocKeepSize == 0 && int64(end) > a.Size {
+		return h.v.Errno(h.h.Truncate(ctx, int64(end)))
+	}
+	return 0
+}
+
+// writeZeros writes zeros over [off, end), a block at a time.
+func (h *handle) writeZeros(ctx context.Context, off, end int64) error {
+	zeros := make([]byte, min(max(end-off, 0), 1<<20))
+	for off < end {
+		n, err := h.h.WriteAt(ctx, zeros[:min(int64(len(zeros)), end-off)], off)
+		if err != nil {
+			return err
+		}
+		off += int64(n)
+	}
+	return nil
 }
 
 // Flush runs at every close(2) of a descriptor. close(2) is no durability

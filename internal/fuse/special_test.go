@@ -1,11 +1,14 @@
 package fuse
 
 import (
+	"bytes"
 	"net"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // checkSpecialFiles makes a character device, a block device and a socket
@@ -68,4 +71,66 @@ func checkSpecialFiles(t *testing.T, dir string) {
 	if err := <-accepted; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestFallocateThroughTheMount: fallocate(2) sets the size (mode 0), keeps
+// it (FALLOC_FL_KEEP_SIZE), and punches holes and zeroes ranges that read
+// as zeros; the modes that move data are EOPNOTSUPP.
+func TestFallocateThroughTheMount(t *testing.T) {
+	needFUSE(t)
+	s := startFiler(t)
+	m := mount(t, s)
+	p := filepath.Join(m, "f")
+	if err := os.WriteFile(p, bytes.Repeat([]byte("x"), 8192), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	want := bytes.Repeat([]byte("x"), 8192)
+	check := func(step string) {
+		t.Helper()
+		got, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: the file reads %d bytes, want %d (first difference at %d)", step, len(got), len(want), firstDiff(got, want))
+		}
+	}
+	if err := unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 1000, 3000); err != nil {
+		t.Fatalf("punching a hole: %v", err)
+	}
+	copy(want[1000:4000], make([]byte, 3000))
+	check("a punched hole")
+	if err := unix.Fallocate(fd, unix.FALLOC_FL_ZERO_RANGE, 6000, 4000); err != nil {
+		t.Fatalf("zeroing a range past the end: %v", err)
+	}
+	want = append(want[:6000], make([]byte, 4000)...)
+	check("a zeroed range")
+	if err := unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, 0, 1<<20); err != nil {
+		t.Fatalf("preallocating, keeping the size: %v", err)
+	}
+	check("a preallocation keeping the size")
+	if err := unix.Fallocate(fd, 0, 0, 20000); err != nil {
+		t.Fatalf("preallocating: %v", err)
+	}
+	want = append(want, make([]byte, 10000)...)
+	check("a preallocation")
+	if err := unix.Fallocate(fd, unix.FALLOC_FL_COLLAPSE_RANGE, 0, 4096); err != unix.EOPNOTSUPP {
+		t.Fatalf("collapsing a range: %v, want EOPNOTSUPP", err)
+	}
+	check("a refused collapse")
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }
