@@ -72,6 +72,7 @@ func (fs *FS) Create(ctx context.Context, p string, flags int, perm os.FileMode,
 	if err := checkName(p); err != nil {
 		return nil, err
 	}
+	gid, perm = fs.inherit(ctx, p, gid, perm)
 	e := &filerpb.Entry{Path: fs.full(p), Mode: uint32(perm & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)),
 		Uid: uid, Gid: gid, MtimeNs: crtime.Unique(time.Now()).UnixNano()}
 	e.CrtimeNs = e.MtimeNs // known here, so the inode number is too (inoOfEntry)

@@ -158,7 +158,8 @@ func (fs *FS) Mkdir(ctx context.Context, p string, perm os.FileMode, uid, gid ui
 	if err := checkName(p); err != nil {
 		return Attr{}, err
 	}
-	e := &filerpb.Entry{Path: fs.full(p), Mode: uint32(os.ModeDir | perm), IsDir: true, Uid: uid, Gid: gid,
+	gid, mode := fs.inherit(ctx, p, gid, os.ModeDir|perm)
+	e := &filerpb.Entry{Path: fs.full(p), Mode: uint32(mode), IsDir: true, Uid: uid, Gid: gid,
 		MtimeNs: time.Now().UnixNano()}
 	// A directory made here is empty: its listing is known (untar into it).
 	tok := fs.cache.beginList(e.Path)
@@ -168,6 +169,23 @@ func (fs *FS) Mkdir(ctx context.Context, p string, perm os.FileMode, uid, gid ui
 		return Attr{}, err
 	}
 	return fs.Lookup(ctx, p)
+}
+
+// inherit is the group and mode of a new entry at p made by a caller in
+// group gid: a directory with the setgid bit gives what is made in it its
+// own group, and the directories made in it its setgid bit too (the BSD
+// rule, which Linux keeps for such directories). The parent's attributes
+// come from the metadata cache when it has them (the kernel looked the
+// directory up just before).
+func (fs *FS) inherit(ctx context.Context, p string, gid uint32, mode os.FileMode) (uint32, os.FileMode) {
+	parent, err := fs.Lookup(ctx, path.Dir(p))
+	if err != nil || parent.Mode&os.ModeSetgid == 0 {
+		return gid, mode
+	}
+	if mode.IsDir() {
+		mode |= os.ModeSetgid
+	}
+	return parent.GID, mode
 }
 
 // Rmdir removes the empty directory p.
@@ -380,6 +398,7 @@ func (fs *FS) Symlink(ctx context.Context, target, p string, uid, gid uint32) (A
 	if err := checkName(p); err != nil {
 		return Attr{}, err
 	}
+	gid, _ = fs.inherit(ctx, p, gid, os.ModeSymlink)
 	e := &filerpb.Entry{Path: fs.full(p), Mode: uint32(os.ModeSymlink | 0o777), SymlinkTarget: target,
 		Uid: uid, Gid: gid, MtimeNs: time.Now().UnixNano()}
 	if err := fs.create(deferred(ctx), e, true); err != nil {
@@ -857,6 +876,7 @@ func (fs *FS) Mknod(ctx context.Context, p string, mode os.FileMode, rdev uint32
 	default:
 		return Attr{}, errnof(syscall.EINVAL, "mknod %s: file type %v", p, mode.Type())
 	}
+	gid, mode = fs.inherit(ctx, p, gid, mode)
 	now := crtime.Unique(time.Now()).UnixNano() // the inode number (inoOfEntry)
 	e := &filerpb.Entry{Path: fs.full(p), Mode: uint32(mode & (specialTypes | os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)),
 		Uid: uid, Gid: gid, MtimeNs: now, CrtimeNs: now}

@@ -134,3 +134,46 @@ func firstDiff(a, b []byte) int {
 	}
 	return min(len(a), len(b))
 }
+
+// TestSetgidDirectoryGivesItsGroup: what is made in a directory with the
+// setgid bit takes the directory's group, and a directory made there the
+// setgid bit too, as on a local file system.
+func TestSetgidDirectoryGivesItsGroup(t *testing.T) {
+	needFUSE(t)
+	s := startFiler(t)
+	m := mount(t, s)
+	d := filepath.Join(m, "shared")
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const group = 1234
+	if err := os.Chown(d, 0, group); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(d, 0o775|os.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	in := func(name string) string { return filepath.Join(d, name) }
+	for _, make := range []func() error{
+		func() error { return os.WriteFile(in("file"), nil, 0o644) },
+		func() error { return os.Mkdir(in("dir"), 0o755) },
+		func() error { return os.Symlink("file", in("link")) },
+		func() error { return syscall.Mkfifo(in("fifo"), 0o644) },
+	} {
+		if err := make(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"file", "dir", "link", "fifo"} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(in(name), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Gid != group {
+			t.Fatalf("%s has group %d, want the directory's %d", name, st.Gid, group)
+		}
+		if isDir := name == "dir"; isDir != (st.Mode&syscall.S_ISGID != 0) {
+			t.Fatalf("%s: mode %o: only the directory made there takes the setgid bit", name, st.Mode)
+		}
+	}
+}
