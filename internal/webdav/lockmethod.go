@@ -94,13 +94,10 @@ func parseTimeout(h string, def time.Duration) time.Duration {
 
 // serveLock serves LOCK.
 func serveLock(w http.ResponseWriter, r *http.Request, v *fsview.FS) {
+	// The handler has read the body already, bounded (413 past maxBody):
+	// this reads it from memory.
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-			return
-		}
 		http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
