@@ -270,33 +270,31 @@ func (t *txn) log(typ EventType, old, new *Entry) error {
 }
 
 // mkdirs makes sure clean directory path dir exists, creating missing
-// directories (and logging their creation).
-func (t *txn) mkdirs(dir string) error {
-	if dir == "/" {
-		return nil
-	}
+// directories (and logging their creation), and returns its entry.
+func (t *txn) mkdirs(dir string) (*Entry, error) {
 	e, err := t.get(dir)
 	switch {
 	case err == nil:
 		if !e.IsDir() {
-			return fmt.Errorf("%w: %s", ErrNotDir, dir)
+			return nil, fmt.Errorf("%w: %s", ErrNotDir, dir)
 		}
-		return nil
+		return e, nil
 	case !errors.Is(err, ErrNotFound):
-		return err
+		return nil, err
 	}
 	parent, _ := SplitPath(dir)
-	if err := t.mkdirs(parent); err != nil {
-		return err
+	pe, err := t.mkdirs(parent)
+	if err != nil {
+		return nil, err
 	}
 	d := &Entry{Path: dir, Mode: os.ModeDir | 0o755, Mtime: t.now, Ctime: t.now, Crtime: crtime.Unique(t.now)}
 	if err := t.put(d); err != nil {
-		return err
+		return nil, err
 	}
 	if err := t.log(EventCreate, nil, d); err != nil {
-		return err
+		return nil, err
 	}
-	return t.namesChanged(parent)
+	return d, t.namesChanged(pe)
 }
 
 // dirTimesResolution is how far behind a change of its names a
@@ -309,18 +307,12 @@ func (t *txn) mkdirs(dir string) error {
 const dirTimesResolution = time.Second
 
 // namesChanged records that a name was added to or removed from directory
-// dir: its mtime and ctime become now (POSIX), to within
-// dirTimesResolution. The root has no entry: its times stay the epoch.
-func (t *txn) namesChanged(dir string) error {
-	if dir == "/" {
+// d (its entry as this operation read it): its mtime and ctime become now
+// (POSIX), to within dirTimesResolution. The root has no entry: its times
+// stay the epoch.
+func (t *txn) namesChanged(d *Entry) error {
+	if d.Path == "/" {
 		return nil
-	}
-	d, err := t.get(dir)
-	if errors.Is(err, ErrNotFound) {
-		return nil // removed in this transaction (a recursive delete)
-	}
-	if err != nil {
-		return err
 	}
 	recent := func(at time.Time) bool { return !at.After(t.now) && t.now.Sub(at) < dirTimesResolution }
 	if recent(d.Mtime) && recent(d.Ctime) {
@@ -332,6 +324,18 @@ func (t *txn) namesChanged(dir string) error {
 		return err
 	}
 	return t.log(EventUpdate, d, nd)
+}
+
+// namesChangedIn is namesChanged for directory dir, read here.
+func (t *txn) namesChangedIn(dir string) error {
+	d, err := t.get(dir)
+	if errors.Is(err, ErrNotFound) {
+		return nil // removed in this transaction (a recursive delete)
+	}
+	if err != nil {
+		return err
+	}
+	return t.namesChanged(d)
 }
 
 // walkTree calls fn for every entry below directory dir (not dir itself):

@@ -152,15 +152,15 @@ func (t *txn) create(e *Entry, opts CreateOptions) error {
 		return fmt.Errorf("%w: %s is a file", ErrExists, e.Path)
 	}
 	parent, _ := SplitPath(e.Path)
+	var d *Entry
 	if opts.NoParents {
-		d, err := t.get(parent)
-		if err != nil {
+		if d, err = t.get(parent); err != nil {
 			return err
 		}
 		if !d.IsDir() {
 			return fmt.Errorf("%w: %s", ErrNotDir, parent)
 		}
-	} else if err := t.mkdirs(parent); err != nil {
+	} else if d, err = t.mkdirs(parent); err != nil {
 		return err
 	}
 	if old != nil {
@@ -177,7 +177,7 @@ func (t *txn) create(e *Entry, opts CreateOptions) error {
 	if err := t.log(EventCreate, nil, e); err != nil {
 		return err
 	}
-	return t.namesChanged(parent)
+	return t.namesChanged(d)
 }
 
 // Mkdir creates directory p (and its missing parents); an existing
@@ -320,7 +320,7 @@ func (t *txn) delete(p string, recursive bool) error {
 		return err
 	}
 	parent, _ := SplitPath(p)
-	return t.namesChanged(parent)
+	return t.namesChangedIn(parent)
 }
 
 // deleteTree removes everything below directory dir, queueing chunks.

@@ -61,7 +61,8 @@ func (t *txn) rename(from, to string) error {
 		}
 	}
 	parent, _ := SplitPath(to)
-	if err := t.mkdirs(parent); err != nil {
+	toDir, err := t.mkdirs(parent)
+	if err != nil {
 		return err
 	}
 	moved := src.Clone()
@@ -86,11 +87,11 @@ func (t *txn) rename(from, to string) error {
 	if err := t.log(EventRename, src, moved); err != nil {
 		return err
 	}
-	if err := t.namesChanged(parent); err != nil {
+	if err := t.namesChanged(toDir); err != nil {
 		return err
 	}
 	fromParent, _ := SplitPath(from)
-	return t.namesChanged(fromParent)
+	return t.namesChangedIn(fromParent) // read again: it may be toDir, just rewritten
 }
 
 // replaceTarget checks that src may replace dst and removes dst, logging

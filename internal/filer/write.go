@@ -202,9 +202,10 @@ func (f *Filer) patch(ctx context.Context, p string, r io.Reader, opts WriteOpti
 			e.Mode = e.Mode.Type() | opts.Mode.Perm()
 		}
 		e.Mtime, e.Ctime = t.now, t.now
+		var dir *Entry
 		if created {
 			parent, _ := SplitPath(p)
-			if err := t.mkdirs(parent); err != nil {
+			if dir, err = t.mkdirs(parent); err != nil {
 				return err
 			}
 		}
@@ -218,8 +219,7 @@ func (f *Filer) patch(ctx context.Context, p string, r io.Reader, opts WriteOpti
 		if err := t.log(EventCreate, nil, e); err != nil {
 			return err
 		}
-		parent, _ := SplitPath(p)
-		return t.namesChanged(parent)
+		return t.namesChanged(dir)
 	})
 	if err != nil {
 		f.discard(ctx, res.Chunks)
