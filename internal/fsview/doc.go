@@ -30,8 +30,10 @@
 // open in the view (reads, stat and a new open see the buffer; attribute
 // changes join the commit; so do chmod, chown and utimens of a file still
 // open here). With Config.AsyncCreate, a create of a name known absent
-// answers before the filer has made the entry, the create on its way in the
-// background (see Config.AsyncCreate). Sync (FSYNCDIR, unmount), a handle's Flush, and
+// answers before the filer has made the entry: the create is held for the
+// file's first commit, which makes the entry with its data in one
+// CreateEntry, and sent alone after createHold or when anything else needs
+// the name in the filer (see Config.AsyncCreate). Sync (FSYNCDIR, unmount), a handle's Flush, and
 // a rename, unlink or link of the file commit it at once.
 //
 // # Chunk cache

@@ -1029,12 +1029,31 @@ func (f *file) startFlush(ctx context.Context) error {
 }
 
 // waitCreated waits for the create of the file's entry, if it is on its
-// way, and returns createFailure.
+// way (not if it is held for the first commit, which sends it), and
+// returns createFailure.
 func (f *file) waitCreated() error {
-	if c := f.created; c != nil && f.createErr == nil {
+	if c := f.created; c != nil && f.createErr == nil && !c.held() {
 		<-c.done
 	}
 	return f.createFailure()
+}
+
+// store commits e: with the file's create, if that is still held for
+// the first commit (createAsync), else as an update once the create is
+// done.
+func (f *file) store(ctx context.Context, e *filerpb.Entry) error {
+	if c := f.created; c.claim() {
+		err := f.fs.sendCreateEntry(ctx, c, e, f.fs.deferring(ctx))
+		f.fs.finishCreate(c, err)
+		if err != nil {
+			return f.createFailure()
+		}
+		return nil
+	}
+	if err := f.waitCreated(); err != nil {
+		return err
+	}
+	return f.fs.update(ctx, e)
 }
 
 // createFailure returns the filer's refusal of the file's create answered
@@ -1075,8 +1094,8 @@ func (f *file) commitLocked(ctx context.Context) error {
 	if err := f.uploadBlocks(ctx, false); err != nil {
 		return err
 	}
-	if !f.dirty && len(f.pending) == 0 {
-		return nil
+	if !f.dirty && len(f.pending) == 0 && !f.created.held() {
+		return nil // nothing to store; a create held for this commit is sent with it
 	}
 	e := cloneEntry(f.entry)
 	for _, u := range f.pending {
@@ -1100,7 +1119,7 @@ func (f *file) commitLocked(ctx context.Context) error {
 	e.MtimeNs = f.mtime.UnixNano()
 	e.Md5 = nil
 	e.Etag = ""
-	if err := f.fs.update(ctx, e); err != nil {
+	if err := f.store(ctx, e); err != nil {
 		return err
 	}
 	f.setCommitted(e)
@@ -1198,7 +1217,7 @@ func (f *file) modify(ctx context.Context, fn func(e *filerpb.Entry) error, lazy
 		return nil, err
 	}
 	sent := time.Now() // the filer's ctime is at or after it (updateContentAs)
-	if err := f.fs.update(ctx, e); err != nil {
+	if err := f.store(ctx, e); err != nil {
 		return nil, err
 	}
 	e.CtimeNs = sent.UnixNano()
@@ -1246,7 +1265,7 @@ func (f *file) truncate(ctx context.Context, size int64) error {
 	e.MtimeNs = time.Now().UnixNano()
 	e.Md5 = nil
 	e.Etag = ""
-	if err := f.fs.update(ctx, e); err != nil {
+	if err := f.store(ctx, e); err != nil {
 		return err
 	}
 	f.setCommitted(e)

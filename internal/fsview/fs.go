@@ -55,9 +55,10 @@ type Config struct {
 	// AsyncCreate lets a create of a name this view knows absent (its
 	// directory's listing is complete and kept fresh by the metadata events,
 	// see IsCachedAbsence) answer before the filer has made the entry: the
-	// CreateEntry is sent at once in the background, the file's first commit
-	// waits for it, and every other change of the namespace (and a listing)
-	// waits for the creates on their way. A create the filer refuses (another
+	// CreateEntry is held for the file's first commit, which sends it with
+	// the file's data (or alone after createHold), and every other change
+	// of the namespace (and a listing) sends the creates held and waits for
+	// the creates on their way. A create the filer refuses (another
 	// client made the name meanwhile, a quota) fails the file's commit: its
 	// data is lost and the next flush or fsync says so. The FUSE mount sets it.
 	AsyncCreate bool
@@ -107,6 +108,7 @@ type FS struct {
 	createMu    sync.Mutex
 	creating    map[*asyncCreate]struct{}
 	createSlots chan struct{}
+	createHold  time.Duration // createHold; a test holds creates longer
 
 	walk dirWalk // a directory's files read one after the other (spec.go)
 
@@ -162,7 +164,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	}
 	fs := &FS{cfg: cfg, log: cfg.Logger,
 		uploads: semaphore.NewWeighted(maxUploadBytes), workers: newWorkers(), commits: make(chan struct{}, maxBackgroundCommits), files: map[string]*file{}, cache: newMetaCache(),
-		creating: map[*asyncCreate]struct{}{}, createSlots: make(chan struct{}, maxAsyncCreates)}
+		creating: map[*asyncCreate]struct{}{}, createSlots: make(chan struct{}, maxAsyncCreates), createHold: createHold}
 	opts = append(opts, grpc.WithChainUnaryInterceptor(fs.countCall))
 	conn, err := grpc.NewClient(cfg.Filer, opts...)
 	if err != nil {
@@ -391,12 +393,31 @@ func (fs *FS) syncFiler(ctx context.Context) error {
 // maxAsyncCreates bounds the creates on their way (Config.AsyncCreate).
 const maxAsyncCreates = 64
 
-// asyncCreate is one CreateEntry on its way (Config.AsyncCreate); err is
-// set before done is closed.
+// createHold is how long a create answered early waits to be sent with the
+// file's first commit: a file written and closed at once (an untar, a
+// copy of small files) is then made in the filer by one CreateEntry that
+// carries its data, not a CreateEntry and an UpdateEntry. Past it the
+// create is sent alone, as it is at once when anything else needs the
+// name in the filer (waitCreate, settle).
+const createHold = 50 * time.Millisecond
+
+// asyncCreate is one create answered early (Config.AsyncCreate): its
+// entry, held until the file's first commit claims it or it is sent alone;
+// err is set before done is closed.
 type asyncCreate struct {
-	done chan struct{}
-	err  error
+	entry   *filerpb.Entry
+	claimed atomic.Bool // sent: alone (sendCreate) or with the first commit (claim)
+	done    chan struct{}
+	err     error
 }
+
+// claim takes the create for the file's first commit, which then sends it
+// with the committed entry; false if it was sent (or is being sent) alone.
+func (c *asyncCreate) claim() bool { return c != nil && c.claimed.CompareAndSwap(false, true) }
+
+// held reports whether the create is neither sent nor claimed: the file's
+// first commit need not wait for it.
+func (c *asyncCreate) held() bool { return c != nil && !c.claimed.Load() }
 
 // refused reports whether c is done and the filer refused it.
 func (c *asyncCreate) refused() bool {
@@ -411,44 +432,66 @@ func (c *asyncCreate) refused() bool {
 	}
 }
 
-// createAsync sends the exclusive create of e, the entry of a file just
-// registered by acquireNew with c on its way, in the background. The
-// caller has checked that the name is absent here (metaCache.absent). If
-// the filer refuses, the file stops being the one open here under that
-// name once c is done (fileAt): whoever waited for c (waitCreate, settle)
-// then sees the filer's state of the name, and the file's handles the
-// refusal (file.createFailure). The goroutine takes no lock a waiter for
-// c may hold (hideOpen settles under fs.mu, a commit waits under f.mu).
+// createAsync holds the exclusive create of e, the entry of a file just
+// registered by acquireNew with c on its way, for the file's first commit
+// to send with its data, or sends it alone after createHold. The caller
+// has checked that the name is absent here (metaCache.absent). If the
+// filer refuses, the file stops being the one open here under that name
+// once c is done (fileAt): whoever waited for c (waitCreate, settle) then
+// sees the filer's state of the name, and the file's handles the refusal
+// (file.createFailure). Sending takes no lock a waiter for c may hold
+// (hideOpen settles under fs.mu, a commit waits under f.mu).
 func (fs *FS) createAsync(c *asyncCreate, e *filerpb.Entry) {
 	fs.createSlots <- struct{}{}
 	fs.createMu.Lock()
 	fs.creating[c] = struct{}{}
 	fs.createMu.Unlock()
-	e = cloneEntry(e)
+	c.entry = cloneEntry(e)
 	fs.cache.evict(e.Path)
 	fs.cache.beginOwn(e.Path)
 	fs.touches.namesChanged(e.Path) // answered now: the name is there for the caller
+	time.AfterFunc(fs.createHold, func() { fs.sendCreate(c) })
+}
+
+// sendCreate sends c alone, in the background, unless it is sent or
+// claimed already.
+func (fs *FS) sendCreate(c *asyncCreate) {
+	if !c.claimed.CompareAndSwap(false, true) {
+		return
+	}
 	fs.workers.run(func() {
-		defer func() { <-fs.createSlots }()
 		// Not the caller's context: the create outlives the call that
 		// answered it.
-		_, err := fs.filer.CreateEntry(context.Background(), &filerpb.CreateEntryRequest{Entry: e, Exclusive: true, NoParents: true,
-			DeferredDurability: fs.cfg.DeferDurability})
-		fs.cache.endOwn(err, e.Path)
-		fs.cache.evict(e.Path)
-		if err != nil {
-			fs.log.Warn("fsview: a create answered early failed; the file's data will not be kept", "path", e.Path, "err", err)
-			// What the view knew of the directory was wrong (the name was
-			// made elsewhere) or does not tell enough (a quota): its next
-			// creates wait for the filer's answer.
-			fs.cache.unlist(path.Dir(e.Path))
-		}
-		c.err = err
-		fs.createMu.Lock()
-		delete(fs.creating, c)
-		fs.createMu.Unlock()
-		close(c.done)
+		fs.finishCreate(c, fs.sendCreateEntry(context.Background(), c, c.entry, fs.cfg.DeferDurability))
 	})
+}
+
+// sendCreateEntry sends c's exclusive create with entry e (c's own, or the
+// file's first commit).
+func (fs *FS) sendCreateEntry(ctx context.Context, c *asyncCreate, e *filerpb.Entry, deferred bool) error {
+	_, err := fs.filer.CreateEntry(ctx, &filerpb.CreateEntryRequest{Entry: e, Exclusive: true, NoParents: true,
+		DeferredDurability: deferred})
+	return err
+}
+
+// finishCreate records the filer's answer to c and wakes its waiters.
+func (fs *FS) finishCreate(c *asyncCreate, err error) {
+	full := c.entry.Path
+	fs.cache.endOwn(err, full)
+	fs.cache.evict(full)
+	if err != nil {
+		fs.log.Warn("fsview: a create answered early failed; the file's data will not be kept", "path", full, "err", err)
+		// What the view knew of the directory was wrong (the name was
+		// made elsewhere) or does not tell enough (a quota): its next
+		// creates wait for the filer's answer.
+		fs.cache.unlist(path.Dir(full))
+	}
+	c.err = err
+	fs.createMu.Lock()
+	delete(fs.creating, c)
+	fs.createMu.Unlock()
+	close(c.done)
+	<-fs.createSlots
 }
 
 // waitCreate waits for the create answered early of the file open here at
@@ -463,6 +506,7 @@ func (fs *FS) waitCreate(full string) {
 	c := f.created
 	f.mu.Unlock()
 	if c != nil {
+		fs.sendCreate(c)
 		<-c.done
 	}
 }
@@ -480,6 +524,9 @@ func (fs *FS) settle() {
 		cs = append(cs, c)
 	}
 	fs.createMu.Unlock()
+	for _, c := range cs {
+		fs.sendCreate(c)
+	}
 	for _, c := range cs {
 		<-c.done
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand"
 	"os"
 	"sync"
@@ -129,5 +130,65 @@ func TestWholeChunkUploadsAreBoundedByTheirBytes(t *testing.T) {
 	}
 	if got := readFile(t, newView(t, s), "/big"); !bytes.Equal(got, model) {
 		t.Fatalf("/big reads back %d bytes, differing from the %d written", len(got), len(model))
+	}
+}
+
+// A file created (answered early) and closed at once is made in the filer
+// by one CreateEntry carrying its data: a small-file copy costs one filer
+// call per file, not a create and then an update. A create held past the
+// file's first commit is sent alone when something needs the name in the
+// filer (here a listing): it is there, empty, for another view.
+func TestCreateIsSentWithTheFirstCommit(t *testing.T) {
+	s := startFiler(t)
+	ctx := context.Background()
+	fs, err := New(ctx, Config{Filer: s.GRPCAddr(), AsyncCreate: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.Close() })
+	fs.createHold = time.Hour // held until the commit claims it, however slow the machine
+	if _, err := fs.Mkdir(ctx, "/d", 0o755, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	const files = 40
+	before := fs.Stats().FilerCalls
+	for i := range files {
+		p := fmt.Sprintf("/d/f%02d", i)
+		h, err := fs.Create(ctx, p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.WriteAt(ctx, []byte(p), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.StartFlush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h.ReleaseLater()
+	}
+	if err := fs.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if calls := fs.Stats().FilerCalls - before; calls > files+1 { // and Sync's
+		t.Fatalf("%d files written took %d filer calls, want one each and the Sync", files, calls)
+	}
+	r := newView(t, s)
+	for i := range files {
+		p := fmt.Sprintf("/d/f%02d", i)
+		if got := string(readFile(t, r, p)); got != p {
+			t.Fatalf("%s reads %q", p, got)
+		}
+	}
+
+	h, err := fs.Create(ctx, "/d/open", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release(ctx)
+	if _, err := fs.ReadDir(ctx, "/d"); err != nil { // settles: the held create is sent
+		t.Fatal(err)
+	}
+	if a, err := r.Lookup(ctx, "/d/open"); err != nil || a.Size != 0 {
+		t.Fatalf("the file still open, seen from another view: %+v %v", a, err)
 	}
 }
