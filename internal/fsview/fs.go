@@ -390,7 +390,8 @@ func (fs *FS) syncFiler(ctx context.Context) error {
 // until its event arrives: the names cached as absent are not trusted for
 // it meanwhile.
 
-// maxAsyncCreates bounds the creates on their way (Config.AsyncCreate).
+// maxAsyncCreates bounds the creates sent alone at a time (Config.AsyncCreate;
+// a create sent with its file's first commit counts as the commit).
 const maxAsyncCreates = 64
 
 // createHold is how long a create answered early waits to be sent with the
@@ -442,7 +443,6 @@ func (c *asyncCreate) refused() bool {
 // (file.createFailure). Sending takes no lock a waiter for c may hold
 // (hideOpen settles under fs.mu, a commit waits under f.mu).
 func (fs *FS) createAsync(c *asyncCreate, e *filerpb.Entry) {
-	fs.createSlots <- struct{}{}
 	fs.createMu.Lock()
 	fs.creating[c] = struct{}{}
 	fs.createMu.Unlock()
@@ -460,6 +460,8 @@ func (fs *FS) sendCreate(c *asyncCreate) {
 		return
 	}
 	fs.workers.run(func() {
+		fs.createSlots <- struct{}{}
+		defer func() { <-fs.createSlots }()
 		// Not the caller's context: the create outlives the call that
 		// answered it.
 		fs.finishCreate(c, fs.sendCreateEntry(context.Background(), c, c.entry, fs.cfg.DeferDurability))
@@ -491,7 +493,6 @@ func (fs *FS) finishCreate(c *asyncCreate, err error) {
 	delete(fs.creating, c)
 	fs.createMu.Unlock()
 	close(c.done)
-	<-fs.createSlots
 }
 
 // waitCreate waits for the create answered early of the file open here at
