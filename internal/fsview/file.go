@@ -1043,7 +1043,7 @@ func (f *file) waitCreated() error {
 // done.
 func (f *file) store(ctx context.Context, e *filerpb.Entry) error {
 	if c := f.created; c.claim() {
-		err := f.fs.sendCreateEntry(ctx, c, e, f.fs.deferring(ctx))
+		err := f.fs.sendCreateEntry(ctx, e, f.fs.deferring(ctx))
 		f.fs.finishCreate(c, err)
 		if err != nil {
 			return f.createFailure()

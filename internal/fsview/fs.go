@@ -412,8 +412,8 @@ type asyncCreate struct {
 	err     error
 }
 
-// claim takes the create for the file's first commit, which then sends it
-// with the committed entry; false if it was sent (or is being sent) alone.
+// claim takes the create for whoever sends it: the file's first commit,
+// with the committed entry, or sendCreate, alone; false if taken already.
 func (c *asyncCreate) claim() bool { return c != nil && c.claimed.CompareAndSwap(false, true) }
 
 // held reports whether the create is neither sent nor claimed: the file's
@@ -443,10 +443,10 @@ func (c *asyncCreate) refused() bool {
 // (file.createFailure). Sending takes no lock a waiter for c may hold
 // (hideOpen settles under fs.mu, a commit waits under f.mu).
 func (fs *FS) createAsync(c *asyncCreate, e *filerpb.Entry) {
+	c.entry = cloneEntry(e) // before settle can find c
 	fs.createMu.Lock()
 	fs.creating[c] = struct{}{}
 	fs.createMu.Unlock()
-	c.entry = cloneEntry(e)
 	fs.cache.evict(e.Path)
 	fs.cache.beginOwn(e.Path)
 	fs.touches.namesChanged(e.Path) // answered now: the name is there for the caller
@@ -456,7 +456,7 @@ func (fs *FS) createAsync(c *asyncCreate, e *filerpb.Entry) {
 // sendCreate sends c alone, in the background, unless it is sent or
 // claimed already.
 func (fs *FS) sendCreate(c *asyncCreate) {
-	if !c.claimed.CompareAndSwap(false, true) {
+	if !c.claim() {
 		return
 	}
 	fs.workers.run(func() {
@@ -464,13 +464,13 @@ func (fs *FS) sendCreate(c *asyncCreate) {
 		defer func() { <-fs.createSlots }()
 		// Not the caller's context: the create outlives the call that
 		// answered it.
-		fs.finishCreate(c, fs.sendCreateEntry(context.Background(), c, c.entry, fs.cfg.DeferDurability))
+		fs.finishCreate(c, fs.sendCreateEntry(context.Background(), c.entry, fs.cfg.DeferDurability))
 	})
 }
 
-// sendCreateEntry sends c's exclusive create with entry e (c's own, or the
-// file's first commit).
-func (fs *FS) sendCreateEntry(ctx context.Context, c *asyncCreate, e *filerpb.Entry, deferred bool) error {
+// sendCreateEntry sends the exclusive create of a create answered early
+// with entry e (its own, or the file's first commit).
+func (fs *FS) sendCreateEntry(ctx context.Context, e *filerpb.Entry, deferred bool) error {
 	_, err := fs.filer.CreateEntry(ctx, &filerpb.CreateEntryRequest{Entry: e, Exclusive: true, NoParents: true,
 		DeferredDurability: deferred})
 	return err
