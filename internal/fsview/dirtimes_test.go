@@ -2,7 +2,6 @@ package fsview
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -16,11 +15,7 @@ import (
 func TestDirectoryTimesFollowChangesOfNames(t *testing.T) {
 	s := startFiler(t)
 	ctx := context.Background()
-	a, err := New(ctx, Config{Filer: s.GRPCAddr(), AsyncCreate: true, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
+	a := newMountLikeView(t, s)
 	b := newView(t, s)
 	old := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
 	setMtime := func(p string, at time.Time) {

@@ -47,6 +47,18 @@ func newViewChunks(t *testing.T, s *filerserver.Server, chunkSize int) *FS {
 	return fs
 }
 
+// newMountLikeView is a view set up as the FUSE mount sets it up: creates
+// answered early (AsyncCreate), commits with deferred durability.
+func newMountLikeView(t *testing.T, s *filerserver.Server) *FS {
+	t.Helper()
+	fs, err := New(context.Background(), Config{Filer: s.GRPCAddr(), Logger: slog.New(slog.DiscardHandler), DeferDurability: true, AsyncCreate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.Close() })
+	return fs
+}
+
 func wantErrno(t *testing.T, err error, want syscall.Errno) {
 	t.Helper()
 	if Errno(err) != want {

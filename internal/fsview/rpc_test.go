@@ -304,11 +304,7 @@ func TestListingLandsWhileAnotherClientWritesElsewhere(t *testing.T) {
 // after the release another view sees the file with all of it.
 func TestCreateInAKnownDirectoryAndSetattrWhileOpenWaitForNothing(t *testing.T) {
 	s := startFiler(t)
-	fs, err := New(context.Background(), Config{Filer: s.GRPCAddr(), Logger: slog.New(slog.DiscardHandler), DeferDurability: true, AsyncCreate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Close()
+	fs := newMountLikeView(t, s)
 	other := newView(t, s)
 	ctx := context.Background()
 	writeFile(t, fs, "/x", []byte("x"))
@@ -379,11 +375,7 @@ func TestCreateInAKnownDirectoryAndSetattrWhileOpenWaitForNothing(t *testing.T) 
 // a new create of it gets the filer's answer, not the refused file.
 func TestARefusedEarlyCreateFailsItsFileAndOnlyIt(t *testing.T) {
 	s := startFiler(t)
-	fs, err := New(context.Background(), Config{Filer: s.GRPCAddr(), Logger: slog.New(slog.DiscardHandler), DeferDurability: true, AsyncCreate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Close()
+	fs := newMountLikeView(t, s)
 	ctx := context.Background()
 	writeFile(t, fs, "/x", []byte("x"))
 	waitCached(t, fs, "/x") // the event stream is live
@@ -433,11 +425,7 @@ func TestARefusedEarlyCreateFailsItsFileAndOnlyIt(t *testing.T) {
 // it. It is never lost (it was, when it joined a forgotten file).
 func TestChmodRightAfterCloseIsNeverLost(t *testing.T) {
 	s := startFiler(t)
-	fs, err := New(context.Background(), Config{Filer: s.GRPCAddr(), Logger: slog.New(slog.DiscardHandler), DeferDurability: true, AsyncCreate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Close()
+	fs := newMountLikeView(t, s)
 	other := newView(t, s)
 	ctx := context.Background()
 	const n = 150

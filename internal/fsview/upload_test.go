@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand"
 	"os"
 	"sync"
@@ -141,11 +140,7 @@ func TestWholeChunkUploadsAreBoundedByTheirBytes(t *testing.T) {
 func TestCreateIsSentWithTheFirstCommit(t *testing.T) {
 	s := startFiler(t)
 	ctx := context.Background()
-	fs, err := New(ctx, Config{Filer: s.GRPCAddr(), AsyncCreate: true, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fs.Close() })
+	fs := newMountLikeView(t, s)
 	fs.createHold = time.Hour // held until the commit claims it, however slow the machine
 	if _, err := fs.Mkdir(ctx, "/d", 0o755, 0, 0); err != nil {
 		t.Fatal(err)
