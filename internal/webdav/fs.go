@@ -297,7 +297,7 @@ func (f fileSystem) openStaged(ctx context.Context, name string, exists bool) (x
 	if err != nil {
 		return nil, osErr("open", name, err)
 	}
-	body, _ := ctx.Value(putBodyKey{}).(*putBody)
+	body, _ := ctx.Value(putBodyKey{}).(*countedBody)
 	return &stagedFile{file: file{v: f.v, h: h, name: tmp}, target: name, exists: exists, body: body}, nil
 }
 
@@ -308,7 +308,7 @@ type stagedFile struct {
 	file
 	target string
 	exists bool
-	body   *putBody // the request body, when a PUT: Close checks it arrived whole
+	body   *countedBody // the request body, when a PUT: Close checks it arrived whole
 }
 
 func (s *stagedFile) Close() error {
@@ -353,32 +353,7 @@ func (s *stagedFile) keepProps(ctx context.Context) error {
 	return osErr("setxattr", s.name, s.v.PatchXattrs(ctx, s.name, set, nil))
 }
 
-// putBody counts a PUT's body as the handler reads it and keeps its read
-// error: x/net/webdav closes the file also when the copy failed.
-type putBody struct {
-	io.ReadCloser
-	want int64 // Content-Length, -1 unknown
-	n    int64
-	err  error
-}
-
+// putBodyKey holds a PUT's countedBody in the request's context: x/net/webdav
+// closes the file also when the copy failed, and Close checks the body
+// arrived whole.
 type putBodyKey struct{}
-
-func (b *putBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n += int64(n)
-	if err != nil && err != io.EOF {
-		b.err = err
-	}
-	return n, err
-}
-
-func (b *putBody) incomplete() error {
-	switch {
-	case b.err != nil:
-		return fmt.Errorf("upload failed: %w", b.err)
-	case b.want >= 0 && b.n != b.want:
-		return fmt.Errorf("upload ended after %d of %d bytes", b.n, b.want)
-	}
-	return nil
-}

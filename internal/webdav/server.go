@@ -192,7 +192,7 @@ func engine(v *fsview.FS, log *slog.Logger) http.Handler {
 			}
 		}
 		if r.Method == http.MethodPut {
-			body := &putBody{ReadCloser: r.Body, want: r.ContentLength}
+			body := &countedBody{ReadCloser: r.Body, want: r.ContentLength}
 			r.Body = body
 			r = r.WithContext(context.WithValue(r.Context(), putBodyKey{}, body))
 		}
@@ -360,45 +360,64 @@ func closeUnread(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		b := &readBody{ReadCloser: r.Body, want: r.ContentLength}
+		b := &countedBody{ReadCloser: r.Body, want: r.ContentLength}
 		r.Body = b
 		next.ServeHTTP(&closeUnreadWriter{ResponseWriter: w, body: b}, r)
 	})
 }
 
-// readBody notes whether a request body was read to its end.
-type readBody struct {
+// countedBody counts a request body as the handler reads it: whether it
+// was read to its end, and the read error, if any.
+type countedBody struct {
 	io.ReadCloser
-	want, got int64 // want < 0: the length is unknown (chunked)
-	done      bool
+	want, n int64 // want: Content-Length, -1 unknown (chunked)
+	eof     bool
+	err     error
 }
 
-func (b *readBody) Read(p []byte) (int, error) {
+func (b *countedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	b.got += int64(n)
-	if err == io.EOF || (b.want >= 0 && b.got >= b.want) {
-		b.done = true
+	b.n += int64(n)
+	switch {
+	case err == io.EOF:
+		b.eof = true
+	case err != nil:
+		b.err = err
 	}
 	return n, err
 }
+
+// done reports whether the body was read to its end.
+func (b *countedBody) done() bool { return b.eof || (b.want >= 0 && b.n >= b.want) }
 
 // smallRest reports whether net/http would read what is left of the body
 // before answering (its limit is 256 KiB, or an unknown length): a larger
 // rest it leaves, and closes the connection gracefully by itself, which
 // a Connection: close of ours would turn into a reset before the client
 // read the answer.
-func (b *readBody) smallRest() bool { return b.want < 0 || b.want-b.got <= 256<<10 }
+func (b *countedBody) smallRest() bool { return b.want < 0 || b.want-b.n <= 256<<10 }
+
+// incomplete is the error of a body that did not arrive whole.
+func (b *countedBody) incomplete() error {
+	switch {
+	case b.err != nil:
+		return fmt.Errorf("upload failed: %w", b.err)
+	case b.want >= 0 && b.n != b.want:
+		return fmt.Errorf("upload ended after %d of %d bytes", b.n, b.want)
+	}
+	return nil
+}
 
 type closeUnreadWriter struct {
 	http.ResponseWriter
-	body  *readBody
+	body  *countedBody
 	wrote bool
 }
 
 func (w *closeUnreadWriter) WriteHeader(code int) {
 	if !w.wrote && code >= 200 {
 		w.wrote = true
-		if !w.body.done && w.body.smallRest() {
+		if !w.body.done() && w.body.smallRest() {
 			w.Header().Set("Connection", "close")
 		}
 	}
