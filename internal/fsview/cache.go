@@ -491,11 +491,12 @@ func (fs *FS) followOnce(ctx context.Context, seq uint64) uint64 {
 			return seq
 		}
 		seq = ev.Seq
-		if old, new := ev.GetOldEntry().GetPath(), ev.GetNewEntry().GetPath(); old == new {
+		old, new := ev.GetOldEntry().GetPath(), ev.GetNewEntry().GetPath()
+		if old == new {
 			fs.cache.evictEntry(new)
 		} else {
 			fs.cache.evict(old, new)
 		}
-		fs.cache.applyNames(ev.GetOldEntry().GetPath(), ev.GetNewEntry().GetPath())
+		fs.cache.applyNames(old, new)
 	}
 }
