@@ -457,7 +457,8 @@ func (f *file) commitUploaded(ctx context.Context) error {
 	e.Etag = ""
 	// A commit in the middle of a write is no durability point: the filer
 	// need not sync it before answering (fsync asks it to, Handle.Fsync).
-	if err := f.fs.update(deferred(ctx), e); err != nil {
+	// It may be the file's first commit, which sends a create still held.
+	if err := f.store(deferred(ctx), e); err != nil {
 		return err
 	}
 	f.entry = e

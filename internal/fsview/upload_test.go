@@ -187,3 +187,35 @@ func TestCreateIsSentWithTheFirstCommit(t *testing.T) {
 		t.Fatalf("the file still open, seen from another view: %+v %v", a, err)
 	}
 }
+
+// A file written past maxPending chunks before its create is sent (a dd
+// faster than createHold) commits the uploaded chunks in the middle of the
+// write: that first commit sends the held create with them.
+func TestHeldCreateSentByACommitInTheMiddleOfAWrite(t *testing.T) {
+	s := startFiler(t)
+	ctx := context.Background()
+	fs := newMountLikeView(t, s)
+	fs.createHold = time.Hour
+	if _, err := fs.Mkdir(ctx, "/d", 0o755, 0, 0); err != nil { // known empty: creates answer early
+		t.Fatal(err)
+	}
+	h, err := fs.Create(ctx, "/d/big", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, (maxPending+2)*fs.ChunkSize())
+	for i := range data {
+		data[i] = byte(i / 4093)
+	}
+	for off := 0; off < len(data); off += fs.ChunkSize() {
+		if _, err := h.WriteAt(ctx, data[off:off+fs.ChunkSize()], int64(off)); err != nil {
+			t.Fatalf("write at %d: %v", off, err)
+		}
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, newView(t, s), "/d/big"); !bytes.Equal(got, data) {
+		t.Fatalf("/d/big reads back %d bytes, differing from the %d written", len(got), len(data))
+	}
+}
