@@ -452,13 +452,21 @@ func (n *node) Statfs(ctx context.Context, out *gofuse.StatfsOut) syscall.Errno 
 	return 0
 }
 
+// preferredIOSize is st_blksize (see fillAttr).
+const preferredIOSize = 128 << 10
+
 // fillAttr converts the view's attributes for the kernel.
 func fillAttr(out *gofuse.Attr, a fsview.Attr) {
 	out.Ino = a.Ino
 	out.Mode = unixMode(a.Mode)
 	out.Size = uint64(a.Size)
 	out.Blocks = (uint64(a.Size) + 511) / 512
-	out.Blksize = 1 << 20
+	// st_blksize sizes the buffers of cp, cat and stdio. 128 KiB, what
+	// coreutils uses for a local disk: with 1 MiB, cp mapped (and faulted
+	// in) a fresh 1 MiB buffer for every file it copied, and cat waited for
+	// whole 1 MiB reads instead of overlapping them with the read-ahead
+	// (docs/mount-speed-history.md, session 28).
+	out.Blksize = preferredIOSize
 	out.Nlink = a.Nlink
 	out.Uid, out.Gid = a.UID, a.GID
 	out.Rdev = a.Rdev
