@@ -401,20 +401,29 @@ func (f *file) write(ctx context.Context, p []byte, off int64) (int, error) {
 }
 
 // growBlock makes data need bytes long for a write of m bytes into a block
-// of bs. A large write (a sequential writer: dd, cp) gets the whole block at
-// once; others double the capacity, so that a block filled by many writes
-// is copied a few times, not at every write. The first block of a file
-// starts at the size of its first write: a small file written in one piece
-// (cp writes 1 MiB at a time) then holds no more than it needs, and a
-// large one pays one copy of that first write. Buffers come from the pool
-// (getBuf, not cleared); the one outgrown goes back to it.
+// of bs. The first block of a file starts at the size of its first write:
+// a small file written in one piece then holds no more than it needs. After
+// that, a large write (dd's 1 MiB) gets the whole block at once; a middling
+// one (cp and cat write st_blksize, 128 KiB, at a time) multiplies the
+// capacity by 8, so that a file of 1 MiB written in 128 KiB pieces is
+// copied once (128 KiB), not at every doubling (896 KiB); small writes
+// double it, so that a block filled by many writes is copied a few times,
+// not at every write. Buffers come from the pool (getBuf, not cleared); the
+// one outgrown goes back to it.
 func growBlock(data []byte, need, bs, m int64, first bool) []byte {
 	if need <= int64(cap(data)) {
 		return data[:need]
 	}
-	c := max(need, 2*int64(cap(data)))
-	if m >= bs/8 && !(first && len(data) == 0) {
+	var c int64
+	switch {
+	case first && len(data) == 0:
+		c = need
+	case m >= bs/8:
 		c = bs
+	case m >= bs/128:
+		c = 8 * int64(cap(data))
+	default:
+		c = 2 * int64(cap(data))
 	}
 	c = min(max(c, need), bs)
 	nd := getBuf(int(c))[:need]
