@@ -139,7 +139,14 @@ func runModel(t *testing.T, ops int) {
 				continue
 			}
 			fd := fds[rng.Intn(len(fds))]
-			data := make([]byte, 1+rng.Intn(20_000))
+			n := 1 + rng.Intn(20_000)
+			if rng.Intn(16) == 0 {
+				// Past maxPending chunks of the test filer's 64 KiB: the
+				// write commits in its middle, perhaps before the file's
+				// create has been sent.
+				n = 700_000
+			}
+			data := make([]byte, n)
 			rng.Read(data)
 			off := rng.Int63n(200_000)
 			nm, em := syscall.Pwrite(fd.m, data, off)
