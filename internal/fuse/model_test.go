@@ -142,8 +142,7 @@ func runModel(t *testing.T, ops int) {
 			n := 1 + rng.Intn(20_000)
 			if rng.Intn(16) == 0 {
 				// Past maxPending chunks of the test filer's 64 KiB: the
-				// write commits in its middle, perhaps before the file's
-				// create has been sent.
+				// write commits the chunks uploaded in its middle.
 				n = 700_000
 			}
 			data := make([]byte, n)
