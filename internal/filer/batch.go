@@ -77,9 +77,6 @@ func (b batch) Update(e *Entry) error {
 	if err != nil {
 		return err
 	}
-	if p == "/" {
-		return fmt.Errorf("%w: the root cannot be updated", ErrInvalid)
-	}
 	old, err := b.t.get(p)
 	if err != nil {
 		return err

@@ -15,11 +15,13 @@
 // and no NUL byte; a name is at most MaxNameLen bytes and a path at most
 // MaxPathLen bytes (so that its key fits the store's key limit). A trailing
 // '/' and repeated '/' are tolerated and cleaned. Anything else is
-// ErrInvalidPath. The root "/" always exists and is never stored.
+// ErrInvalidPath. The root "/" always exists; its entry is stored once its
+// attributes change (before that it is a directory of mode 0755).
 //
 // # Key layout (all in one store.Store)
 //
 //	"d" + parent + 0x00 + name   -> entry   (parent is "/" or "/a/b", name has no '/')
+//	"r"                          -> the root's entry
 //	"s"                          -> 8-byte big-endian last event sequence (store.NextSeq)
 //	"e" + seq (8 bytes BE)       -> event
 //	"t"                          -> 8-byte BE highest event sequence deleted by retention (retention.go)

@@ -82,8 +82,18 @@ func (e *Entry) Clone() *Entry {
 	return &c
 }
 
+// rootEntry is the root's entry until its attributes are first changed
+// (and stored): the root always exists.
 func rootEntry() *Entry {
 	return &Entry{Path: "/", Mode: os.ModeDir | 0o755}
+}
+
+// absentEntry is the answer for clean path p not found in the store.
+func absentEntry(p string) (*Entry, error) {
+	if p == "/" {
+		return rootEntry(), nil
+	}
+	return nil, fmt.Errorf("%w: %s", ErrNotFound, p)
 }
 
 const entryVersion = 1

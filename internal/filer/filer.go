@@ -236,18 +236,15 @@ func (f *Filer) changedChan() <-chan struct{} {
 	return f.changed
 }
 
-// get reads the entry at clean path p; the root is synthesised.
+// get reads the entry at clean path p.
 func (t *txn) get(p string) (*Entry, error) {
 	return getEntry(t.tx, p)
 }
 
 func getEntry(r store.ReadTx, p string) (*Entry, error) {
-	if p == "/" {
-		return rootEntry(), nil
-	}
 	v, err := r.Get(entryKey(p))
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, p)
+		return absentEntry(p)
 	}
 	if err != nil {
 		return nil, err
@@ -308,8 +305,9 @@ const dirTimesResolution = time.Second
 
 // namesChanged records that a name was added to or removed from directory
 // d (its entry as this operation read it): its mtime and ctime become now
-// (POSIX), to within dirTimesResolution. The root has no entry: its times
-// stay the epoch.
+// (POSIX), to within dirTimesResolution. Not the root's: they move only
+// when set (UpdateEntry, SetAttributes), so that the names made at the top
+// level do not add an update of "/" to the event log every second.
 func (t *txn) namesChanged(d *Entry) error {
 	if d.Path == "/" {
 		return nil

@@ -19,12 +19,9 @@ func (f *Filer) FindEntry(ctx context.Context, p string) (*Entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p == "/" {
-		return rootEntry(), nil
-	}
 	v, err := f.st.Get(ctx, entryKey(p))
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, p)
+		return absentEntry(p)
 	}
 	if err != nil {
 		return nil, storeErr(err)
@@ -194,9 +191,6 @@ func (f *Filer) UpdateEntry(ctx context.Context, e *Entry) error {
 	if err != nil {
 		return err
 	}
-	if p == "/" {
-		return fmt.Errorf("%w: the root cannot be updated", ErrInvalid)
-	}
 	e.Path = p
 	return f.update(ctx, func(t *txn) error {
 		old, err := t.get(p)
@@ -216,9 +210,6 @@ func (f *Filer) ModifyEntry(ctx context.Context, p string, fn func(e *Entry) err
 	p, err := CleanPath(p)
 	if err != nil {
 		return err
-	}
-	if p == "/" {
-		return fmt.Errorf("%w: the root cannot be updated", ErrInvalid)
 	}
 	return f.update(ctx, func(t *txn) error {
 		old, err := t.get(p)

@@ -83,12 +83,17 @@ const (
 	// by fid alone; it is drained, never written.
 	prefixGCLegacy = 'g'
 	prefixGCQueue  = 'G'
+	// prefixRoot is the root's own key: its attributes, once changed.
+	prefixRoot = 'r'
 )
 
 var seqKey = []byte{'s'}
 
-// entryKey is the store key of a clean path other than the root.
+// entryKey is the store key of a clean path.
 func entryKey(p string) []byte {
+	if p == "/" {
+		return []byte{prefixRoot}
+	}
 	dir, name := SplitPath(p)
 	k := make([]byte, 0, 2+len(dir)+len(name))
 	k = append(k, prefixEntry)

@@ -592,9 +592,6 @@ func (fs *FS) Setattr(ctx context.Context, p string, h *Handle, s SetAttr) (Attr
 		}
 	}
 	if s.Mode != nil || s.UID != nil || s.GID != nil || s.Mtime != nil || s.Atime != nil {
-		if n != nil && n.name.Path == fs.cfg.Root {
-			return fs.Lookup(ctx, p) // the filer keeps no attributes of the root
-		}
 		if s.Mtime != nil && n != nil && n.isDir() {
 			// The mtime set here must stay: the creates in the directory
 			// still on their way (AsyncCreate) would move it when they
@@ -752,9 +749,6 @@ func (fs *FS) SetXattr(ctx context.Context, p, k string, v []byte, flags int) er
 	n, err := fs.resolve(ctx, p)
 	if err != nil {
 		return err
-	}
-	if n.name.Path == fs.cfg.Root {
-		return syscall.ENOTSUP
 	}
 	_, err = fs.updateContent(ctx, n.contentPath(), n, func(e *filerpb.Entry) error {
 		_, has := e.Xattrs[k]

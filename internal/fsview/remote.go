@@ -29,9 +29,6 @@ func (fs *FS) PatchXattrs(ctx context.Context, p string, set map[string][]byte, 
 	if err != nil {
 		return err
 	}
-	if n.name.Path == fs.cfg.Root {
-		return syscall.ENOTSUP // the filer keeps no attributes of the root
-	}
 	_, err = fs.updateContent(ctx, n.contentPath(), n, func(e *filerpb.Entry) error {
 		for _, k := range remove {
 			delete(e.Xattrs, k)
