@@ -10,8 +10,11 @@ import (
 	"github.com/kelpfs/kelp/internal/needle"
 )
 
-// streamChunk is the copy buffer for needles too large to build in memory.
-const streamChunk = 256 << 10
+// streamChunk is the copy buffer for needles too large to build in memory
+// (a mount's 8 MiB chunks). 1 MiB: the server's CPU for a 1 GiB dd through
+// a mount was 22% lower than with 256 KiB (fewer body reads and pwrites,
+// and ext4's per-write bookkeeping), and 4 MiB was twice as costly again.
+const streamChunk = 1 << 20
 
 // bufferedRecord is the largest record Write builds in memory, reading the
 // body before it takes the append lock; larger needles are streamed under
