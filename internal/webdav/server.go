@@ -192,8 +192,11 @@ func engine(v *fsview.FS, log *slog.Logger) http.Handler {
 			}
 		}
 		if r.Method == http.MethodPut {
-			body := &countedBody{ReadCloser: r.Body, want: r.ContentLength}
-			r.Body = body
+			body, counted := r.Body.(*countedBody) // closeUnread's, when it counts this body already
+			if !counted {
+				body = &countedBody{ReadCloser: r.Body, want: r.ContentLength}
+				r.Body = body
+			}
 			r = r.WithContext(context.WithValue(r.Context(), putBodyKey{}, body))
 		}
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
