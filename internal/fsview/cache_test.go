@@ -28,11 +28,7 @@ func TestCacheServesListingsAndFollowsOtherWriters(t *testing.T) {
 	for i := range 20 {
 		writeFile(t, fs, fmt.Sprintf("/d/f%02d", i), []byte("x"))
 	}
-	testutil.WaitFor(t, 5*time.Second, func() bool {
-		fs.cache.mu.Lock()
-		defer fs.cache.mu.Unlock()
-		return fs.cache.live
-	}, "the metadata stream did not connect")
+	waitLive(t, fs)
 	// The events of the writes above may still be arriving, each evicting;
 	// once they are in, a listing fills the cache for the stats that follow.
 	var lookups int64
@@ -237,11 +233,7 @@ func TestXattrAfterListingFromCache(t *testing.T) {
 	if err := fs.SetXattr(ctx, "/d/f", "user.k", []byte("v"), 0); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, 5*time.Second, func() bool {
-		fs.cache.mu.Lock()
-		defer fs.cache.mu.Unlock()
-		return fs.cache.live
-	}, "the metadata stream did not connect")
+	waitLive(t, fs)
 	var lookups int64
 	ok := testutil.Eventually(5*time.Second, func() bool {
 		if _, err := fs.ReadDir(ctx, "/d"); err != nil {

@@ -12,9 +12,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kelpfs/kelp/internal/filerserver"
 	"github.com/kelpfs/kelp/internal/testcluster"
+	"github.com/kelpfs/kelp/internal/testutil"
 )
 
 // startFiler runs a cluster and a filer with small chunks, so that tests
@@ -56,7 +58,20 @@ func newMountLikeView(t *testing.T, s *filerserver.Server) *FS {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fs.Close() })
+	waitLive(t, fs)
 	return fs
+}
+
+// waitLive waits until fs follows the filer's metadata events: only then
+// does it trust its cache, and answer a create of a name it knows absent
+// before the filer has made it (Config.AsyncCreate).
+func waitLive(t *testing.T, fs *FS) {
+	t.Helper()
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		fs.cache.mu.Lock()
+		defer fs.cache.mu.Unlock()
+		return fs.cache.live
+	}, "the metadata stream did not connect")
 }
 
 func wantErrno(t *testing.T, err error, want syscall.Errno) {

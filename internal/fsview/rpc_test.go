@@ -180,11 +180,7 @@ func TestAbsentNamesOfAKnownDirectoryCostNoRoundTrip(t *testing.T) {
 	s := startFiler(t)
 	fs := newView(t, s)
 	ctx := context.Background()
-	testutil.WaitFor(t, 5*time.Second, func() bool {
-		fs.cache.mu.Lock()
-		defer fs.cache.mu.Unlock()
-		return fs.cache.live
-	}, "the metadata stream did not connect")
+	waitLive(t, fs)
 	if _, err := fs.Mkdir(ctx, "/d", 0o755, 0, 0); err != nil {
 		t.Fatal(err)
 	}
